@@ -1,0 +1,1 @@
+"""torch.compile integration: choosing verishape's ShapeEnv per frame."""

@@ -1,0 +1,80 @@
+"""The answer to one query, and the limits it was computed under."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+Status = Literal["proved", "refuted", "unknown"]
+Value = int | float
+
+PROVED: Status = "proved"
+REFUTED: Status = "refuted"
+UNKNOWN: Status = "unknown"
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """Deterministic solver limits.
+
+    ``rlimit`` is Z3's resource counter: the same query stops at the same point on any
+    machine, under any load, so the decisions (and the guards installed from them) do
+    not depend on timing.  ``timeout_ms`` is only a wall-clock backstop.
+    """
+
+    rlimit: int = 4_000_000
+    timeout_ms: int = 5_000
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.rlimit <= 0:
+            raise ValueError(f"rlimit must be positive, got {self.rlimit}; use e.g. 4_000_000")
+        if self.timeout_ms <= 0:
+            raise ValueError(f"timeout_ms must be positive, got {self.timeout_ms}; use e.g. 5000")
+
+
+@dataclasses.dataclass(frozen=True)
+class SolveResult:
+    """``status`` is ``"proved"``, ``"refuted"`` or ``"unknown"``.
+
+    * proved: every assignment satisfying the assumptions makes the goal defined and
+      true.  ``vacuous`` is set when the assumptions are contradictory.
+    * refuted: ``counterexample`` (symbol name -> Python int/float) satisfies the
+      assumptions and the goal is false there, or raises (``undefined_goal``).  Every
+      counterexample has been re-checked by concrete evaluation.
+    * unknown: the solver gave up (``reason`` says why); callers must act as if they
+      had never asked.
+    """
+
+    status: Status
+    counterexample: dict[str, Value] | None = None
+    vacuous: bool = False
+    undefined_goal: bool = False
+    exact: bool = True
+    reason: str = ""
+    time_s: float = 0.0
+    cached: bool = False
+
+    @property
+    def proved(self) -> bool:
+        return self.status == PROVED
+
+    @property
+    def refuted(self) -> bool:
+        return self.status == REFUTED
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "status": self.status,
+            "counterexample": self.counterexample,
+            "vacuous": self.vacuous,
+            "undefined_goal": self.undefined_goal,
+            "exact": self.exact,
+            "reason": self.reason,
+            "time_s": self.time_s,
+            "cached": self.cached,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, object]) -> SolveResult:
+        return cls(**data)  # type: ignore[arg-type]
