@@ -1,9 +1,34 @@
 """verishape: proved, not hoped, dynamic-shape reasoning for torch.compile.
 
-The public API is re-exported here; implementation lives in internal modules and in the
-top-level ``solvers``, ``compiler`` and ``proofs`` packages.
+Public API (re-exported here; the implementation lives in internal modules and in the
+top-level ``solvers``, ``compiler`` and ``proofs`` packages):
+
+* :func:`compile` - a drop-in for ``torch.compile``;
+* :class:`VeriShapeEnv` - the ShapeEnv that asks Z3 where SymPy gives up.
 """
 
+from __future__ import annotations
+
+from importlib import metadata as _metadata
+
+from ._compat import UnsupportedTorch, check_supported
 from ._version import __version__
 
-__all__ = ["__version__"]
+try:
+    check_supported(_metadata.version("torch"))
+except _metadata.PackageNotFoundError:  # pragma: no cover - torch is a hard dependency
+    raise UnsupportedTorch("verishape needs torch (2.11 to 2.13); install it with: pip install torch==2.13.0") from None
+
+__all__ = ["UnsupportedTorch", "VeriShapeEnv", "__version__", "compile"]
+
+
+def __getattr__(name: str):  # lazy: `verishape --version` should not import torch
+    if name == "VeriShapeEnv":
+        from .shape_env import VeriShapeEnv
+
+        return VeriShapeEnv
+    if name == "compile":
+        from compiler import compile
+
+        return compile
+    raise AttributeError(f"module 'verishape' has no attribute {name!r}")

@@ -1,0 +1,84 @@
+"""Choose the ShapeEnv class per Dynamo frame.
+
+Dynamo builds each frame's ShapeEnv in ``OutputGraph.__init__``, looking ``ShapeEnv`` up
+as a global of ``torch._dynamo.output_graph``; no config picks the class.  We install,
+once, two small hooks:
+
+* ``OutputGraph.__init__`` is wrapped to look at the frame's ``compiler_fn``: if the
+  backend chain contains a verishape backend, a context variable is set while the
+  original ``__init__`` runs.
+* the module global ``ShapeEnv`` becomes a factory that builds :class:`VeriShapeEnv` when
+  that variable is set, and the stock class otherwise.
+
+The decision is made from the frame's own backend, so a plain ``torch.compile`` function
+reached after a graph break keeps the stock ShapeEnv even when it runs inside a
+verishape-compiled call, and a context variable is per thread.  Nothing is patched for
+the duration of a call.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import threading
+from typing import Any
+
+import torch._dynamo.output_graph as output_graph
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+from verishape.shape_env import VeriShapeEnv
+
+MARKER = "_verishape_backend"
+
+_building_verishape_frame: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "verishape_building_frame", default=False
+)
+_install_lock = threading.Lock()
+_installed = False
+
+#: Whether frames compiled by plain ``torch.compile`` should use VeriShapeEnv too (the
+#: audit mode of ``verishape verify-guards``).  Off by default.
+_audit_all: contextvars.ContextVar[bool] = contextvars.ContextVar("verishape_audit_all", default=False)
+
+
+def is_verishape_backend(compiler_fn: Any, depth: int = 8) -> bool:
+    """Walk Dynamo's wrappers (``WrapBackendDebug.__wrapped__``,
+    ``_TorchCompileWrapper.compiler_fn``) down to the user's backend."""
+    fn = compiler_fn
+    for _ in range(depth):
+        if fn is None:
+            return False
+        if getattr(fn, MARKER, False):
+            return True
+        fn = getattr(fn, "__wrapped__", None) or getattr(fn, "compiler_fn", None)
+    return False
+
+
+def _shape_env_factory(*args: Any, **kwargs: Any) -> ShapeEnv:
+    cls = VeriShapeEnv if (_building_verishape_frame.get() or _audit_all.get()) else ShapeEnv
+    return cls(*args, **kwargs)
+
+
+def install() -> None:
+    """Install the hooks (idempotent, thread-safe)."""
+    global _installed
+    with _install_lock:
+        if _installed:
+            return
+        original_init = output_graph.OutputGraph.__init__
+
+        @functools.wraps(original_init)
+        def init(self: Any, code_options: Any, compiler_fn: Any, *args: Any, **kwargs: Any) -> None:
+            token = _building_verishape_frame.set(is_verishape_backend(compiler_fn))
+            try:
+                original_init(self, code_options, compiler_fn, *args, **kwargs)
+            finally:
+                _building_verishape_frame.reset(token)
+
+        output_graph.OutputGraph.__init__ = init  # type: ignore[method-assign]
+        output_graph.ShapeEnv = _shape_env_factory  # type: ignore[attr-defined, assignment]
+        _installed = True
+
+
+def installed() -> bool:
+    return _installed

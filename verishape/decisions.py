@@ -1,0 +1,53 @@
+"""What the solver decided in one ShapeEnv, for reports, tests and logs."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import logging
+
+from proofs import ProofRecord
+
+log = logging.getLogger("verishape")
+
+#: Why a decision was asked, in the words reports use.
+KINDS = {
+    "guard_avoided": "backed comparison implied by existing guards and ranges: no new guard",
+    "dde_avoided": "comparison on unbacked symbols decided: no data-dependent error",
+    "guard_or_false": "guard_or_false decided by proof instead of its fallback",
+    "guard_or_true": "guard_or_true decided by proof instead of its fallback",
+    "assert_discharged": "runtime assert implied by earlier facts: not emitted",
+    "static_query": "static query (statically_known_*, Inductor size queries) answered",
+}
+
+
+@dataclasses.dataclass
+class DecisionLog:
+    """Every proof that changed an answer, plus counters for what fell back to stock."""
+
+    records: list[ProofRecord] = dataclasses.field(default_factory=list)
+    undecided: int = 0
+    errors: list[str] = dataclasses.field(default_factory=list)
+    solver_time_s: float = 0.0
+    _summarized: bool = False
+
+    def add(self, record: ProofRecord) -> None:
+        self.records.append(record)
+        log.debug("verishape decision: %s", record)
+
+    def counts(self) -> dict[str, int]:
+        return dict(collections.Counter(r.obligation.kind for r in self.records))
+
+    def summary(self) -> str:
+        counts = self.counts()
+        parts = [f"{n} {kind}" for kind, n in sorted(counts.items())] or ["no decisions"]
+        text = (f"{', '.join(parts)}; {self.undecided} undecided (stock behaviour); "
+                f"solver {self.solver_time_s * 1e3:.1f} ms")
+        if self.errors:
+            text += f"; {len(self.errors)} solver failures fell back to stock"
+        return text
+
+    def log_summary(self, frame: str) -> None:
+        if not self._summarized:
+            self._summarized = True
+            log.info("verishape frame %s: %s", frame, self.summary())

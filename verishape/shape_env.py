@@ -1,0 +1,193 @@
+"""``VeriShapeEnv``: torch's ShapeEnv, asking an SMT solver only where stock gives up.
+
+Everything goes through one choke point, ``_maybe_evaluate_static``, which
+``evaluate_expr`` (guards and data-dependent errors), ``guard_or_false``/``guard_or_true``,
+``guard_or_defer_runtime_assert``, ``statically_known_*`` and Inductor's size queries all
+consult.  The override calls stock first; only when stock returns "undecided" for a
+boolean does it build a query from facts the artifact really checks and ask the solver.
+A proof changes the answer; anything else (refuted both ways, unknown, a translation gap,
+an exception) returns stock's "undecided", so torch proceeds exactly as it would have.
+
+Arguments keep their stock meaning: ``compute_hint=True`` never reaches the solver (hints
+must not depend on proofs); ``unbacked_only=True`` is left to stock (the full query was
+already asked with every fact); explicit ``axioms``/``var_to_range`` replace the env's own
+facts; ``size_oblivious`` applies stock's size-like assumption.  The final guard filter of
+``produce_guards`` (``axioms=()``) is stock's alone here: dropping installed guards needs
+an equivalence proof of the whole set, which guard minimization owns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import logging
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import sympy
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+import solvers
+from proofs import Obligation, ProofRecord
+
+from . import facts
+from .decisions import DecisionLog
+
+log = logging.getLogger("verishape")
+
+_prover: contextvars.ContextVar[solvers.Prover | None] = contextvars.ContextVar("verishape_prover", default=None)
+
+
+def current_prover() -> solvers.Prover:
+    return _prover.get() or solvers.default_prover()
+
+
+@contextlib.contextmanager
+def use_prover(prover: solvers.Prover) -> Iterator[None]:
+    """Decide with ``prover`` inside this block (tests inject failing solvers here)."""
+    token = _prover.set(prover)
+    try:
+        yield
+    finally:
+        _prover.reset(token)
+
+
+_base_static = ShapeEnv._maybe_evaluate_static
+
+
+class VeriShapeEnv(ShapeEnv):
+    """A ShapeEnv whose undecided boolean questions are sent to Z3.
+
+    ``verishape_log`` holds a proof record for every answer the solver changed.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.verishape_log = DecisionLog()
+        self._vs_kind: str | None = None
+        self._vs_busy = False
+
+    # ------------------------------------------------------------------ entry points that set the kind
+
+    def evaluate_expr(self, orig_expr: sympy.Basic, hint: Any = None, fx_node: Any = None,
+                      size_oblivious: bool = False, fallback_value: bool | None = None,
+                      **kwargs: Any) -> sympy.Basic:
+        if fallback_value is None:
+            kind = "guard_avoided" if orig_expr.free_symbols <= self.backed_var_to_val.keys() else "dde_avoided"
+        else:
+            kind = "guard_or_true" if fallback_value else "guard_or_false"
+        with self._asking(kind):
+            return super().evaluate_expr(orig_expr, hint, fx_node, size_oblivious, fallback_value, **kwargs)
+
+    def guard_or_defer_runtime_assert(self, orig_expr: sympy.Basic, msg: str, fx_node: Any = None) -> bool:
+        with self._asking("assert_discharged"):
+            return super().guard_or_defer_runtime_assert(orig_expr, msg, fx_node)
+
+    @contextlib.contextmanager
+    def _asking(self, kind: str) -> Iterator[None]:
+        saved, self._vs_kind = self._vs_kind, kind
+        try:
+            yield
+        finally:
+            self._vs_kind = saved
+
+    # ------------------------------------------------------------------ the choke point
+
+    def _maybe_evaluate_static(self, expr: sympy.Basic, *, unbacked_only: bool = False,
+                               compute_hint: bool = False, size_oblivious: bool = False,
+                               axioms: tuple[sympy.Basic, ...] | None = None,
+                               var_to_range: tuple[tuple[sympy.Symbol, Any], ...] | None = None) -> sympy.Basic | None:
+        stock = _base_static(self, expr, unbacked_only=unbacked_only, compute_hint=compute_hint,
+                             size_oblivious=size_oblivious, axioms=axioms, var_to_range=var_to_range)
+        if (stock is not None or unbacked_only or compute_hint or self._vs_busy
+                or axioms == () or not isinstance(expr, sympy.logic.boolalg.Boolean)
+                or not expr.free_symbols):
+            return stock
+        self._vs_busy = True  # stock helpers we call may re-enter; they get stock answers
+        try:
+            return self._decide(expr, size_oblivious=size_oblivious, axioms=axioms, var_to_range=var_to_range)
+        except Exception as exc:  # noqa: BLE001 - logged loudly, then stock behaviour
+            # Soundness first: a failure anywhere in verishape means "undecided", as
+            # stock.  It is not silent: it is logged as a bug and counted per frame.
+            log.warning("verishape: internal error deciding %s, falling back to stock torch "
+                        "(this is a verishape bug): %r", expr, exc, exc_info=log.isEnabledFor(logging.DEBUG))
+            self.verishape_log.errors.append(f"{expr}: {exc!r}")
+            return None
+        finally:
+            self._vs_busy = False
+
+    # The stock cache wrapper is cleared by name (``_refine_ranges``); keep that working.
+    _maybe_evaluate_static.cache_clear = _base_static.cache_clear  # type: ignore[attr-defined]
+    _maybe_evaluate_static.cache_info = _base_static.cache_info  # type: ignore[attr-defined]
+
+    # ------------------------------------------------------------------ deciding
+
+    def _decide(self, expr: sympy.Basic, *, size_oblivious: bool,
+                axioms: tuple[sympy.Basic, ...] | None,
+                var_to_range: tuple[tuple[sympy.Symbol, Any], ...] | None) -> sympy.Basic | None:
+        kind = self._vs_kind or "static_query"
+        goal = self.replace(expr)
+        if not goal.free_symbols:
+            return None  # replacements decide it; leave that to stock's next pass
+        premises = self._premises(goal, kind, axioms, var_to_range, size_oblivious)
+        candidates = self._candidates(goal)
+        prover = current_prover()
+        for value, target in candidates:
+            start = time.perf_counter()
+            result = prover.prove(target, premises)
+            self.verishape_log.solver_time_s += time.perf_counter() - start
+            if result.status != solvers.PROVED:
+                continue
+            if result.vacuous:
+                # Facts that contradict each other while real inputs satisfy them mean a
+                # translation or premise bug; never act on that.
+                log.warning("verishape: premises for %s are contradictory; using stock", expr)
+                return None
+            record = ProofRecord(Obligation(target, tuple(premises), kind, self._source_line()), result)
+            self.verishape_log.add(record)
+            return sympy.true if value else sympy.false
+        self.verishape_log.undecided += 1
+        return None
+
+    def _candidates(self, goal: sympy.Basic) -> list[tuple[bool, sympy.Basic]]:
+        """What to try proving.  With every symbol backed, the hint tells which answer
+        could possibly be proved, so one query suffices (refute cheaply at the hints)."""
+        if goal.free_symbols <= self.backed_var_to_val.keys():
+            hint = goal.xreplace(self.backed_var_to_val)
+            if hint is sympy.true:
+                return [(True, goal)]
+            if hint is sympy.false:
+                return [(False, sympy.Not(goal))]
+        return [(True, goal), (False, sympy.Not(goal))]
+
+    def _premises(self, goal: sympy.Basic, kind: str, axioms: tuple[sympy.Basic, ...] | None,
+                  var_to_range: tuple[tuple[sympy.Symbol, Any], ...] | None,
+                  size_oblivious: bool) -> list[sympy.Basic]:
+        if axioms is None:
+            pool = [g.expr for g in self.guards]
+            limit = facts.newest_unbacked(goal) if kind == "assert_discharged" else None
+            for key, asserts in self.deferred_runtime_asserts.items():
+                # Rule 4: an assert may lean only on asserts emitted no later than itself.
+                if limit is not None and key is not None and (facts.unbacked_index(key) or 0) > limit:
+                    continue
+                pool.extend(ra.expr for ra in asserts)
+        else:
+            pool = list(axioms)
+        chosen = facts.relevant(goal, (self.replace(p) for p in pool))
+        symbols = set(goal.free_symbols).union(*(f.free_symbols for f in chosen))
+        ranges = dict(var_to_range) if var_to_range is not None else self.var_to_range
+        return chosen + facts.range_facts(symbols, ranges, size_like=self.size_like, size_oblivious=size_oblivious)
+
+    def _source_line(self) -> str | None:
+        try:
+            return str(self._get_sloc())
+        except Exception:  # noqa: BLE001 - a location is decoration, never a decision
+            return None
+
+    # ------------------------------------------------------------------ reporting
+
+    def produce_guards_verbose(self, *args: Any, **kwargs: Any) -> Any:
+        out = super().produce_guards_verbose(*args, **kwargs)
+        self.verishape_log.log_summary(str(self.co_fields.get("co_name", "?")) if self.co_fields else "?")
+        return out
