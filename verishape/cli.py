@@ -28,7 +28,9 @@ def _build_parser() -> argparse.ArgumentParser:
         "demo",
         help="compile a small dynamic-shape program with verishape and show what the solver decided",
     )
-    demo.add_argument("--verbose", action="store_true", help="print every solver decision")
+    demo.add_argument("--verbose", action="store_true", help="print each decision with its premises")
+    demo.add_argument("--backend", default="aot_eager",
+                      help="torch.compile backend to use (default aot_eager; 'inductor' builds C++ kernels)")
     return parser
 
 
@@ -42,7 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "demo":
             from .demo import run_demo
 
-            return run_demo(verbose=args.verbose)
+            return run_demo(verbose=args.verbose, backend=args.backend)
     except UsageError as exc:
         print(f"verishape: error: {exc}", file=sys.stderr)
         return 2
