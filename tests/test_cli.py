@@ -48,3 +48,40 @@ def test_feature_probe_on_installed_torch():
     f = probe()
     assert {"axioms", "var_to_range", "unbacked_only", "compute_hint", "size_oblivious"} <= f.maybe_evaluate_static_params
     assert f.has_guard_or_defer_runtime_assert
+
+
+class _FakeSource:
+    @property
+    def name(self):
+        return "L['x']"
+
+
+class _OldSource:
+    def name(self):
+        return "L['x']"
+
+
+def _fake_env(params):
+    ns = {}
+    exec(f"def _maybe_evaluate_static(self, {', '.join(params)}): pass", ns)
+    members = {m: (lambda self: None) for m in ("evaluate_expr", "guard_or_defer_runtime_assert",
+                                                "produce_guards_verbose", "replace", "_get_sloc")}
+    return type("FakeShapeEnv", (), {"_maybe_evaluate_static": ns["_maybe_evaluate_static"], **members})
+
+
+def test_feature_detection_on_fake_torch_internals():
+    import pytest
+
+    from verishape._compat import require
+
+    full = _fake_env(["expr", "*", "unbacked_only=False", "compute_hint=False", "size_oblivious=False",
+                      "axioms=None", "var_to_range=None"])
+    f = require(full, _FakeSource, "2.11.0")
+    assert f.torch_version == (2, 11) and f.static_eval_knows_size_oblivious and not f.source_name_is_method
+    assert require(full, _OldSource, "2.12.0").source_name_is_method
+    lacking = _fake_env(["expr", "*", "unbacked_only=False", "compute_hint=False", "axioms=None",
+                         "var_to_range=None"])
+    with pytest.raises(UnsupportedTorch, match=r"_maybe_evaluate_static\(size_oblivious=...\)"):
+        require(lacking, _FakeSource, "2.13.0")
+    with pytest.raises(UnsupportedTorch, match="torch 2.10.0 is installed"):
+        require(full, _FakeSource, "2.10.0")

@@ -31,8 +31,10 @@ from torch.fx.experimental.symbolic_shapes import ShapeEnv
 import solvers
 from proofs import Obligation, ProofRecord
 
-from . import facts
+from . import _compat, facts
 from .decisions import DecisionLog
+
+FEATURES = _compat.require()
 
 log = logging.getLogger("verishape")
 
