@@ -18,9 +18,12 @@ the duration of a call.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
+import inspect
 import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch._dynamo.output_graph as output_graph
@@ -36,9 +39,23 @@ _building_verishape_frame: contextvars.ContextVar[bool] = contextvars.ContextVar
 _install_lock = threading.Lock()
 _installed = False
 
-#: Whether frames compiled by plain ``torch.compile`` should use VeriShapeEnv too (the
-#: audit mode of ``verishape verify-guards``).  Off by default.
-_audit_all: contextvars.ContextVar[bool] = contextvars.ContextVar("verishape_audit_all", default=False)
+#: In audit mode (``verishape verify-guards``) every frame uses VeriShapeEnv and each new
+#: frame is reported to this sink with its code object, real locals and ShapeEnv.
+_audit_sink: contextvars.ContextVar[Callable[[Any, dict[str, Any]], None] | None] = contextvars.ContextVar(
+    "verishape_audit_sink", default=None
+)
+
+
+@contextlib.contextmanager
+def audit(sink: Callable[[Any, dict[str, Any]], None]) -> Iterator[None]:
+    """Audit mode for this thread: all frames get VeriShapeEnv; ``sink(output_graph,
+    init_arguments)`` sees each one as it is created."""
+    install()
+    token = _audit_sink.set(sink)
+    try:
+        yield
+    finally:
+        _audit_sink.reset(token)
 
 
 def is_verishape_backend(compiler_fn: Any, depth: int = 8) -> bool:
@@ -55,7 +72,7 @@ def is_verishape_backend(compiler_fn: Any, depth: int = 8) -> bool:
 
 
 def _shape_env_factory(*args: Any, **kwargs: Any) -> ShapeEnv:
-    cls = VeriShapeEnv if (_building_verishape_frame.get() or _audit_all.get()) else ShapeEnv
+    cls = VeriShapeEnv if (_building_verishape_frame.get() or _audit_sink.get() is not None) else ShapeEnv
     return cls(*args, **kwargs)
 
 
@@ -66,6 +83,7 @@ def install() -> None:
         if _installed:
             return
         original_init = output_graph.OutputGraph.__init__
+        signature = inspect.signature(original_init)
 
         @functools.wraps(original_init)
         def init(self: Any, code_options: Any, compiler_fn: Any, *args: Any, **kwargs: Any) -> None:
@@ -74,6 +92,10 @@ def install() -> None:
                 original_init(self, code_options, compiler_fn, *args, **kwargs)
             finally:
                 _building_verishape_frame.reset(token)
+            sink = _audit_sink.get()
+            if sink is not None:
+                bound = signature.bind(self, code_options, compiler_fn, *args, **kwargs)
+                sink(self, dict(bound.arguments))
 
         output_graph.OutputGraph.__init__ = init  # type: ignore[method-assign]
         output_graph.ShapeEnv = _shape_env_factory  # type: ignore[attr-defined, assignment]

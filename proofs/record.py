@@ -66,8 +66,12 @@ class Obligation:
 
 @dataclasses.dataclass(frozen=True)
 class ProofRecord:
+    """``decided``: the truth value a decision gave the expression it was asked about
+    (the goal is that expression, or its negation when ``decided`` is False)."""
+
     obligation: Obligation
     result: SolveResult
+    decided: bool | None = None
 
     @classmethod
     def decide(cls, obligation: Obligation, prover: solvers.Prover | None = None) -> ProofRecord:
@@ -92,14 +96,15 @@ class ProofRecord:
         return line
 
     def to_json(self) -> dict[str, Any]:
-        return {"obligation": self.obligation.to_json(), "result": self.result.to_json()}
+        return {"obligation": self.obligation.to_json(), "result": self.result.to_json(), "decided": self.decided}
 
     def dumps(self) -> str:
         return json.dumps(self.to_json(), sort_keys=True)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ProofRecord:
-        return cls(Obligation.from_json(data["obligation"]), SolveResult.from_json(data["result"]))
+        return cls(Obligation.from_json(data["obligation"]), SolveResult.from_json(data["result"]),
+                   data.get("decided"))
 
     @classmethod
     def loads(cls, text: str) -> ProofRecord:

@@ -13,8 +13,7 @@ from collections.abc import Sequence
 from ._version import __version__
 
 
-class UsageError(Exception):
-    """Bad input from the user: reported as one line, exit status 2."""
+from .cli_errors import UsageError  # noqa: F401 - re-exported for subcommands
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -31,6 +30,19 @@ def _build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--verbose", action="store_true", help="print each decision with its premises")
     demo.add_argument("--backend", default="aot_eager",
                       help="torch.compile backend to use (default aot_eager; 'inductor' builds C++ kernels)")
+    audit = sub.add_parser(
+        "verify-guards",
+        help="audit a script's compiled guards against the declared input space",
+        description="Run SCRIPT as __main__ with every compiled frame audited: which shape guards and runtime "
+        "asserts are implied by the declared input space (mark_dynamic/mark_unbacked min/max, --assume), "
+        "and counterexamples, replayed without guards, for those that are not. "
+        "Exit 0: no findings; 1: findings; 2: usage or input error.",
+    )
+    audit.add_argument("script", help="the Python script to run")
+    audit.add_argument("--json", metavar="REPORT.json", help="also write the report as JSON")
+    audit.add_argument("--assume", action="append", metavar="EXPR",
+                       help="a fact about input sizes, e.g. \"2 <= x.size(0) <= 64\" (repeatable)")
+    audit.add_argument("script_args", nargs="*", help="arguments for the script, after --")
     return parser
 
 
@@ -41,6 +53,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        if args.command == "verify-guards":
+            from .audit.run import main as verify_main
+
+            return verify_main(args)
         if args.command == "demo":
             from .demo import run_demo
 

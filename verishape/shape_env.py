@@ -146,7 +146,7 @@ class VeriShapeEnv(ShapeEnv):
                 # translation or premise bug; never act on that.
                 log.warning("verishape: premises for %s are contradictory; using stock", expr)
                 return None
-            record = ProofRecord(Obligation(target, tuple(premises), kind, self._source_line()), result)
+            record = ProofRecord(Obligation(target, tuple(premises), kind, self._source_line()), result, value)
             self.verishape_log.add(record)
             return sympy.true if value else sympy.false
         self.verishape_log.undecided += 1
@@ -179,15 +179,22 @@ class VeriShapeEnv(ShapeEnv):
         chosen = facts.relevant(goal, (self.replace(p) for p in pool))
         symbols = set(goal.free_symbols).union(*(f.free_symbols for f in chosen))
         ranges = dict(var_to_range) if var_to_range is not None else self.var_to_range
-        return chosen + facts.range_facts(symbols, ranges, size_like=self.size_like, size_oblivious=size_oblivious)
+        ranged = facts.range_facts(symbols, ranges, size_like=self.size_like, size_oblivious=size_oblivious)
+        return list(dict.fromkeys(chosen + ranged))
 
     def _source_line(self) -> str | None:
         try:
-            return str(self._get_sloc())
+            sloc = self._get_sloc()
+            return getattr(sloc, "maybe_user_loc", None) or str(sloc)
         except Exception:  # noqa: BLE001 - a location is decoration, never a decision
             return None
 
     # ------------------------------------------------------------------ reporting
+
+    def _log_suppressed_dde(self, a: Any, assumed_value: bool) -> None:
+        """Stock took a ``guard_or_*`` fallback without a proof; keep it for the audit."""
+        self.verishape_log.fallbacks.append((a, bool(assumed_value), self._source_line()))
+        super()._log_suppressed_dde(a, assumed_value)
 
     def produce_guards_verbose(self, *args: Any, **kwargs: Any) -> Any:
         out = super().produce_guards_verbose(*args, **kwargs)

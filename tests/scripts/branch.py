@@ -1,0 +1,12 @@
+import torch
+
+
+def f(x):
+    if x.shape[0] > 16:
+        return x * 2
+    return x + 1
+
+
+x = torch.randn(20)
+torch._dynamo.mark_dynamic(x, 0, min=2, max=64)
+print(torch.compile(f, backend="eager")(x).shape)

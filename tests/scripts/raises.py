@@ -1,0 +1,1 @@
+raise ValueError("the script itself is broken")

@@ -1,0 +1,112 @@
+"""The audit report: a readable terminal text and a JSON document.
+
+JSON schema (``verishape verify-guards --json``)::
+
+    {
+      "script": str, "argv": [str], "assumptions": [str],
+      "frames": [{
+        "id": int, "name": str, "location": "file.py:line", "compiled": bool, "error": str|null,
+        "symbols": {symbol: [source, ...]},
+        "declared_space": [str],
+        "guards": [{"guard", "source_line", "status": "implied"|"not_implied"|"undecided",
+                    "proof": SolveResult, "counterexample": {source: value}|null}],
+        "runtime_asserts": [same fields],
+        "decisions": [ProofRecord JSON],          # what VeriShapeEnv decided while compiling
+        "fallbacks": [{"expr", "assumed", "source_line", "status", "counterexample"}]
+      }],
+      "findings": [{"kind", "frame", "guard", "source_line", "counterexample": {source: value}|null,
+                    "detail", "replay": {"outcome", "inputs", "eager_error", "compiled_error"}|null}],
+      "summary": {"frames", "guards", "guards_implied", "runtime_asserts", "findings",
+                  "findings_by_kind": {kind: n}, "exit_status": 0|1}
+    }
+
+Finding kinds: ``guard_not_implied``, ``guard_undecided``, ``specialization_01``,
+``duck_sizing``, ``contradictory_facts``, ``fallback_unproved``, ``constraint_violation``,
+``data_dependent_error``, ``compile_failed``.  Replay outcomes: ``agree``, ``differ``,
+``compiled_fails``, ``compiled_accepts_what_eager_rejects``, ``both_fail``,
+``not_replayed``.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from typing import Any
+
+from .analyze import Check, FrameAudit
+
+
+def _check_json(c: Check) -> dict[str, Any]:
+    return {"guard": c.expr, "source_line": c.source_line, "status": c.status, "proof": c.result.to_json(),
+            "counterexample": c.counterexample}
+
+
+def build(script: str, argv: list[str], assumptions: list[str], audits: list[FrameAudit]) -> dict[str, Any]:
+    frames, findings = [], []
+    for a in audits:
+        f = a.frame
+        frames.append({
+            "id": f.index, "name": f.name, "location": f.location, "compiled": f.error is None, "error": f.error,
+            "symbols": a.symbols, "declared_space": a.declared,
+            "guards": [_check_json(c) for c in a.checks if c.kind == "guard"],
+            "runtime_asserts": [_check_json(c) for c in a.checks if c.kind == "runtime_assert"],
+            "decisions": [r.to_json() for r in a.decisions],
+            "fallbacks": a.fallbacks,
+        })
+        findings += [dataclasses.asdict(x) for x in a.findings]
+    guards = [g for fr in frames for g in fr["guards"]]
+    by_kind = collections.Counter(x["kind"] for x in findings)
+    return {
+        "script": script, "argv": argv, "assumptions": assumptions, "frames": frames, "findings": findings,
+        "summary": {
+            "frames": len(frames), "guards": len(guards),
+            "guards_implied": sum(g["status"] == "implied" for g in guards),
+            "runtime_asserts": sum(len(fr["runtime_asserts"]) for fr in frames),
+            "findings": len(findings), "findings_by_kind": dict(by_kind),
+            "exit_status": 1 if findings else 0,
+        },
+    }
+
+
+def _cex(c: dict[str, Any] | None) -> str:
+    return ", ".join(f"{k} = {v}" for k, v in c.items()) if c else "-"
+
+
+def render(report: dict[str, Any]) -> str:
+    lines = [f"verishape verify-guards {report['script']}"]
+    if report["assumptions"]:
+        lines.append("assumptions: " + "; ".join(report["assumptions"]))
+    for fr in report["frames"]:
+        lines.append("")
+        state = "compiled" if fr["compiled"] else f"did not compile: {fr['error']}"
+        lines.append(f"frame {fr['id']}: {fr['name']} ({fr['location']}), {state}")
+        for d in fr["declared_space"]:
+            lines.append(f"  declared: {d}")
+        for kind, key in (("guard", "guards"), ("runtime assert", "runtime_asserts")):
+            for g in fr[key]:
+                mark = {"implied": "implied", "not_implied": "NOT implied", "undecided": "undecided"}[g["status"]]
+                where = f"   [{g['source_line']}]" if g["source_line"] else ""
+                lines.append(f"  {kind}: {g['guard']}: {mark}{where}")
+                if g["counterexample"]:
+                    lines.append(f"      counterexample: {_cex(g['counterexample'])}")
+        if fr["decisions"]:
+            lines.append(f"  solver decisions while compiling: {len(fr['decisions'])}")
+    lines.append("")
+    if report["findings"]:
+        lines.append(f"{len(report['findings'])} finding(s):")
+        for x in report["findings"]:
+            lines.append(f"  [{x['kind']}] frame {x['frame']}: {x['guard']}")
+            if x["detail"]:
+                lines.append(f"      {x['detail']}")
+            if x["counterexample"]:
+                lines.append(f"      counterexample: {_cex(x['counterexample'])}")
+            if x.get("replay"):
+                r = x["replay"]
+                extra = r.get("compiled_error") or r.get("eager_error") or r.get("reason") or ""
+                lines.append(f"      replay without guards: {r['outcome']}" + (f" ({extra})" if extra else ""))
+    else:
+        lines.append("no findings: every compiled artifact is valid for the whole declared input space")
+    s = report["summary"]
+    lines.append(f"summary: {s['frames']} frame(s), {s['guards']} guard(s) ({s['guards_implied']} implied), "
+                 f"{s['runtime_asserts']} runtime assert(s), {s['findings']} finding(s)")
+    return "\n".join(lines)
