@@ -112,3 +112,19 @@ def test_assumption_parsing():
     for bad in ("x.size(0)", "3 < 4", "x.foo(0) > 1", "import os"):
         with pytest.raises(UsageError):
             parse_assumption(bad)
+
+
+def test_duck_sizing_reported_when_space_admits_unequal_sizes(tmp_path):
+    proc, report = audit("duck.py", tmp_path=tmp_path)
+    assert proc.returncode == 1
+    f = next(x for x in report["findings"] if x["kind"] == "duck_sizing")
+    cex = f["counterexample"]
+    assert cex["L['x'].size()[0]"] != cex["L['y'].size()[0]"] and min(cex.values()) >= 2
+
+
+def test_zero_one_specialization_reported_only_when_declared(tmp_path):
+    proc, report = audit("duck_and_01.py", tmp_path=tmp_path)
+    assert proc.returncode == 1
+    kinds = [x["kind"] for x in report["findings"]]
+    assert kinds == ["specialization_01"]  # y (declared min=2) is not reported
+    assert report["findings"][0]["counterexample"] == {"L['x'].size()[0]": 0}
