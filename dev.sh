@@ -12,7 +12,7 @@ setup() {
   if ! "$PY" -c 'import torch, sys; sys.exit(0 if torch.__version__.split("+")[0] == "2.13.0" else 1)' 2>/dev/null; then
     "$PY" -m pip install --quiet "torch==2.13.0"
   fi
-  "$PY" -m pip install --quiet -e ".[dev]"
+  "$PY" -m pip install --quiet -e ".[dev,triton]"
 }
 
 case "${1:-}" in
