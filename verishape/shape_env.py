@@ -33,6 +33,7 @@ from proofs import Obligation, ProofRecord
 
 from . import _compat, facts
 from .decisions import DecisionLog
+from .minimize import minimize as minimize_guards
 
 FEATURES = _compat.require()
 
@@ -43,6 +44,23 @@ _prover: contextvars.ContextVar[solvers.Prover | None] = contextvars.ContextVar(
 
 def current_prover() -> solvers.Prover:
     return _prover.get() or solvers.default_prover()
+
+
+_minimize: contextvars.ContextVar[bool] = contextvars.ContextVar("verishape_minimize", default=True)
+
+
+def minimization_enabled() -> bool:
+    return _minimize.get()
+
+
+@contextlib.contextmanager
+def guard_minimization(enabled: bool) -> Iterator[None]:
+    """Turn guard minimization on or off inside this block (benchmarks compare both)."""
+    token = _minimize.set(enabled)
+    try:
+        yield
+    finally:
+        _minimize.reset(token)
 
 
 @contextlib.contextmanager
@@ -69,6 +87,7 @@ class VeriShapeEnv(ShapeEnv):
         self.verishape_log = DecisionLog()
         self._vs_kind: str | None = None
         self._vs_busy = False
+        self._vs_minimized: dict[tuple[Any, ...], list[Any]] = {}
 
     # ------------------------------------------------------------------ entry points that set the kind
 
@@ -196,7 +215,30 @@ class VeriShapeEnv(ShapeEnv):
         self.verishape_log.fallbacks.append((a, bool(assumed_value), self._source_line()))
         super()._log_suppressed_dde(a, assumed_value)
 
-    def produce_guards_verbose(self, *args: Any, **kwargs: Any) -> Any:
-        out = super().produce_guards_verbose(*args, **kwargs)
+    def produce_guards_verbose(self, *args: Any, guards: list[Any] | None = None, **kwargs: Any) -> Any:
+        """Stock guard production over the minimized guard list (Dynamo's shape guard
+        and, through ``produce_guards_expression``, Inductor's FX/AOT cache guards)."""
+        chosen = self._minimized(self.guards if guards is None else guards)
+        out = super().produce_guards_verbose(*args, guards=chosen, **kwargs)
         self.verishape_log.log_summary(str(self.co_fields.get("co_name", "?")) if self.co_fields else "?")
         return out
+
+    def _minimized(self, guards: list[Any]) -> list[Any]:
+        if not minimization_enabled():
+            return guards
+        key = tuple(g.expr for g in guards)
+        cached = self._vs_minimized.get(key)
+        if cached is None:
+            try:
+                result = minimize_guards([self.replace(g.expr) for g in guards], self.var_to_range, current_prover(),
+                                         size_like=self.size_like)
+            except Exception as exc:  # noqa: BLE001 - logged as a bug; the stock list is installed
+                log.warning("verishape: guard minimization failed, installing stock guards "
+                            "(this is a verishape bug): %r", exc)
+                self.verishape_log.errors.append(f"minimization: {exc!r}")
+                return guards
+            self.verishape_log.minimizations.append(result)
+            keep = {e for e in result.kept} if result.applied else None
+            cached = [g for g in guards if keep is None or self.replace(g.expr) in keep]
+            self._vs_minimized[key] = cached
+        return cached
