@@ -76,6 +76,24 @@ def _shape_env_factory(*args: Any, **kwargs: Any) -> ShapeEnv:
     return cls(*args, **kwargs)
 
 
+#: The VeriShapeEnvs of recent verishape frames, by code object (for ``verishape.explain``).
+_ENVS_PER_CODE = 32
+_envs_by_code: dict[Any, list[Any]] = {}
+_envs_lock = threading.Lock()
+
+
+def envs_for(code: Any) -> list[Any]:
+    with _envs_lock:
+        return list(_envs_by_code.get(code, ()))
+
+
+def _remember(code: Any, env: Any) -> None:
+    with _envs_lock:
+        envs = _envs_by_code.setdefault(code, [])
+        envs.append(env)
+        del envs[:-_ENVS_PER_CODE]
+
+
 def install() -> None:
     """Install the hooks (idempotent, thread-safe)."""
     global _installed
@@ -93,9 +111,12 @@ def install() -> None:
             finally:
                 _building_verishape_frame.reset(token)
             sink = _audit_sink.get()
-            if sink is not None:
-                bound = signature.bind(self, code_options, compiler_fn, *args, **kwargs)
-                sink(self, dict(bound.arguments))
+            if sink is not None or isinstance(self.shape_env, VeriShapeEnv):
+                bound = dict(signature.bind(self, code_options, compiler_fn, *args, **kwargs).arguments)
+                if isinstance(self.shape_env, VeriShapeEnv):
+                    _remember(bound.get("f_code"), self.shape_env)
+                if sink is not None:
+                    sink(self, bound)
 
         output_graph.OutputGraph.__init__ = init  # type: ignore[method-assign]
         output_graph.ShapeEnv = _shape_env_factory  # type: ignore[attr-defined, assignment]

@@ -63,7 +63,11 @@ class Prover:
         *,
         timeout_ms: int | None = None,
         limits: Limits | None = None,
+        witness: dict[sympy.Symbol, Value] | None = None,
     ) -> SolveResult:
+        """``witness``: an assignment believed to satisfy the assumptions (for example
+        the current size hints).  When it does, by concrete evaluation, the assumptions
+        are consistent and the vacuity check needs no second solver call."""
         goal_b = as_boolean(goal, "goal")
         assumptions_b = tuple(as_boolean(a, "assumption") for a in assumptions)
         limits = limits or self.limits
@@ -77,7 +81,7 @@ class Prover:
                 self._cache.move_to_end(key)
                 self.stats.cache_hits += 1
                 return dataclasses.replace(hit, cached=True)
-            result = self._solve(goal_b, assumptions_b, limits)
+            result = self._solve(goal_b, assumptions_b, limits, witness)
             self._cache[key] = result
             if len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
@@ -103,7 +107,8 @@ class Prover:
         s.set("random_seed", limits.seed)
         return s
 
-    def _solve(self, goal: sympy.Basic, assumptions: tuple[sympy.Basic, ...], limits: Limits) -> SolveResult:
+    def _solve(self, goal: sympy.Basic, assumptions: tuple[sympy.Basic, ...], limits: Limits,
+               witness: dict[sympy.Symbol, Value] | None = None) -> SolveResult:
         start = time.perf_counter()
         try:
             query = build_query(goal, assumptions)
@@ -112,7 +117,7 @@ class Prover:
             s.add(*query.assertions)
             answer = s.check()
             if answer == z3.unsat:
-                vacuous = self._is_vacuous(query, limits)
+                vacuous = not _satisfied_by(assumptions, witness) and self._is_vacuous(query, limits)
                 return SolveResult(PROVED, vacuous=vacuous, exact=exact, time_s=time.perf_counter() - start)
             if answer == z3.sat:
                 return self._refutation(query, s.model(), exact, start)
@@ -150,6 +155,16 @@ class Prover:
                                time_s=elapsed)
         return SolveResult(REFUTED, counterexample=cex, undefined_goal=verdict == "undefined",
                            exact=exact, time_s=elapsed)
+
+
+def _satisfied_by(assumptions: tuple[sympy.Basic, ...], witness: dict[sympy.Symbol, Value] | None) -> bool:
+    """Whether ``witness`` makes every assumption true (so they are not contradictory)."""
+    if witness is None:
+        return False
+    try:
+        return all(concrete.evaluate(a, witness) is True for a in assumptions)
+    except (concrete.Undefined, concrete.Unevaluable):
+        return False
 
 
 def _model_value(model: z3.ModelRef, var: z3.ExprRef) -> Value:

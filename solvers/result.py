@@ -22,7 +22,7 @@ class Limits:
     not depend on timing.  ``timeout_ms`` is only a wall-clock backstop.
     """
 
-    rlimit: int = 4_000_000
+    rlimit: int = 1_000_000
     timeout_ms: int = 5_000
     seed: int = 0
 

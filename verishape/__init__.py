@@ -4,7 +4,8 @@ Public API (re-exported here; the implementation lives in internal modules and i
 top-level ``solvers``, ``compiler`` and ``proofs`` packages):
 
 * :func:`compile` - a drop-in for ``torch.compile``;
-* :class:`VeriShapeEnv` - the ShapeEnv that asks Z3 where SymPy gives up.
+* :class:`VeriShapeEnv` - the ShapeEnv that asks Z3 where SymPy gives up;
+* :func:`explain` - what verishape changed in a compiled function's frames.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ try:
 except _metadata.PackageNotFoundError:  # pragma: no cover - torch is a hard dependency
     raise UnsupportedTorch("verishape needs torch (2.11 to 2.13); install it with: pip install torch==2.13.0") from None
 
-__all__ = ["UnsupportedTorch", "VeriShapeEnv", "__version__", "compile"]
+__all__ = ["UnsupportedTorch", "VeriShapeEnv", "__version__", "compile", "explain"]
 
 
 def __getattr__(name: str):  # lazy: `verishape --version` should not import torch
@@ -31,4 +32,8 @@ def __getattr__(name: str):  # lazy: `verishape --version` should not import tor
         from compiler import compile
 
         return compile
+    if name == "explain":
+        from .explanation import explain
+
+        return explain
     raise AttributeError(f"module 'verishape' has no attribute {name!r}")

@@ -43,6 +43,9 @@ def _build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--assume", action="append", metavar="EXPR",
                        help="a fact about input sizes, e.g. \"2 <= x.size(0) <= 64\" (repeatable)")
     audit.add_argument("script_args", nargs="*", help="arguments for the script, after --")
+    explain = sub.add_parser("explain", help="run a script and explain what verishape changed in each frame")
+    explain.add_argument("script", help="the Python script to run")
+    explain.add_argument("script_args", nargs="*", help="arguments for the script, after --")
     return parser
 
 
@@ -53,6 +56,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        if args.command == "explain":
+            from .explanation import explain_script
+
+            print(explain_script(args.script, args.script_args))
+            return 0
         if args.command == "verify-guards":
             from .audit.run import main as verify_main
 

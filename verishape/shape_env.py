@@ -156,7 +156,7 @@ class VeriShapeEnv(ShapeEnv):
         prover = current_prover()
         for value, target in candidates:
             start = time.perf_counter()
-            result = prover.prove(target, premises)
+            result = prover.prove(target, premises, witness=self._hints(premises))
             self.verishape_log.solver_time_s += time.perf_counter() - start
             if result.status != solvers.PROVED:
                 continue
@@ -170,6 +170,15 @@ class VeriShapeEnv(ShapeEnv):
             return sympy.true if value else sympy.false
         self.verishape_log.undecided += 1
         return None
+
+    def _hints(self, exprs: list[sympy.Basic]) -> dict[sympy.Symbol, Any] | None:
+        """The current size hints, when they cover every symbol of ``exprs``: real
+        inputs satisfy every guard, so they show the premises are consistent."""
+        symbols = set().union(*(e.free_symbols for e in exprs)) if exprs else set()
+        hints = self.backed_var_to_val
+        if not symbols <= hints.keys():
+            return None
+        return {s: int(hints[s]) for s in symbols}
 
     def _candidates(self, goal: sympy.Basic) -> list[tuple[bool, sympy.Basic]]:
         """What to try proving.  With every symbol backed, the hint tells which answer

@@ -1,0 +1,90 @@
+"""``verishape.explain``: what verishape changed in each compiled frame, in plain words.
+
+Per frame: the stock guard list against the installed one, what each dropped guard is
+implied by, the runtime asserts discharged, every solver decision with its time, and the
+reasons Dynamo gave for recompiling.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sympy
+
+from . import sources
+
+
+def _frame_text(index: int, env: Any) -> list[str]:
+    log = env.verishape_log
+    lines = [f"frame {index}: {log.summary()}"]
+    for m in log.minimizations:
+        verdict = ("installed (equivalence proved)" if m.applied
+                   else "not applied (equivalence not proved), stock list installed" if m.dropped
+                   else "nothing to drop")
+        lines.append(f"  guards: {len(m.stock)} stock -> {len(m.kept) if m.applied else len(m.stock)} installed, "
+                     f"{verdict}; {m.time_s * 1e3:.1f} ms")
+        for rec in m.dropped:
+            implied_by = "; ".join(sources.describe(p, env) for p in rec.obligation.premises)
+            lines.append(f"    dropped {sources.describe(rec.obligation.goal, env)}")
+            lines.append(f"      implied by: {implied_by}")
+        if m.applied:
+            for g in m.kept:
+                lines.append(f"    kept {sources.describe(g, env)}")
+    for rec in log.records:
+        # The goal is the asked expression when it was decided true, its negation otherwise.
+        asked = rec.obligation.goal if rec.decided else sympy.Not(rec.obligation.goal)
+        where = f"  [{rec.obligation.source.strip()}]" if rec.obligation.source else ""
+        lines.append(f"  decided {rec.obligation.kind}: {sources.describe(asked, env)} is {bool(rec.decided)} "
+                     f"({rec.result.time_s * 1e3:.1f} ms{', cached' if rec.result.cached else ''}){where}")
+    for expr, value, where in log.fallbacks:
+        lines.append(f"  unproved fallback: {expr} assumed {value}" + (f"  [{where}]" if where else ""))
+    return lines
+
+
+def recompile_reasons(co_name: str) -> list[str]:
+    """Dynamo's recompile reasons for frames named ``co_name``, oldest first."""
+    from torch._dynamo.utils import get_compilation_metrics
+
+    out = []
+    for m in get_compilation_metrics():
+        if m.co_name == co_name and m.recompile_reason:
+            guard = m.recompile_reason.split("#")[0].strip()
+            out.append(f"compile {m.compile_id}: recompiled because the guard {guard.split(': ', 1)[-1]!r} "
+                       f"of an earlier compile failed")
+    return out
+
+
+def explain_envs(name: str, envs: list[Any]) -> str:
+    if not envs:
+        return f"{name}: no frame compiled with verishape yet (call the compiled function first)"
+    lines = [f"{name}: {len(envs)} frame(s) compiled with verishape"]
+    for i, env in enumerate(envs):
+        lines += _frame_text(i, env)
+    reasons = recompile_reasons(name.split(" ")[0])
+    lines += ["recompiles:"] + [f"  {r}" for r in reasons] if reasons else ["recompiles: none"]
+    return "\n".join(lines)
+
+
+def explain_script(script: str, script_args: list[str]) -> str:
+    """Run ``script`` with every compiled frame using VeriShapeEnv; explain each."""
+    from pathlib import Path
+
+    from .audit.capture import run_script
+
+    run = run_script(Path(script), script_args, lambda _m: None)
+    parts = [explain_envs(f"{f.name} ({f.location})", [f.env]) for f in run.frames]
+    if run.script_error:
+        parts.append(f"the script stopped on a compile error: {run.script_error}")
+    return "\n\n".join(parts)
+
+
+def explain(compiled_fn: Any) -> str:
+    """Explain a function or module returned by ``verishape.compile`` (after it ran)."""
+    from compiler.frames import envs_for
+
+    original = getattr(compiled_fn, "_torchdynamo_orig_callable", compiled_fn)
+    original = getattr(original, "forward", original)
+    code = getattr(original, "__code__", None)
+    if code is None:
+        raise TypeError(f"verishape.explain: expected a compiled function or module, got {type(compiled_fn).__name__}")
+    return explain_envs(code.co_name, envs_for(code))
