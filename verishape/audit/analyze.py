@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import sympy
+from torch.utils._sympy import functions as tf
 
 import solvers
 from solvers.result import SolveResult
@@ -22,6 +23,8 @@ from verishape.sources import describe, symbol_sources
 
 from .capture import Frame
 from .space import DEFAULT_BACKED, DEFAULT_UNBACKED, Assumption, Bounds, bounds_from_assumption, declared_from_locals
+
+_MODS = (tf.Mod, tf.PythonMod, tf.ModularIndexing)
 
 #: Bounds tried in turn to find a counterexample small enough for real tensors.
 SMALL_BOUNDS = (8, 16, 64, 256, 1024, 4096)
@@ -57,6 +60,8 @@ class FrameAudit:
     findings: list[Finding]
     decisions: list[Any]
     fallbacks: list[dict[str, Any]]
+    minimizations: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    divisibility: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
 
 def _where(sloc: Any) -> str | None:
@@ -162,8 +167,22 @@ class FrameAuditor:
                                     detail="the frame did not compile"))
         declared = [b.describe(src) for src, b in sorted(self.declared_bounds.items())]
         declared += [f"{a}  (--assume)" for a in self.assumptions]
-        return FrameAudit(self.frame, self.sources, declared, checks, findings,
-                          list(self.env.verishape_log.records), fallbacks)
+        log = self.env.verishape_log
+        minimizations = [{
+            "stock_guards": [describe(g, self.env) for g in m.stock],
+            "installed_guards": [describe(g, self.env) for g in (m.kept if m.applied else m.stock)],
+            "dropped": [{"guard": describe(r.obligation.goal, self.env),
+                         "implied_by": [describe(p, self.env) for p in r.obligation.premises]} for r in m.dropped],
+            "equivalence": m.equivalence.to_json() if m.equivalence else None,
+            "applied": m.applied,
+        } for m in log.minimizations]
+        # Divisibility facts the compiler relied on (Inductor's masks, tt.divisibility):
+        # each is a proof record; a claim without one was never relied on.
+        divisibility = [{"fact": describe(r.obligation.goal if r.decided else sympy.Not(r.obligation.goal), self.env),
+                         "value": r.decided, "status": r.result.status, "kind": r.obligation.kind}
+                        for r in log.records if r.obligation.goal.atoms(sympy.Mod, *_MODS)]
+        return FrameAudit(self.frame, self.sources, declared, checks, findings, list(log.records), fallbacks,
+                          minimizations, divisibility)
 
     def _contradictions(self, space: list[sympy.Basic], asserts: list[sympy.Basic]) -> list[Finding]:
         if not asserts:

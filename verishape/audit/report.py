@@ -12,7 +12,10 @@ JSON schema (``verishape verify-guards --json``)::
                     "proof": SolveResult, "counterexample": {source: value}|null}],
         "runtime_asserts": [same fields],
         "decisions": [ProofRecord JSON],          # what VeriShapeEnv decided while compiling
-        "fallbacks": [{"expr", "assumed", "source_line", "status", "counterexample"}]
+        "fallbacks": [{"expr", "assumed", "source_line", "status", "counterexample"}],
+        "minimizations": [{"stock_guards", "installed_guards", "dropped": [{"guard", "implied_by"}],
+                           "equivalence": ProofRecord JSON|null, "applied": bool}],
+        "divisibility_facts": [{"fact", "value", "status", "kind"}]   # proved facts codegen relied on
       }],
       "findings": [{"kind", "frame", "guard", "source_line", "counterexample": {source: value}|null,
                     "detail", "replay": {"outcome", "inputs", "eager_error", "compiled_error"}|null}],
@@ -52,6 +55,8 @@ def build(script: str, argv: list[str], assumptions: list[str], audits: list[Fra
             "runtime_asserts": [_check_json(c) for c in a.checks if c.kind == "runtime_assert"],
             "decisions": [r.to_json() for r in a.decisions],
             "fallbacks": a.fallbacks,
+            "minimizations": a.minimizations,
+            "divisibility_facts": a.divisibility,
         })
         findings += [dataclasses.asdict(x) for x in a.findings]
     guards = [g for fr in frames for g in fr["guards"]]
@@ -91,6 +96,13 @@ def render(report: dict[str, Any]) -> str:
                     lines.append(f"      counterexample: {_cex(g['counterexample'])}")
         if fr["decisions"]:
             lines.append(f"  solver decisions while compiling: {len(fr['decisions'])}")
+        for m in fr["minimizations"]:
+            if m["dropped"]:
+                state = "proved equivalent, installed" if m["applied"] else "NOT proved equivalent, stock installed"
+                lines.append(f"  guard minimization: {len(m['stock_guards'])} -> {len(m['installed_guards'])} "
+                             f"guards ({state})")
+        for d in fr["divisibility_facts"]:
+            lines.append(f"  divisibility relied on: {d['fact']} is {d['value']} ({d['status']})")
     lines.append("")
     if report["findings"]:
         lines.append(f"{len(report['findings'])} finding(s):")
