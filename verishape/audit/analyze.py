@@ -84,17 +84,22 @@ class FrameAuditor:
     # ------------------------------------------------------------ declared space
 
     def _declared_bounds(self, assumptions: Sequence[Assumption]) -> dict[str, Bounds]:
+        """Declarations intersect; an undeclared dimension gets stock torch's [2, oo)."""
         marked = declared_from_locals(self.frame.local_scope)
-        out: dict[str, Bounds] = {}
-        for src in self.symbol_of_source:
-            out[src] = marked.get(src, DEFAULT_BACKED)
+        out: dict[str, Bounds | None] = {src: marked.get(src) for src in self.symbol_of_source}
         for a in assumptions:
             for src, (lo, hi) in bounds_from_assumption(a).items():
-                if src in out:
-                    old = out[src]
-                    out[src] = Bounds(lo if lo is not None else old.lower, hi if hi is not None else old.upper,
-                                      f"--assume {a.text!r}")
-        return out
+                if src not in out:
+                    continue
+                old = out[src]
+                if old is None:
+                    out[src] = Bounds(lo, hi, f"--assume {a.text!r}")
+                    continue
+                lows = [v for v in (old.lower, lo) if v is not None]
+                highs = [v for v in (old.upper, hi) if v is not None]
+                out[src] = Bounds(max(lows) if lows else None, min(highs) if highs else None,
+                                  f"{old.origin} and --assume {a.text!r}")
+        return {src: b if b is not None else DEFAULT_BACKED for src, b in out.items()}
 
     def space_facts(self) -> list[sympy.Basic]:
         facts: list[sympy.Basic] = []
@@ -166,7 +171,8 @@ class FrameAuditor:
             findings.append(Finding(self.frame.error_kind or "compile_failed", index, self.frame.error, None, None,
                                     detail="the frame did not compile"))
         declared = [b.describe(src) for src, b in sorted(self.declared_bounds.items())]
-        declared += [f"{a}  (--assume)" for a in self.assumptions]
+        declared += [f"{describe(a, self.env)}  (--assume)" for a in self.assumptions
+                     if len(a.free_symbols) > 1 or not isinstance(a, (sympy.Le, sympy.Lt, sympy.Ge, sympy.Gt))]
         log = self.env.verishape_log
         minimizations = [{
             "stock_guards": [describe(g, self.env) for g in m.stock],
