@@ -128,3 +128,13 @@ def test_zero_one_specialization_reported_only_when_declared(tmp_path):
     kinds = [x["kind"] for x in report["findings"]]
     assert kinds == ["specialization_01"]  # y (declared min=2) is not reported
     assert report["findings"][0]["counterexample"] == {"L['x'].size()[0]": 0}
+
+
+def test_unproved_fallbacks_are_flagged_with_values(tmp_path):
+    proc, report = audit("unbacked_fallback.py", tmp_path=tmp_path)
+    assert proc.returncode == 1
+    flagged = [x for x in report["findings"] if x["kind"] == "fallback_unproved"]
+    assert flagged and all(x["counterexample"] for x in flagged)
+    eq0 = next(x for x in flagged if x["guard"].startswith("Eq(u0, 0)"))
+    assert eq0["counterexample"] == {"u0": 0}  # the general path was taken; u0 = 0 is where it matters
+    assert eq0["replay"]["outcome"] == "not_replayed" and "tensor data" in eq0["replay"]["reason"]

@@ -30,6 +30,8 @@ class DecisionLog:
     errors: list[str] = dataclasses.field(default_factory=list)
     #: ``guard_or_false``/``guard_or_true`` fallbacks stock took unproved: (expr, value, where)
     fallbacks: list[tuple[object, bool, str | None]] = dataclasses.field(default_factory=list)
+    #: answers stock gave in size-oblivious mode (sizes assumed >= 2): expr -> (value, where)
+    size_oblivious: dict[object, tuple[bool, str | None]] = dataclasses.field(default_factory=dict)
     #: guard minimizations (one per distinct guard list produced)
     minimizations: list[object] = dataclasses.field(default_factory=list)
     solver_time_s: float = 0.0

@@ -121,6 +121,9 @@ class VeriShapeEnv(ShapeEnv):
                                var_to_range: tuple[tuple[sympy.Symbol, Any], ...] | None = None) -> sympy.Basic | None:
         stock = _base_static(self, expr, unbacked_only=unbacked_only, compute_hint=compute_hint,
                              size_oblivious=size_oblivious, axioms=axioms, var_to_range=var_to_range)
+        if size_oblivious and not compute_hint and stock in (sympy.true, sympy.false):
+            # Decided by assuming size-like symbols are >= 2: keep it for the audit.
+            self.verishape_log.size_oblivious.setdefault(expr, (stock is sympy.true, None))
         if (stock is not None or unbacked_only or compute_hint or self._vs_busy
                 or axioms == () or not isinstance(expr, sympy.logic.boolalg.Boolean)
                 or not expr.free_symbols):

@@ -236,17 +236,24 @@ class FrameAuditor:
         return out
 
     def _fallbacks(self, premises: list[sympy.Basic], findings: list[Finding]) -> list[dict[str, Any]]:
+        """``guard_or_*`` fallbacks and size-oblivious answers, each proved sound for the
+        whole declared space or flagged with the values where it is wrong."""
+        log = self.env.verishape_log
+        taken = [(e, v, w, "fallback_unproved", "guard_or_* took its fallback; the general path was used")
+                 for e, v, w in log.fallbacks]
+        taken += [(e, v, w, "size_oblivious_unproved", "decided assuming sizes >= 2 (size-oblivious)")
+                  for e, (v, w) in log.size_oblivious.items() if e.free_symbols]
         out = []
-        for expr, value, where in self.env.verishape_log.fallbacks:
+        for expr, value, where, kind, detail in taken:
             goal = expr if value else sympy.Not(expr)
             r = self.prover.prove(goal, premises)
-            entry = {"expr": str(expr), "assumed": value, "source_line": where, "status": r.status,
+            entry = {"expr": describe(expr, self.env), "assumed": value, "source_line": where,
+                     "status": r.status, "kind": kind.replace("_unproved", ""),
                      "counterexample": self.keyed(r.counterexample) if r.counterexample else None}
             out.append(entry)
             if r.status != solvers.PROVED:
-                findings.append(Finding("fallback_unproved", self.frame.index, f"{expr} assumed {value}", where,
-                                        entry["counterexample"],
-                                        detail="guard_or_* took its fallback; the general path was used"))
+                findings.append(Finding(kind, self.frame.index, f"{entry['expr']} assumed {value}", where,
+                                        entry["counterexample"], detail=detail))
         return out
 
 

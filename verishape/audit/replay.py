@@ -73,6 +73,10 @@ def _guardless(original: Any, kwargs: dict[str, Any], frame: Frame, arg_names: S
 def replay(run: Run, frame: Frame, cex: dict[str, int | float] | None) -> dict[str, Any]:
     if not cex:
         return {"outcome": "not_replayed", "reason": "no counterexample"}
+    data_dependent = sorted(k for k in cex if parse_source(k) is None)
+    if data_dependent:
+        return {"outcome": "not_replayed",
+                "reason": f"{', '.join(data_dependent)} come from tensor data, not from input sizes"}
     entry = run.compiled.get(frame.code)
     if entry is None:
         return {"outcome": "not_replayed",

@@ -12,7 +12,8 @@ JSON schema (``verishape verify-guards --json``)::
                     "proof": SolveResult, "counterexample": {source: value}|null}],
         "runtime_asserts": [same fields],
         "decisions": [ProofRecord JSON],          # what VeriShapeEnv decided while compiling
-        "fallbacks": [{"expr", "assumed", "source_line", "status", "counterexample"}],
+        "fallbacks": [{"expr", "assumed", "source_line", "status", "kind": "fallback"|"size_oblivious",
+                       "counterexample"}],
         "minimizations": [{"stock_guards", "installed_guards", "dropped": [{"guard", "implied_by"}],
                            "equivalence": ProofRecord JSON|null, "applied": bool}],
         "divisibility_facts": [{"fact", "value", "status", "kind"}]   # proved facts codegen relied on
@@ -24,7 +25,8 @@ JSON schema (``verishape verify-guards --json``)::
     }
 
 Finding kinds: ``guard_not_implied``, ``guard_undecided``, ``specialization_01``,
-``duck_sizing``, ``contradictory_facts``, ``fallback_unproved``, ``constraint_violation``,
+``duck_sizing``, ``contradictory_facts``, ``fallback_unproved``, ``size_oblivious_unproved``,
+``constraint_violation``,
 ``data_dependent_error``, ``compile_failed``.  Replay outcomes: ``agree``, ``differ``,
 ``compiled_fails``, ``compiled_accepts_what_eager_rejects``, ``both_fail``,
 ``not_replayed``.
