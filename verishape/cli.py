@@ -46,6 +46,9 @@ def _build_parser() -> argparse.ArgumentParser:
     explain = sub.add_parser("explain", help="run a script and explain what verishape changed in each frame")
     explain.add_argument("script", help="the Python script to run")
     explain.add_argument("script_args", nargs="*", help="arguments for the script, after --")
+    from .fuzz.cli import add_parser as add_fuzz_meta_parser
+
+    add_fuzz_meta_parser(sub)
     return parser
 
 
@@ -65,6 +68,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .audit.run import main as verify_main
 
             return verify_main(args)
+        if args.command == "fuzz-meta":
+            from .fuzz.cli import run as run_fuzz_meta
+
+            return run_fuzz_meta(args)
         if args.command == "demo":
             from .demo import run_demo
 

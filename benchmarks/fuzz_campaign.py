@@ -1,0 +1,51 @@
+"""Fuzz every OpInfo entry that runs on CPU (``verishape fuzz-meta --all`` with a time budget).
+
+Runs outside CI (tens of minutes); CI runs a small fixed slice (tests/test_fuzz_*.py).
+Resumable: finished ops go to a JSON-lines progress file and are skipped on rerun, and an
+op that killed a sequential run is recorded as a crash instead of being retried.
+
+    python benchmarks/fuzz_campaign.py --time-budget 2.5 --jobs 1 \
+        --progress benchmarks/results/fuzz_campaign.progress.jsonl \
+        --json benchmarks/results/fuzz_campaign.json
+
+The summary figures of a run are written up in benchmarks/FUZZ.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from verishape.fuzz.campaign import run_campaign
+from verishape.fuzz.fuzzer import MODES, FuzzConfig
+from verishape.fuzz.ops import resolve
+from verishape.fuzz.report import dump
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--ops", help="comma-separated names (default: every CPU OpInfo)")
+    p.add_argument("--mode", choices=sorted(MODES), default="both")
+    p.add_argument("--max-examples", type=int, default=50)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--jobs", type=int, default=1)
+    p.add_argument("--time-budget", type=float, default=2.5, help="seconds per op, all modes together")
+    p.add_argument("--progress", default="benchmarks/results/fuzz_campaign.progress.jsonl")
+    p.add_argument("--json", default="benchmarks/results/fuzz_campaign.json")
+    args = p.parse_args()
+    names = None if not args.ops else args.ops.split(",")
+    targets = [t.full_name for t in resolve(names)]
+    cfg = FuzzConfig(max_examples=args.max_examples, seed=args.seed, modes=MODES[args.mode],
+                     time_budget_s=args.time_budget)
+    start = time.monotonic()
+    report = run_campaign(targets, cfg, jobs=args.jobs, progress_file=args.progress)
+    report["summary"]["wall_s"] = round(time.monotonic() - start, 1)
+    dump(report, args.json)
+    print(json.dumps(report["summary"], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

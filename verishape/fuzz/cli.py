@@ -1,0 +1,75 @@
+"""``verishape fuzz-meta``: property-based fuzzing of meta/fake implementations.
+
+Exit status: 1 when there are findings, 0 when none, 2 for usage errors (one line on
+stderr).  ``add_parser`` and ``run`` are the hooks ``verishape/cli.py`` calls; heavy imports
+(torch, hypothesis, the OpInfo database) wait until ``run`` so other commands stay fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Any
+
+from ..cli import UsageError
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "fuzz-meta",
+        help="fuzz meta/fake implementations of OpInfo or custom ops against eager",
+        description="Draw shapes, layouts and parameters with hypothesis, trace the op with symbolic "
+                    "and unbacked sizes, check the prediction against eager at solver-picked sizes.",
+    )
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--ops", help="comma-separated OpInfo names (NAME matches all variants, NAME.variant one) "
+                                     "or custom ops namespace::name")
+    which.add_argument("--all", action="store_true", help="every OpInfo entry that runs on CPU")
+    p.add_argument("--mode", choices=("backed", "unbacked", "both"), default="both",
+                   help="backed (with and without the python dispatcher), unbacked, or both (default)")
+    p.add_argument("--max-examples", type=int, default=50, metavar="N", help="hypothesis examples per op and mode")
+    p.add_argument("--seed", type=int, default=0, metavar="S", help="base seed; each op derives its own")
+    p.add_argument("--jobs", type=int, default=1, metavar="J", help="worker processes (results do not depend on it)")
+    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help="import MODULE first (it registers torch.library custom ops); repeatable")
+    p.add_argument("--json", metavar="REPORT.json", help="write the JSON report here")
+    p.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
+                   help="per-op time limit (makes results depend on machine speed; for campaigns)")
+    p.add_argument("--resume", metavar="PROGRESS.jsonl", help="append finished ops here and skip those already in it")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from .campaign import run_campaign
+    from .fuzzer import MODES, FuzzConfig
+    from .ops import UnknownOp, resolve
+    from .report import dump, text_summary
+
+    if args.max_examples < 1:
+        raise UsageError(f"--max-examples must be at least 1, got {args.max_examples}")
+    if args.jobs < 1:
+        raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
+    for module in args.imports:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise UsageError(f"--import {module}: {exc}") from None
+    names = None if args.all else [n.strip() for n in args.ops.split(",") if n.strip()]
+    if names is not None and not names:
+        raise UsageError("--ops needs at least one op name")
+    try:
+        targets = resolve(names, args.imports)
+    except UnknownOp as exc:
+        raise UsageError(str(exc)) from None
+    cfg = FuzzConfig(max_examples=args.max_examples, seed=args.seed, modes=MODES[args.mode],
+                     time_budget_s=args.time_budget)
+    report = run_campaign([t.full_name for t in targets], cfg, jobs=args.jobs, imports=args.imports,
+                          progress_file=args.resume, stream=sys.stderr if len(targets) > 1 else None)
+    if args.json:
+        try:
+            dump(report, args.json)
+        except OSError as exc:
+            raise UsageError(f"cannot write {args.json}: {exc.strerror}") from None
+    print(text_summary(report))
+    return 1 if report["findings"] else 0
