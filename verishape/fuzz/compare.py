@@ -36,6 +36,13 @@ VALUE_ERROR_PATTERNS = (
     r"found (an )?invalid", r"offsets", r"segment", r"labels? .* (out of|must be)", r"target .* out of bounds",
     r"is not a valid value", r"lengths", r"repeats", r"bins", r"overflow", r"all elements of input should be",
     r"max(imum)? value", r"weights should", r"unique", r"contain", r"cannot be converted",
+    # pivots and zero pivots are values of the LU/LDL inputs, not sizes
+    r"pivots given to", r"is zero and using it on lu_solve",
+    # counts and offsets read from tensor values (mask ones, bag offsets, repeat totals)
+    r"number of ones in mask", r"expected i < index_size", r"allocated size does not match required size",
+    # an eager backend limitation (MKL's DFTI rejects some stride/size configurations that
+    # pocketfft accepts); the compiled code calls the same kernel and fails the same way
+    r"MKL FFT error",
 )
 _VALUE_RE = re.compile("|".join(VALUE_ERROR_PATTERNS), re.IGNORECASE)
 
