@@ -6,6 +6,14 @@ Modules, one job each: ``inputs`` (tensor recipes), ``ops`` (what to fuzz), ``st
 ``report``, ``campaign`` (many ops, parallel, resumable), ``cli``.
 """
 
-from .fuzzer import FuzzConfig, fuzz_target
+from typing import Any
 
 __all__ = ["FuzzConfig", "fuzz_target"]
+
+
+def __getattr__(name: str) -> Any:  # lazy: `verishape --help` must not import torch
+    if name in __all__:
+        from . import fuzzer
+
+        return getattr(fuzzer, name)
+    raise AttributeError(f"module 'verishape.fuzz' has no attribute {name!r}")
