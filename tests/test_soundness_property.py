@@ -98,3 +98,19 @@ def test_property_exercises_the_solver():
     q = sympy.Ge(u0 * u1, u0)
     assert ShapeEnv._maybe_evaluate_static(env, q) is None
     assert env._maybe_evaluate_static(q) is sympy.true
+
+
+def test_asserts_emitted_later_never_discharge_an_earlier_assert():
+    """Rule 4: ``u0 * u1 <= 5`` runs where u1 is bound, after u0's asserts, so it may not
+    discharge ``u0 <= 5`` even though (with u1 >= 1) it implies it."""
+    env = VeriShapeEnv()
+    u0, u1 = (env.create_unbacked_symint().node.expr for _ in range(2))
+    env.var_to_range[u0] = ValueRanges(0, 1000)
+    env.var_to_range[u1] = ValueRanges(1, 1000)
+    env.guard_or_defer_runtime_assert(sympy.Le(u0 * u1, 5), "later fact")
+    assert env.var_to_range[u0].upper > 5  # stock range analysis did not narrow u0
+    env.guard_or_defer_runtime_assert(sympy.Le(u0, 5), "earlier assert")
+    kept = [str(ra.expr) for ras in env.deferred_runtime_asserts.values() for ra in ras]
+    assert "u0 <= 5" in kept, kept
+    # The same question asked as a guard after tracing may use every fact.
+    assert env._maybe_evaluate_static(sympy.Le(u0, 5)) is sympy.true

@@ -63,8 +63,9 @@ def divisor_symbols(exprs: Sequence[sympy.Basic], prover: solvers.Prover) -> set
 
 
 def minimize(guards: Sequence[sympy.Basic], ranges: dict[sympy.Symbol, object],
-             prover: solvers.Prover, *, size_like: set[sympy.Symbol] | frozenset[sympy.Symbol] = frozenset()
-             ) -> Minimization:
+             prover: solvers.Prover, *, size_like: set[sympy.Symbol] | frozenset[sympy.Symbol] = frozenset(),
+             witness: dict[sympy.Symbol, int] | None = None) -> Minimization:
+    """``witness``: values satisfying every guard (the size hints), sparing vacuity solves."""
     start = time.perf_counter()
     stock = list(dict.fromkeys(guards))
     protectors = divisor_symbols(stock, prover)
@@ -83,7 +84,7 @@ def minimize(guards: Sequence[sympy.Basic], ranges: dict[sympy.Symbol, object],
         if not premises:
             continue
         premises = premises + range_premises([g, *premises])
-        result = prover.prove(g, premises)
+        result = prover.prove(g, premises, witness=witness)
         if result.status == solvers.PROVED and not result.vacuous:
             dropped.append(ProofRecord(Obligation(g, tuple(premises), "guard_dropped"), result, True))
             kept = rest
@@ -91,7 +92,7 @@ def minimize(guards: Sequence[sympy.Basic], ranges: dict[sympy.Symbol, object],
     if dropped:
         goal = sympy.And(*stock)
         premises = kept + range_premises(stock)
-        result = prover.prove(goal, premises)
+        result = prover.prove(goal, premises, witness=witness)
         equivalence = ProofRecord(Obligation(goal, tuple(premises), "guard_set_equivalence"), result, True)
         if result.status != solvers.PROVED or result.vacuous:
             kept = list(stock)

@@ -202,8 +202,10 @@ class VeriShapeEnv(ShapeEnv):
             limit = facts.newest_unbacked(goal) if kind == "assert_discharged" else None
             for key, asserts in self.deferred_runtime_asserts.items():
                 # Rule 4: an assert may lean only on asserts emitted no later than itself.
-                if limit is not None and key is not None and (facts.unbacked_index(key) or 0) > limit:
-                    continue
+                if limit is not None and key is not None:
+                    index = facts.unbacked_index(key)
+                    if index is None or index > limit:  # unknown order (e.g. a float symbol): not a premise
+                        continue
                 pool.extend(ra.expr for ra in asserts)
         else:
             pool = list(axioms)
@@ -242,8 +244,12 @@ class VeriShapeEnv(ShapeEnv):
         cached = self._vs_minimized.get(key)
         if cached is None:
             try:
-                result = minimize_guards([self.replace(g.expr) for g in guards], self.var_to_range, current_prover(),
-                                         size_like=self.size_like)
+                exprs = [self.replace(g.expr) for g in guards]
+                # Only input symbols get a range check in the installed guard code, so only
+                # their ranges may serve as premises.
+                installed_ranges = {s: r for s, r in self.var_to_range.items() if self.var_to_sources.get(s)}
+                result = minimize_guards(exprs, installed_ranges, current_prover(), size_like=self.size_like,
+                                         witness=self._hints(exprs))
             except Exception as exc:  # noqa: BLE001 - logged as a bug; the stock list is installed
                 log.warning("verishape: guard minimization failed, installing stock guards "
                             "(this is a verishape bug): %r", exc)
