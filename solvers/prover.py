@@ -2,6 +2,12 @@
 
 Z3's Python bindings share one global context that is not thread-safe; Dynamo may
 compile frames from several threads, so every solver call holds ``Prover._lock``.
+
+Each check runs in a fresh ``z3.Context`` that receives a copy of the query.  In the
+shared context, term ids (and with them Z3's internal orderings) depend on every query
+asked before in the process, so the same query could finish under the resource limit
+after one history and give up after another.  A fresh context (made ahead of need by
+:mod:`solvers.contexts`) makes each answer a function of the query and the limits alone.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import sympy
 import z3
 
 from . import concrete
+from .contexts import fresh_context
 from .query import Query, as_boolean, build_query, to_smtlib
 from .result import PROVED, REFUTED, UNKNOWN, Limits, SolveResult, Value
 
@@ -100,8 +107,8 @@ class Prover:
 
     # ------------------------------------------------------------------ internals
 
-    def _solver(self, limits: Limits) -> z3.Solver:
-        s = z3.Solver()
+    def _solver(self, limits: Limits, ctx: z3.Context) -> z3.Solver:
+        s = z3.Solver(ctx=ctx)
         s.set("rlimit", limits.rlimit)
         s.set("timeout", limits.timeout_ms)
         s.set("random_seed", limits.seed)
@@ -113,14 +120,15 @@ class Prover:
         try:
             query = build_query(goal, assumptions)
             exact = query.translator.is_exact
-            s = self._solver(limits)
-            s.add(*query.assertions)
+            ctx = fresh_context()
+            s = self._solver(limits, ctx)
+            s.add(*(a.translate(ctx) for a in query.assertions))
             answer = s.check()
             if answer == z3.unsat:
                 vacuous = not _satisfied_by(assumptions, witness) and self._is_vacuous(query, limits)
                 return SolveResult(PROVED, vacuous=vacuous, exact=exact, time_s=time.perf_counter() - start)
             if answer == z3.sat:
-                return self._refutation(query, s.model(), exact, start)
+                return self._refutation(query, s.model(), ctx, exact, start)
             return SolveResult(UNKNOWN, exact=exact, reason=f"solver: {s.reason_unknown()}",
                                time_s=time.perf_counter() - start)
         except z3.Z3Exception as exc:
@@ -129,11 +137,13 @@ class Prover:
             return SolveResult(UNKNOWN, reason=f"solver error: {exc}", time_s=time.perf_counter() - start)
 
     def _is_vacuous(self, query: Query, limits: Limits) -> bool:
-        s = self._solver(limits)
-        s.add(*query.premises)
+        ctx = fresh_context()
+        s = self._solver(limits, ctx)
+        s.add(*(p.translate(ctx) for p in query.premises))
         return s.check() == z3.unsat
 
-    def _refutation(self, query: Query, model: z3.ModelRef, exact: bool, start: float) -> SolveResult:
+    def _refutation(self, query: Query, model: z3.ModelRef, ctx: z3.Context, exact: bool,
+                    start: float) -> SolveResult:
         cex: dict[str, Value] = {}
         env: dict[sympy.Symbol, Value] = {}
         for sym in sorted(query.symbols, key=str):
@@ -141,7 +151,7 @@ class Prover:
             if var is None:
                 return SolveResult(UNKNOWN, exact=exact, reason=f"symbol {sym} is not modelled",
                                    time_s=time.perf_counter() - start)
-            value = _model_value(model, var)
+            value = _model_value(model, var.translate(ctx))
             env[sym] = value
             cex[str(sym)] = value
         verdict = _confirm(query, env)
