@@ -6,9 +6,13 @@ both, backend ``aot_eager`` unless ``--backend``), over a fixed sweep of input s
 * shape guards installed: every line of the shape-guard code (guards, duck equalities,
   strides, ranges), summed over the frames compiled;
 * warm guard-check time: a loop of many calls to the frame's guard manager ``check`` on the
-  first input's locals, and the shape-guard code alone (evaluated as one function);
+  first input's locals, and the installed shape-guard function alone (Dynamo's epilogue
+  lambda guard, as it runs inside ``check``).  Stock and verishape compile separate copies
+  of the program's code object, so both guard managers live side by side and their
+  timing loops alternate (best of 7 rounds each): machine drift hits both alike;
 * compile time (calls that compiled) and verishape's solver share of it;
-* recompiles, and the max abs difference against eager over the sweep.
+* recompiles (cache entries of the program's code beyond the first; graph breaks are not
+  recompiles), and the max abs difference against eager over the sweep.
 
     python benchmarks/guards.py --out benchmarks/results/guards   # writes .json, .md, .png
 """
@@ -22,6 +26,7 @@ import platform
 import statistics
 import sys
 import time
+import types
 from pathlib import Path
 from typing import Any
 
@@ -42,29 +47,55 @@ _orig_produce = ShapeEnv.produce_guards_verbose
 
 def _spy(self: Any, *a: Any, **k: Any) -> Any:
     out = _orig_produce(self, *a, **k)
-    _produced.append(list(out[0].exprs))  # out[0] is the python rendering
+    # out[0] is the python rendering; keep the list itself, so that verishape's pass over
+    # the produced lines (repeats dropped in place) is counted as installed.
+    _produced.append(out[0].exprs)
     return out
 
 
-def _time_loop(fn: Any, arg: Any, n: int) -> float:
-    best = float("inf")
-    for _ in range(5):
-        start = time.perf_counter()
-        for _ in range(n):
-            fn(arg)
-        best = min(best, (time.perf_counter() - start) / n)
-    return best * 1e6  # microseconds per check
+def _time_pair(fns: dict[str, Any], arg: Any, n: int, rounds: int = 7) -> dict[str, float]:
+    """Microseconds per call of each function, best of ``rounds``; the loops alternate
+    between the functions so that drift in machine speed does not favour either."""
+    best = dict.fromkeys(fns, float("inf"))
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            for _ in range(n):
+                fn(arg)
+            best[name] = min(best[name], (time.perf_counter() - start) / n)
+    return {name: t * 1e6 for name, t in best.items()}
 
 
-def _shape_guard_fn(exprs: list[str], fn_globals: dict[str, Any]) -> Any:
-    if not exprs:
+def _shape_guard_fn(manager: Any, exprs: list[str], fn_globals: dict[str, Any]) -> Any:
+    """The shape-guard function as installed: Dynamo puts all shape guards into one
+    epilogue lambda guard of the root guard manager."""
+    epilogue = getattr(manager.root, "get_epilogue_lambda_guards", None)
+    if epilogue is not None:
+        guards = list(epilogue())
+        if not guards:
+            return lambda L: True
+        if len(guards) == 1:
+            return guards[0]
+        return lambda L: all(g(L) for g in guards)
+    if not exprs:  # an older torch without the accessor: evaluate torch's own guard text
         return lambda L: True
-    # torch's own guard text; L is the frame's locals and G its globals, as in Dynamo.
     return eval("lambda L: " + " and ".join(f"({e})" for e in exprs), {"G": fn_globals})  # noqa: S307
 
 
-def measure(program: Program, compile_fn: Any, backend: str, checks: int) -> dict[str, Any]:
-    torch._dynamo.reset()
+def _copy_of(fn: Any) -> Any:
+    """The same function on its own code object, so Dynamo caches it separately.  The
+    name differs too: Dynamo keys what it learned about a frame's dynamism by file, line
+    and name, and the copy must not inherit that from the stock compile."""
+    name = fn.__code__.co_name + "_verishape_copy"
+    code = fn.__code__.replace(co_name=name, co_qualname=name)
+    out = types.FunctionType(code, fn.__globals__, name, fn.__defaults__, fn.__closure__)
+    out.__kwdefaults__ = fn.__kwdefaults__
+    return out
+
+
+def measure(program: Program, fn: Any, compile_fn: Any, backend: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Compile ``fn`` over the program's sweep.  Returns the figures and the timing
+    targets (guard manager check and shape-guard function) for the first input."""
     _produced.clear()
     inner = lookup_backend(backend)
     envs: list[Any] = []
@@ -73,7 +104,7 @@ def measure(program: Program, compile_fn: Any, backend: str, checks: int) -> dic
         envs.append(torch._guards.TracingContext.try_get().fake_mode.shape_env)
         return inner(gm, example_inputs)
 
-    cf = compile_fn(program.fn, backend=counting, dynamic=True)
+    cf = compile_fn(fn, backend=counting, dynamic=True)
     compile_s, max_diff = 0.0, 0.0
     for shape in program.shapes:
         args = program.inputs(shape)
@@ -88,26 +119,51 @@ def measure(program: Program, compile_fn: Any, backend: str, checks: int) -> dic
     first = program.inputs(program.shapes[0])
     name = next(iter(inspect.signature(program.fn).parameters))
     local = {name: first[0]}
-    entry = next(e for e in _debug_get_cache_entry_list(program.fn.__code__) if e.guard_manager.check(local))
-    full_us = _time_loop(entry.guard_manager.check, local, checks)
-    first_exprs = _produced[0] if _produced else []
-    shape_us = _time_loop(_shape_guard_fn(first_exprs, program.fn.__globals__), local, checks)
+    entries = _debug_get_cache_entry_list(fn.__code__)
+    entry = next(e for e in entries if e.guard_manager.check(local))
+    first_exprs = list(_produced[0]) if _produced else []
+    targets = {"check": entry.guard_manager.check,
+               "shape": _shape_guard_fn(entry.guard_manager, first_exprs, program.fn.__globals__),
+               "local": local}
     logs = [e.verishape_log for e in envs if hasattr(e, "verishape_log")]
     solver_s = sum(log.solver_time_s for log in logs) + sum(m.time_s for log in logs for m in log.minimizations)
     equivalences = [m.applied for log in logs for m in log.minimizations if m.dropped]
-    return {
+    figures = {
         "shape_guards": sum(len(p) for p in _produced[: len(envs)]) if envs else 0,
         "shape_guards_first_frame": len(first_exprs),
-        "guard_check_us": full_us,
-        "shape_guard_fn_us": shape_us,
         "compile_s": compile_s,
         "solver_s": solver_s,
         "frames": len(envs),
-        "recompiles": max(0, len(envs) - 1),
+        "recompiles": max(0, len(entries) - 1),
         "max_abs_diff": max_diff,
         "minimizations_proved_equivalent": sum(equivalences),
         "minimizations_failed": len(equivalences) - sum(equivalences),
+        "ranges_tightened": sum(len(m.tightened) for log in logs for m in log.minimizations if m.applied),
     }
+    return figures, targets
+
+
+def run_program(program: Program, backend: str, checks: int) -> dict[str, Any]:
+    # Each side compiles from a clean Dynamo state (nothing learned from the other).
+    torch._dynamo.reset()
+    stock, t_stock = measure(program, program.fn, torch.compile, backend)
+    stock_alone = _time_pair({"check": t_stock["check"], "shape": t_stock["shape"]}, t_stock["local"], checks)
+    torch._dynamo.reset()
+    vs, t_vs = measure(program, _copy_of(program.fn), verishape.compile, backend)
+    local = t_stock["local"]
+    if t_stock["check"](local) and t_vs["check"](local):
+        full = _time_pair({"stock": t_stock["check"], "verishape": t_vs["check"]}, local, checks)
+        shape = _time_pair({"stock": t_stock["shape"], "verishape": t_vs["shape"]}, local, checks)
+    else:
+        # The reset took a global the stock guards read (Dynamo's injected builtins):
+        # fall back to the stock figures taken right after its own compile.
+        vs_alone = _time_pair({"check": t_vs["check"], "shape": t_vs["shape"]}, local, checks)
+        full = {"stock": stock_alone["check"], "verishape": vs_alone["check"]}
+        shape = {"stock": stock_alone["shape"], "verishape": vs_alone["shape"]}
+    for side, figures in (("stock", stock), ("verishape", vs)):
+        figures["guard_check_us"] = full[side]
+        figures["shape_guard_fn_us"] = shape[side]
+    return {"program": program.name, "shapes": len(program.shapes), "stock": stock, "verishape": vs}
 
 
 def _markdown(rows: list[dict[str, Any]], summary: dict[str, Any]) -> str:
@@ -160,9 +216,9 @@ def main() -> int:
     for p in PROGRAMS:
         if wanted and p.name not in wanted:
             continue
-        stock = measure(p, torch.compile, args.backend, args.checks)
-        vs = measure(p, verishape.compile, args.backend, args.checks)
-        rows.append({"program": p.name, "shapes": len(p.shapes), "stock": stock, "verishape": vs})
+        row = run_program(p, args.backend, args.checks)
+        rows.append(row)
+        stock, vs = row["stock"], row["verishape"]
         print(f"{p.name:18} guards {stock['shape_guards']:4} -> {vs['shape_guards']:4}   "
               f"check {stock['guard_check_us']:6.2f} -> {vs['guard_check_us']:6.2f} us   "
               f"shape fn {stock['shape_guard_fn_us']:6.2f} -> {vs['shape_guard_fn_us']:6.2f} us   "
@@ -187,6 +243,7 @@ def main() -> int:
         "recompiles_verishape": sum(r["verishape"]["recompiles"] for r in rows),
         "max_abs_diff_verishape": max(r["verishape"]["max_abs_diff"] for r in rows),
         "minimizations_failed": sum(r["verishape"]["minimizations_failed"] for r in rows),
+        "ranges_tightened": sum(r["verishape"]["ranges_tightened"] for r in rows),
         "backend": args.backend, "torch": torch.__version__, "python": platform.python_version(),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -106,3 +106,111 @@ def test_fewer_guards_same_recompiles_same_results(installed, fn, shapes):
         installed.clear()
     assert counts["verishape"][0] == counts["stock"][0]  # the same recompiles
     assert counts["verishape"][1] < counts["stock"][1], counts  # fewer installed guards
+
+
+# ---------------------------------------------------------------- range tightening
+
+from hypothesis import given, strategies as st  # noqa: E402
+
+from solvers import concrete  # noqa: E402
+from verishape.minimize import tighten  # noqa: E402
+
+
+def test_guards_folded_into_a_lower_bound():
+    m = minimize([sympy.Ne(tf.FloorDiv(s0, 2), 1), sympy.Gt(s1, 7)], RANGES, solvers.Prover(), tighten_ranges=True)
+    assert m.applied and m.kept == []
+    bounds = {(t.symbol, t.lower, t.upper) for t in m.tightened}
+    assert bounds == {(s0, 4, None), (s1, 8, None)}
+    assert all(t.proof.result.status == "proved" for t in m.tightened)
+    assert m.equivalence.result.status == "proved"
+
+
+def test_divisibility_and_quotient_fold_to_one_value():
+    guards = [sympy.Eq(tf.Mod(s0, 4), 0), sympy.Eq(tf.FloorDiv(s0, 4), 1), sympy.Eq(s1, s0)]
+    m = minimize(guards, RANGES, solvers.Prover(), tighten_ranges=True)
+    assert m.kept == [sympy.Eq(s1, s0)]
+    assert [(t.symbol, t.lower, t.upper) for t in m.tightened] == [(s0, 4, 4)]
+
+
+@pytest.mark.parametrize("guard", [sympy.Ne(s0, 4), sympy.Ne(tf.FloorDiv(s0, 4), 1), sympy.Eq(tf.Mod(s0, 4), 0)],
+                         ids=["hole", "hole-of-four", "every-fourth"])
+def test_guards_with_holes_stay(guard):
+    kept, tightened, _ = tighten([guard], RANGES, solvers.Prover())
+    assert kept == [guard] and tightened == []
+
+
+def test_divisor_symbols_are_not_tightened():
+    kept, tightened, _ = tighten([sympy.Ge(s0, 4)], RANGES, solvers.Prover(), protectors={s0})
+    assert kept == [sympy.Ge(s0, 4)] and tightened == []
+
+
+def test_failed_range_proof_leaves_the_symbol(monkeypatch):
+    class Unsure(solvers.Prover):
+        def prove(self, goal, assumptions=(), **kw):
+            if any("_t" in s.name for s in goal.free_symbols):
+                return solvers.SolveResult("unknown", reason="injected")
+            return super().prove(goal, assumptions, **kw)
+
+    m = minimize([sympy.Ne(tf.FloorDiv(s0, 2), 1)], RANGES, Unsure(), tighten_ranges=True)
+    assert m.tightened == [] and m.kept == [sympy.Ne(tf.FloorDiv(s0, 2), 1)]
+
+
+_ATOMS = st.one_of(
+    st.builds(lambda k, c: sympy.Ne(tf.FloorDiv(s0, k), c), st.integers(1, 6), st.integers(0, 4)),
+    st.builds(lambda k, c: sympy.Eq(tf.FloorDiv(s0, k), c), st.integers(1, 6), st.integers(0, 4)),
+    st.builds(lambda k, c: sympy.Eq(tf.Mod(s0, k), c), st.integers(1, 6), st.integers(0, 2)),
+    st.builds(lambda c: sympy.Ge(s0, c), st.integers(0, 12)),
+    st.builds(lambda c: sympy.Le(s0, c), st.integers(2, 40)),
+    st.builds(lambda c: sympy.Ne(s0, c), st.integers(0, 12)),
+)
+
+
+@given(st.lists(_ATOMS, min_size=1, max_size=3), st.integers(0, 4), st.one_of(st.none(), st.integers(4, 30)))
+def test_tightened_range_accepts_exactly_what_stock_accepted(group, lower, upper):
+    group = [g for g in group if g not in (sympy.true, sympy.false) and g.free_symbols == {s0}]
+    if not group:
+        return
+    ranges = {s0: ValueRanges(lower, sympy.oo if upper is None else upper)}
+    kept, tightened, _ = tighten(group, ranges, solvers.Prover())
+    (t,) = tightened or [None]
+    for v in range(0, 80):
+        def ok(e):
+            try:
+                return concrete.evaluate(e, {s0: v}) is True
+            except concrete.Undefined:
+                return False
+        stock = lower <= v and (upper is None or v <= upper) and all(ok(g) for g in group)
+        new_lo, new_hi = (t.lower, t.upper) if t else (lower, upper)
+        ours = new_lo <= v and (new_hi is None or v <= new_hi) and all(ok(g) for g in kept)
+        assert stock == ours, (group, lower, upper, v, t)
+
+
+def halves(x):
+    n = x.shape[0]
+    return x.narrow(0, n // 4, n // 2) * 2
+
+
+def test_range_tightening_end_to_end(installed):
+    shapes = [(8, 3), (13, 5), (2, 3), (3, 4), (20, 2)]
+    frames_by = {}
+    for name, compile_fn in (("stock", torch.compile), ("verishape", verishape.compile)):
+        torch._dynamo.reset()
+        installed.clear()
+        frames = []
+
+        def backend(gm, example_inputs, frames=frames):
+            frames.append(1)
+            return gm.forward
+
+        cf = compile_fn(halves, backend=backend, dynamic=True)
+        for s in shapes:
+            x = torch.randn(s)
+            assert torch.equal(cf(x), halves(x))
+        frames_by[name] = len(frames)
+        first = installed[0][1]
+        if name == "stock":
+            assert any("// 2) != 1" in line for line in first), first
+        else:
+            assert not any("// 2) != 1" in line for line in first), first
+            assert any(line.startswith("4 <= L['x'].size()[0]") for line in first), first
+    assert frames_by["verishape"] == frames_by["stock"] >= 2  # sizes 2 and 3 still recompile

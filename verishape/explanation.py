@@ -1,7 +1,7 @@
 """``verishape.explain``: what verishape changed in each compiled frame, in plain words.
 
 Per frame: the stock guard list against the installed one, what each dropped guard is
-implied by, the runtime asserts discharged, every solver decision with its time, and the
+implied by, the range checks tightened (guards folded into them), the runtime asserts discharged, every solver decision with its time, and the
 reasons Dynamo gave for recompiling.
 """
 
@@ -30,6 +30,10 @@ def _frame_text(index: int, env: Any) -> list[str]:
         if m.applied:
             for g in m.kept:
                 lines.append(f"    kept {sources.describe(g, env)}")
+            for t in m.tightened:
+                lines.append(f"    range check of {sources.describe(t.symbol, env)} tightened to "
+                             f"{sources.describe(sympy.And(*t.facts()), env)} ({t.proof.result.status}), "
+                             f"folding {len(t.folded)} guard(s)")
     for rec in log.records:
         # The goal is the asked expression when it was decided true, its negation otherwise.
         asked = rec.obligation.goal if rec.decided else sympy.Not(rec.obligation.goal)

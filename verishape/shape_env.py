@@ -26,13 +26,16 @@ from collections.abc import Iterator
 from typing import Any
 
 import sympy
-from torch.fx.experimental.symbolic_shapes import ShapeEnv
+from torch.fx.experimental.symbolic_shapes import ShapeEnv, StrictMinMaxConstraint
+from torch.utils._sympy.numbers import int_oo
+from torch.utils._sympy.value_ranges import ValueRanges
 
 import solvers
 from proofs import Obligation, ProofRecord
 
 from . import _compat, facts
 from .decisions import DecisionLog
+from .minimize import Tightening
 from .minimize import minimize as minimize_guards
 
 FEATURES = _compat.require()
@@ -87,7 +90,7 @@ class VeriShapeEnv(ShapeEnv):
         self.verishape_log = DecisionLog()
         self._vs_kind: str | None = None
         self._vs_busy = False
-        self._vs_minimized: dict[tuple[Any, ...], list[Any]] = {}
+        self._vs_minimized: dict[tuple[Any, ...], tuple[list[Any], list[Tightening]]] = {}
 
     # ------------------------------------------------------------------ entry points that set the kind
 
@@ -230,17 +233,21 @@ class VeriShapeEnv(ShapeEnv):
         super()._log_suppressed_dde(a, assumed_value)
 
     def produce_guards_verbose(self, *args: Any, guards: list[Any] | None = None, **kwargs: Any) -> Any:
-        """Stock guard production over the minimized guard list (Dynamo's shape guard
-        and, through ``produce_guards_expression``, Inductor's FX/AOT cache guards)."""
-        chosen = self._minimized(self.guards if guards is None else guards)
-        out = super().produce_guards_verbose(*args, guards=chosen, **kwargs)
+        """Stock guard production over the minimized guard list and the tightened
+        ranges (Dynamo's shape guard and, through ``produce_guards_expression``,
+        Inductor's FX/AOT cache guards)."""
+        tighten = not _has_strict_constraints(kwargs.get("input_contexts"))
+        chosen, tightened = self._minimized(self.guards if guards is None else guards, tighten)
+        with self._ranges_tightened(tightened):
+            out = super().produce_guards_verbose(*args, guards=chosen, **kwargs)
+        out = _without_repeated_lines(out)
         self.verishape_log.log_summary(str(self.co_fields.get("co_name", "?")) if self.co_fields else "?")
         return out
 
-    def _minimized(self, guards: list[Any]) -> list[Any]:
+    def _minimized(self, guards: list[Any], tighten: bool) -> tuple[list[Any], list[Tightening]]:
         if not minimization_enabled():
-            return guards
-        key = tuple(g.expr for g in guards)
+            return guards, []
+        key = (tighten, *(g.expr for g in guards))
         cached = self._vs_minimized.get(key)
         if cached is None:
             try:
@@ -249,14 +256,64 @@ class VeriShapeEnv(ShapeEnv):
                 # their ranges may serve as premises.
                 installed_ranges = {s: r for s, r in self.var_to_range.items() if self.var_to_sources.get(s)}
                 result = minimize_guards(exprs, installed_ranges, current_prover(), size_like=self.size_like,
-                                         witness=self._hints(exprs))
+                                         witness=self._hints(exprs), tighten_ranges=tighten)
             except Exception as exc:  # noqa: BLE001 - logged as a bug; the stock list is installed
                 log.warning("verishape: guard minimization failed, installing stock guards "
                             "(this is a verishape bug): %r", exc)
                 self.verishape_log.errors.append(f"minimization: {exc!r}")
-                return guards
+                return guards, []
             self.verishape_log.minimizations.append(result)
-            keep = {e for e in result.kept} if result.applied else None
-            cached = [g for g in guards if keep is None or self.replace(g.expr) in keep]
+            if result.applied:
+                keep = set(result.kept)
+                cached = ([g for g in guards if self.replace(g.expr) in keep], list(result.tightened))
+            else:
+                cached = (guards, [])
             self._vs_minimized[key] = cached
         return cached
+
+    @contextlib.contextmanager
+    def _ranges_tightened(self, tightened: list[Tightening]) -> Iterator[None]:
+        """Stock prints each input symbol's range check from ``var_to_range``; for the
+        duration of guard production, show it the proved tighter ranges.  Restored
+        afterwards, so the rest of compilation reasons exactly as before."""
+        saved = {t.symbol: self.var_to_range[t.symbol] for t in tightened if t.symbol in self.var_to_range}
+        try:
+            for t in tightened:
+                if t.symbol in saved:
+                    self.var_to_range[t.symbol] = ValueRanges(t.lower, int_oo if t.upper is None else t.upper)
+            yield
+        finally:
+            self.var_to_range.update(saved)
+
+
+def _has_strict_constraints(input_contexts: Any) -> bool:
+    """Whether some input carries a min/max constraint (``mark_dynamic(min=, max=)``,
+    export's ``Dim``): stock checks those against the printed ranges and reports
+    violations, so ranges stay exactly stock's there."""
+    for ctx in input_contexts or ():
+        for c in getattr(ctx, "constraint_sizes", None) or ():
+            if isinstance(c, StrictMinMaxConstraint):
+                return True
+    return False
+
+
+def _without_repeated_lines(helpers: Any) -> Any:
+    """Drop a guard line that repeats an earlier one word for word (torch prints a
+    specialized float global once per use).  Evaluating the same pure expression twice
+    cannot change the verdict.  The language renderings are parallel lists, so a line is
+    dropped from all of them or from none."""
+    if not isinstance(helpers, list) or not helpers:
+        return helpers
+    lists = [getattr(h, "exprs", None) for h in helpers]
+    if any(not isinstance(e, list) for e in lists) or len({len(e) for e in lists}) != 1:
+        return helpers
+    seen: set[str] = set()
+    repeats = []
+    for i, line in enumerate(lists[0]):
+        if line in seen:
+            repeats.append(i)
+        seen.add(line)
+    for i in reversed(repeats):
+        for e in lists:
+            del e[i]
+    return helpers

@@ -15,7 +15,8 @@ JSON schema (``verishape verify-guards --json``)::
         "fallbacks": [{"expr", "assumed", "source_line", "status", "kind": "fallback"|"size_oblivious",
                        "counterexample"}],
         "minimizations": [{"stock_guards", "installed_guards", "dropped": [{"guard", "implied_by"}],
-                           "equivalence": ProofRecord JSON|null, "applied": bool}],
+                          "tightened_ranges": [{"range", "folded", "proof"}],
+                          "equivalence": ProofRecord JSON|null, "applied": bool}],
         "divisibility_facts": [{"fact", "value", "status", "kind"}]   # proved facts codegen relied on
       }],
       "findings": [{"kind", "frame", "guard", "source_line", "counterexample": {source: value}|null,
@@ -103,6 +104,9 @@ def render(report: dict[str, Any]) -> str:
                 state = "proved equivalent, installed" if m["applied"] else "NOT proved equivalent, stock installed"
                 lines.append(f"  guard minimization: {len(m['stock_guards'])} -> {len(m['installed_guards'])} "
                              f"guards ({state})")
+                for t in m.get("tightened_ranges", []):
+                    lines.append(f"    range check tightened to {t['range']} ({t['proof']['result']['status']}), "
+                                 f"replacing {'; '.join(t['folded'])}")
         for d in fr["divisibility_facts"]:
             lines.append(f"  divisibility relied on: {d['fact']} is {d['value']} ({d['status']})")
     lines.append("")
