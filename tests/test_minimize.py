@@ -41,6 +41,18 @@ def test_guards_protecting_a_divisor_stay():
     assert sympy.Ge(s0, 4) in m.kept and sympy.Ge(s0, 3) in m.kept
 
 
+def test_declared_positivity_is_not_a_premise_when_the_range_admits_zero():
+    # Size symbols are declared positive, yet under backed_size_oblivious the installed
+    # range check is "0 <= s": an input with s0 == 0 reaches the guards, so a guard that
+    # only positivity implies stays.
+    implied_by_positivity = sympy.Ge(s0 * s1, s1)
+    guards = [implied_by_positivity, sympy.Ne(s1, 7)]
+    m = minimize(guards, {s0: ValueRanges(0, sympy.oo), s1: ValueRanges(0, sympy.oo)}, solvers.Prover())
+    assert implied_by_positivity in m.kept
+    m = minimize(guards, RANGES, solvers.Prover())  # with "2 <= s0" checked, it may go
+    assert implied_by_positivity not in m.kept and m.applied
+
+
 def test_failed_equivalence_installs_stock(monkeypatch):
     class Flaky(solvers.Prover):
         def prove(self, goal, assumptions=(), **kw):

@@ -99,8 +99,20 @@ def minimize(guards: Sequence[sympy.Basic], ranges: dict[sympy.Symbol, object],
     ``witness``: values satisfying every guard (the size hints), sparing vacuity solves.
     ``tighten_ranges``: also fold single-symbol guards into range checks (:func:`tighten`)."""
     start = time.perf_counter()
-    stock = list(dict.fromkeys(guards))
-    protectors = divisor_symbols(stock, prover)
+    originals = list(dict.fromkeys(guards))
+    protectors_orig = divisor_symbols(originals, prover)
+    # Work on plain integers: a size symbol is declared positive, but the guard function
+    # also runs on inputs its range check admits, and that check may admit 0 (for
+    # example under backed_size_oblivious).  The installed range checks are premises.
+    to_plain = _plain_symbols(originals)
+    stock = [g.xreplace(to_plain) for g in originals]
+    if len(set(stock)) < len(stock):  # two guards differing only by assumptions: keep them apart
+        to_plain, stock = {}, list(originals)
+    back = {v: k for k, v in to_plain.items()}
+    original_of = dict(zip(stock, originals))
+    ranges = {to_plain.get(s, s): r for s, r in ranges.items()}
+    witness = {to_plain.get(s, s): v for s, v in witness.items()} if witness else witness
+    protectors = {to_plain.get(s, s) for s in protectors_orig}
     kept = list(stock)
     dropped: list[ProofRecord] = []
 
@@ -138,7 +150,19 @@ def minimize(guards: Sequence[sympy.Basic], ranges: dict[sympy.Symbol, object],
         equivalence = ProofRecord(Obligation(goal, tuple(premises), "guard_set_equivalence"), result, True)
         if result.status != solvers.PROVED or result.vacuous:
             kept, tightened = list(stock), []
-    return Minimization(stock, kept, dropped, equivalence, time.perf_counter() - start, tightened)
+    # Report in the caller's symbols; the proof records keep what was really proved.
+    kept_orig = [original_of[g] for g in kept]
+    tightened_orig = [dataclasses.replace(t, symbol=back.get(t.symbol, t.symbol),
+                                          folded=tuple(original_of[g] for g in t.folded)) for t in tightened]
+    return Minimization(originals, kept_orig, dropped, equivalence, time.perf_counter() - start, tightened_orig)
+
+
+def _plain_symbols(exprs: Sequence[sympy.Basic]) -> dict[sympy.Symbol, sympy.Symbol]:
+    """Each integer symbol declared positive or non-negative -> a plain integer symbol of
+    the same name (the solver then assumes nothing the range checks do not say)."""
+    symbols = set().union(*(e.free_symbols for e in exprs)) if exprs else set()
+    return {s: sympy.Symbol(s.name, integer=True) for s in sorted(symbols, key=str)
+            if s.is_integer and (s.is_positive or s.is_nonnegative)}
 
 
 def tighten(kept: Sequence[sympy.Basic], ranges: dict[sympy.Symbol, object], prover: solvers.Prover, *,

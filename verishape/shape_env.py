@@ -277,6 +277,12 @@ class VeriShapeEnv(ShapeEnv):
         duration of guard production, show it the proved tighter ranges.  Restored
         afterwards, so the rest of compilation reasons exactly as before."""
         saved = {t.symbol: self.var_to_range[t.symbol] for t in tightened if t.symbol in self.var_to_range}
+        if not saved:
+            yield
+            return
+        # Stock memoizes static evaluation on a key that ignores var_to_range; answers
+        # computed under the tighter ranges must not outlive this block.
+        self._maybe_evaluate_static.cache_clear()
         try:
             for t in tightened:
                 if t.symbol in saved:
@@ -284,6 +290,7 @@ class VeriShapeEnv(ShapeEnv):
             yield
         finally:
             self.var_to_range.update(saved)
+            self._maybe_evaluate_static.cache_clear()
 
 
 def _has_strict_constraints(input_contexts: Any) -> bool:
