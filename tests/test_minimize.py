@@ -226,3 +226,72 @@ def test_range_tightening_end_to_end(installed):
             assert not any("// 2) != 1" in line for line in first), first
             assert any(line.startswith("4 <= L['x'].size()[0]") for line in first), first
     assert frames_by["verishape"] == frames_by["stock"] >= 2  # sizes 2 and 3 still recompile
+
+
+# ---------------------------------------------------------------- cheaper equivalents
+
+from hypothesis import settings  # noqa: E402
+
+from verishape.minimize import cancel  # noqa: E402
+
+s2 = sympy.Symbol("s2", integer=True, positive=True)
+
+
+def test_common_nonzero_factors_cancel():
+    g = sympy.Eq(s0 * s1 * s2, 4 * s0 * s1 * tf.FloorDiv(s2, 4))
+    ranges = {**RANGES, s2: ValueRanges(2, sympy.oo)}
+    assert cancel(g, ranges) == sympy.Eq(s2, 4 * tf.FloorDiv(s2, 4))
+    # a factor whose range admits 0 may not be cancelled: at 0 both sides agree anyway
+    assert cancel(g, {s0: ValueRanges(0, sympy.oo), s1: ValueRanges(0, sympy.oo), s2: ranges[s2]}) is None
+
+
+def test_rewrite_is_proved_and_reported_in_stock_symbols():
+    ranges = {**RANGES, s2: ValueRanges(2, sympy.oo)}
+    g = sympy.Eq(s0 * s1 * s2, 4 * s0 * s1 * tf.FloorDiv(s2, 4))
+    m = minimize([g, sympy.Ne(s2, 4)], ranges, solvers.Prover(), tighten_ranges=True)
+    assert m.applied and m.rewritten == {g: sympy.Eq(s2, 4 * tf.FloorDiv(s2, 4))}
+    assert m.kept == [sympy.Eq(s2, 4 * tf.FloorDiv(s2, 4))]
+    assert [(t.symbol, t.lower, t.upper, t.folded) for t in m.tightened] == [(s2, 8, None, (sympy.Ne(s2, 4),))]
+    assert all(r.result.status == "proved" for r in m.rewrites)
+
+
+_PAIR = st.sampled_from([s0, s1])
+_TERM = st.one_of(
+    _PAIR,
+    st.builds(lambda a, k: tf.FloorDiv(a, k), _PAIR, st.integers(1, 4)),
+    st.builds(lambda a, k: tf.Mod(a, k), _PAIR, st.integers(1, 4)),
+    st.integers(0, 6).map(sympy.Integer),
+)
+_PRODUCT = st.builds(lambda c, ts: c * sympy.Mul(*ts), st.integers(1, 4), st.lists(_TERM, min_size=1, max_size=3))
+_GUARD = st.builds(lambda rel, a, b: rel(a, b), st.sampled_from([sympy.Eq, sympy.Ne, sympy.Le, sympy.Lt]),
+                   _PRODUCT, _PRODUCT)
+
+
+@settings(max_examples=25)
+@given(st.lists(_GUARD, min_size=1, max_size=4), st.integers(0, 2), st.integers(0, 2))
+def test_installed_set_accepts_exactly_what_stock_accepts(guards, low0, low1):
+    # The whole pipeline (rewrites, drops, range tightening) against concrete evaluation,
+    # on a grid that includes sizes below the ranges (the range checks must reject them).
+    guards = [g for g in guards if g not in (sympy.true, sympy.false)]
+    if not guards:
+        return
+    ranges = {s0: ValueRanges(low0, sympy.oo), s1: ValueRanges(low1, sympy.oo)}
+    m = minimize(guards, ranges, solvers.Prover(), tighten_ranges=True)
+    new = {s: (low0 if s is s0 else low1, None) for s in (s0, s1)}
+    for t in m.tightened:
+        new[t.symbol] = (t.lower, t.upper)
+    installed = m.kept if m.applied else guards
+
+    def passes(exprs, bounds, env):
+        if any(env[s] < lo or (hi is not None and env[s] > hi) for s, (lo, hi) in bounds.items()):
+            return False
+        try:
+            return all(concrete.evaluate(e, env) is True for e in exprs)
+        except concrete.Undefined:
+            return False
+
+    stock_bounds = {s0: (low0, None), s1: (low1, None)}
+    for a in range(0, 14):
+        for b in range(0, 14):
+            env = {s0: a, s1: b}
+            assert passes(guards, stock_bounds, env) == passes(installed, new, env), (guards, m, env)

@@ -1,7 +1,8 @@
 """``verishape.explain``: what verishape changed in each compiled frame, in plain words.
 
 Per frame: the stock guard list against the installed one, what each dropped guard is
-implied by, the range checks tightened (guards folded into them), the runtime asserts discharged, every solver decision with its time, and the
+implied by, the guards rewritten as cheaper equivalents, the range checks tightened
+(guards folded into them), the runtime asserts discharged, every solver decision with its time, and the
 reasons Dynamo gave for recompiling.
 """
 
@@ -30,6 +31,9 @@ def _frame_text(index: int, env: Any) -> list[str]:
         if m.applied:
             for g in m.kept:
                 lines.append(f"    kept {sources.describe(g, env)}")
+            for old, new in m.rewritten.items():
+                lines.append(f"    rewritten {sources.describe(old, env)} as {sources.describe(new, env)} "
+                             f"(equivalent under the range checks, proved)")
             for t in m.tightened:
                 lines.append(f"    range check of {sources.describe(t.symbol, env)} tightened to "
                              f"{sources.describe(sympy.And(*t.facts()), env)} ({t.proof.result.status}), "

@@ -68,6 +68,9 @@ class Minimization:
     equivalence: ProofRecord | None
     time_s: float
     tightened: list[Tightening] = dataclasses.field(default_factory=list)
+    #: stock guard -> the cheaper equivalent installed in its place (see :func:`cancel`)
+    rewritten: dict[sympy.Basic, sympy.Basic] = dataclasses.field(default_factory=dict)
+    rewrites: list[ProofRecord] = dataclasses.field(default_factory=list)
 
     @property
     def applied(self) -> bool:
@@ -113,12 +116,30 @@ def minimize(guards: Sequence[sympy.Basic], ranges: dict[sympy.Symbol, object],
     ranges = {to_plain.get(s, s): r for s, r in ranges.items()}
     witness = {to_plain.get(s, s): v for s, v in witness.items()} if witness else witness
     protectors = {to_plain.get(s, s) for s in protectors_orig}
-    kept = list(stock)
     dropped: list[ProofRecord] = []
 
     def range_premises(exprs: Sequence[sympy.Basic]) -> list[sympy.Basic]:
         symbols = set().union(*(e.free_symbols for e in exprs)) if exprs else set()
         return facts.range_facts(symbols, ranges, size_like=size_like)
+
+    # Cheaper equivalents first, so that the drop pass and tightening see them.
+    rewritten: dict[sympy.Basic, sympy.Basic] = {}
+    rewrites: list[ProofRecord] = []
+    kept = []
+    for g in stock:
+        # A rewrite keeps the guard's place and raises exactly when the guard does (only
+        # symbols and constants are cancelled), so divisor protection is unaffected.
+        new = cancel(g, ranges)
+        if new is not None and new not in kept and new not in stock:
+            premises = range_premises([g])
+            there = prover.prove(new, [g, *premises], witness=witness)
+            back_ = prover.prove(g, [new, *premises], witness=witness)
+            if all(r.status == solvers.PROVED and not r.vacuous for r in (there, back_)):
+                rewritten[g] = new
+                rewrites.append(ProofRecord(Obligation(sympy.Equivalent(g, new), tuple(premises), "guard_rewritten"),
+                                            back_, True))
+                g = new
+        kept.append(g)
 
     for g in sorted(stock, key=cost, reverse=True):
         if g.free_symbols & protectors:
@@ -137,7 +158,7 @@ def minimize(guards: Sequence[sympy.Basic], ranges: dict[sympy.Symbol, object],
         kept, tightened, folded = tighten(kept, ranges, prover, protectors=protectors)
         dropped.extend(folded)
     equivalence = None
-    if dropped:
+    if dropped or rewritten:
         # The installed function checks the kept guards and every input symbol's range
         # (tightened where folded); it must accept exactly what the stock one accepts.
         old_ranges = range_premises(stock)
@@ -147,14 +168,63 @@ def minimize(guards: Sequence[sympy.Basic], ranges: dict[sympy.Symbol, object],
         goal = sympy.And(*stock, *old_ranges)
         premises = kept + new_ranges
         result = prover.prove(goal, premises, witness=witness)
+        if result.status == solvers.PROVED and not result.vacuous and (rewritten or tightened):
+            # Installed facts that are not stock's own must follow from stock's too.
+            converse = prover.prove(sympy.And(*premises), [*stock, *old_ranges], witness=witness)
+            if converse.status != solvers.PROVED or converse.vacuous:
+                result = converse
         equivalence = ProofRecord(Obligation(goal, tuple(premises), "guard_set_equivalence"), result, True)
         if result.status != solvers.PROVED or result.vacuous:
             kept, tightened = list(stock), []
     # Report in the caller's symbols; the proof records keep what was really proved.
-    kept_orig = [original_of[g] for g in kept]
+    applied = equivalence is not None and equivalence.result.status == solvers.PROVED
+    to_orig = {v: k for k, v in to_plain.items()}
+    rewritten_of = {new: old for old, new in rewritten.items()} if applied else {}
+
+    def orig(g: sympy.Basic) -> sympy.Basic:
+        return original_of[g] if g in original_of else g.xreplace(to_orig)
+
+    kept_orig = [orig(g) for g in kept]
     tightened_orig = [dataclasses.replace(t, symbol=back.get(t.symbol, t.symbol),
-                                          folded=tuple(original_of[g] for g in t.folded)) for t in tightened]
-    return Minimization(originals, kept_orig, dropped, equivalence, time.perf_counter() - start, tightened_orig)
+                                          folded=tuple(orig(rewritten_of.get(g, g)) for g in t.folded))
+                      for t in tightened]
+    rewritten_orig = {original_of[old]: new.xreplace(to_orig) for old, new in rewritten.items()
+                      if new in kept} if applied else {}
+    return Minimization(originals, kept_orig, dropped, equivalence, time.perf_counter() - start, tightened_orig,
+                        rewritten_orig, rewrites if applied else [])
+
+
+def cancel(g: sympy.Basic, ranges: dict[sympy.Symbol, object]) -> sympy.Basic | None:
+    """``a*b*X == a*b*Y`` as ``X == Y`` when every cancelled factor is a nonzero constant
+    or a power of a symbol whose range excludes 0 (view and reshape guards multiply
+    every size in: ``s0*s1*s2 == 4*s0*s1*(s2 // 4)`` says ``s2 == 4*(s2 // 4)``).
+    None when nothing cancels.  The caller proves the two equivalent."""
+    if not isinstance(g, (sympy.Eq, sympy.Ne)):
+        return None
+    diff = sympy.factor_terms(g.lhs - g.rhs)
+    if not isinstance(diff, sympy.Mul):
+        return None
+    rest, cancelled = [], False
+    for f in diff.args:
+        base = f.base if isinstance(f, sympy.Pow) and f.exp.is_Integer and f.exp > 0 else f
+        if f.is_Number and f != 0 or isinstance(base, sympy.Symbol) and _excludes_zero(ranges.get(base)):
+            cancelled = True
+        else:
+            rest.append(f)
+    if not cancelled or not rest:
+        return None
+    terms = sympy.Add.make_args(sympy.expand(sympy.Mul(*rest)))
+    lhs = sympy.Add(*(t for t in terms if not t.could_extract_minus_sign()))
+    rhs = sympy.Add(*(-t for t in terms if t.could_extract_minus_sign()))
+    new = type(g)(lhs, rhs)
+    if new in (sympy.true, sympy.false) or cost(new) >= cost(g):
+        return None
+    return new
+
+
+def _excludes_zero(vr: object) -> bool:
+    lower, upper = getattr(vr, "lower", None), getattr(vr, "upper", None)
+    return (facts._finite(lower) and lower > 0) or (facts._finite(upper) and upper < 0)
 
 
 def _plain_symbols(exprs: Sequence[sympy.Basic]) -> dict[sympy.Symbol, sympy.Symbol]:
@@ -168,17 +238,18 @@ def _plain_symbols(exprs: Sequence[sympy.Basic]) -> dict[sympy.Symbol, sympy.Sym
 def tighten(kept: Sequence[sympy.Basic], ranges: dict[sympy.Symbol, object], prover: solvers.Prover, *,
             protectors: set[sympy.Symbol] | frozenset[sympy.Symbol] = frozenset(),
             ) -> tuple[list[sympy.Basic], list[Tightening], list[ProofRecord]]:
-    """Fold the guards over one input symbol into its range check where they allow
-    exactly an interval.  Returns the guards left, the tightenings and a drop record
-    for every folded guard.
+    """Tighten an input symbol's range check to what its single-symbol guards allow,
+    and fold into it every such guard the tighter range (with the guards left) implies.
+    Returns the guards left, the tightenings and a drop record for every folded guard.
 
-    The interval's ends are found by evaluating the guards on concrete values near the
-    range's lower bound (cheap, and exact: a guard that raises rejects the value, as it
-    does at run time), then the solver proves, on an unconstrained integer standing for
-    the symbol, that the old range with the folded guards and the new range accept the
-    same values.  Anything unproved leaves the symbol alone.
+    The new bounds are found by evaluating the guards on concrete values near the old
+    lower bound (cheap, and exact: a guard that raises rejects the value, as it does at
+    run time); the solver then proves, on an unconstrained integer standing for the
+    symbol, that the old range with the guards implies the new range, and proves each
+    folded guard.  Anything unproved leaves the symbol alone.
     """
     by_symbol: dict[sympy.Symbol, list[sympy.Basic]] = {}
+    kept = list(dict.fromkeys(kept))
     for g in kept:
         if len(g.free_symbols) == 1:
             (sym,) = g.free_symbols
@@ -190,19 +261,26 @@ def tighten(kept: Sequence[sympy.Basic], ranges: dict[sympy.Symbol, object], pro
         vr = ranges.get(sym)
         if vr is None or not sym.is_integer or sym in protectors or not facts._finite(getattr(vr, "lower", None)):
             continue
-        t = _tighten_one(sym, group, vr, prover)
-        if t is None:
+        bounds = _tighter_range(sym, group, vr, prover)
+        if bounds is None:
             continue
-        folded_records = []
-        for g in group:
-            r = prover.prove(g, t.facts())
-            if r.status != solvers.PROVED or r.vacuous:
-                break
-            folded_records.append(ProofRecord(Obligation(g, tuple(t.facts()), "guard_dropped"), r, True))
-        else:
-            tightenings.append(t)
-            records.extend(folded_records)
-            out = [g for g in out if g not in group]
+        lower, upper, proof = bounds
+        new = _interval(sym, lower, upper)
+        remaining = list(group)
+        folded: list[sympy.Basic] = []
+        folded_records: list[ProofRecord] = []
+        for g in sorted(group, key=cost, reverse=True):
+            others = [h for h in remaining if h != g]
+            r = prover.prove(g, new + others)
+            if r.status == solvers.PROVED and not r.vacuous:
+                folded.append(g)
+                remaining = others
+                folded_records.append(ProofRecord(Obligation(g, tuple(new + others), "guard_dropped"), r, True))
+        if not folded:
+            continue  # a tighter range alone saves no line: print stock's
+        tightenings.append(Tightening(sym, lower, upper, tuple(folded), proof))
+        records.extend(folded_records)
+        out = [g for g in out if g not in folded]
     return out, tightenings, records
 
 
@@ -213,8 +291,12 @@ def _accepts(group: Sequence[sympy.Basic], sym: sympy.Symbol, value: int) -> boo
         return False  # the guard function raises: the value is rejected
 
 
-def _tighten_one(sym: sympy.Symbol, group: Sequence[sympy.Basic], vr: object,
-                 prover: solvers.Prover) -> Tightening | None:
+def _tighter_range(sym: sympy.Symbol, group: Sequence[sympy.Basic], vr: object,
+                   prover: solvers.Prover) -> tuple[int, int | None, ProofRecord] | None:
+    """The tightest range found for ``sym`` under its guards, proved implied by the old
+    range and the guards: first the run of accepted values starting at the smallest
+    one (an exact interval, as for ``s % 4 == 0`` with ``s // 4 == 1``), else from the
+    smallest accepted value up to the old upper bound."""
     old_lower = int(vr.lower)  # type: ignore[attr-defined]
     old_upper = int(vr.upper) if facts._finite(vr.upper) else None  # type: ignore[attr-defined]
     stop = old_lower + _SCAN if old_upper is None else min(old_upper, old_lower + _SCAN)
@@ -223,25 +305,21 @@ def _tighten_one(sym: sympy.Symbol, group: Sequence[sympy.Basic], vr: object,
         if lower is None:
             return None
         end = lower + _SCAN if old_upper is None else min(old_upper, lower + _SCAN)
-        upper = next((v - 1 for v in range(lower + 1, end + 1) if not _accepts(group, sym, v)), old_upper)
+        run_end = next((v - 1 for v in range(lower + 1, end + 1) if not _accepts(group, sym, v)), old_upper)
     except concrete.Unevaluable:
         return None
-    if lower == old_lower and upper == old_upper:
-        return None  # the guards cut holes, or nothing: no interval to fold into
     # Prove it on an unconstrained integer: no size assumption is needed, because both
-    # sides bound the value from below.
+    # ranges bound the value from below.
     x = sympy.Symbol(f"{sym.name}_t", integer=True)
-    old = _interval(x, old_lower, old_upper)
-    new = _interval(x, lower, upper)
-    group_x = [g.xreplace({sym: x}) for g in group]
-    forward = prover.prove(sympy.And(*new), old + group_x)
-    if forward.status != solvers.PROVED or forward.vacuous:
-        return None
-    backward = prover.prove(sympy.And(*old, *group_x), new)
-    if backward.status != solvers.PROVED or backward.vacuous:
-        return None
-    proof = ProofRecord(Obligation(sympy.And(*new), tuple(old + group_x), "range_tightened"), forward, True)
-    return Tightening(sym, lower, upper, tuple(group), proof)
+    premises = _interval(x, old_lower, old_upper) + [g.xreplace({sym: x}) for g in group]
+    for upper in dict.fromkeys([run_end, old_upper]):
+        if lower == old_lower and upper == old_upper:
+            return None  # nothing tighter to say
+        goal = sympy.And(*_interval(x, lower, upper))
+        r = prover.prove(goal, premises)
+        if r.status == solvers.PROVED and not r.vacuous:
+            return lower, upper, ProofRecord(Obligation(goal, tuple(premises), "range_tightened"), r, True)
+    return None
 
 
 def _interval(x: sympy.Symbol, lower: int, upper: int | None) -> list[sympy.Basic]:

@@ -265,7 +265,15 @@ class VeriShapeEnv(ShapeEnv):
             self.verishape_log.minimizations.append(result)
             if result.applied:
                 keep = set(result.kept)
-                cached = ([g for g in guards if self.replace(g.expr) in keep], list(result.tightened))
+                chosen = []
+                for g in guards:
+                    expr = self.replace(g.expr)
+                    if expr in keep:
+                        chosen.append(g)
+                    elif result.rewritten.get(expr) in keep:
+                        # the proved cheaper equivalent, printed where the stock guard was
+                        chosen.append(g._replace(expr=result.rewritten[expr]))
+                cached = (chosen, list(result.tightened))
             else:
                 cached = (guards, [])
             self._vs_minimized[key] = cached

@@ -179,6 +179,8 @@ class FrameAuditor:
             "installed_guards": [describe(g, self.env) for g in (m.kept if m.applied else m.stock)],
             "dropped": [{"guard": describe(r.obligation.goal, self.env),
                          "implied_by": [describe(p, self.env) for p in r.obligation.premises]} for r in m.dropped],
+            "rewritten": [{"guard": describe(old, self.env), "as": describe(new, self.env)}
+                          for old, new in (m.rewritten.items() if m.applied else ())],
             "tightened_ranges": [{"range": describe(sympy.And(*t.facts()), self.env),
                                   "folded": [describe(g, self.env) for g in t.folded],
                                   "proof": t.proof.to_json()} for t in (m.tightened if m.applied else [])],

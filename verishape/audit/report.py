@@ -15,7 +15,7 @@ JSON schema (``verishape verify-guards --json``)::
         "fallbacks": [{"expr", "assumed", "source_line", "status", "kind": "fallback"|"size_oblivious",
                        "counterexample"}],
         "minimizations": [{"stock_guards", "installed_guards", "dropped": [{"guard", "implied_by"}],
-                          "tightened_ranges": [{"range", "folded", "proof"}],
+                          "rewritten": [{"guard", "as"}], "tightened_ranges": [{"range", "folded", "proof"}],
                           "equivalence": ProofRecord JSON|null, "applied": bool}],
         "divisibility_facts": [{"fact", "value", "status", "kind"}]   # proved facts codegen relied on
       }],
@@ -104,6 +104,8 @@ def render(report: dict[str, Any]) -> str:
                 state = "proved equivalent, installed" if m["applied"] else "NOT proved equivalent, stock installed"
                 lines.append(f"  guard minimization: {len(m['stock_guards'])} -> {len(m['installed_guards'])} "
                              f"guards ({state})")
+                for r in m.get("rewritten", []):
+                    lines.append(f"    rewritten {r['guard']} as {r['as']} (proved equivalent)")
                 for t in m.get("tightened_ranges", []):
                     lines.append(f"    range check tightened to {t['range']} ({t['proof']['result']['status']}), "
                                  f"replacing {'; '.join(t['folded'])}")
