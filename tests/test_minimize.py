@@ -252,7 +252,8 @@ def test_rewrite_is_proved_and_reported_in_stock_symbols():
     assert m.applied and m.rewritten == {g: sympy.Eq(s2, 4 * tf.FloorDiv(s2, 4))}
     assert m.kept == [sympy.Eq(s2, 4 * tf.FloorDiv(s2, 4))]
     assert [(t.symbol, t.lower, t.upper, t.folded) for t in m.tightened] == [(s2, 8, None, (sympy.Ne(s2, 4),))]
-    assert all(r.result.status == "proved" for r in m.rewrites)
+    assert len(m.rewrites) == 2  # both directions, each re-checkable on its own
+    assert all(r.result.status == "proved" and r.recheck().status == "proved" for r in m.rewrites)
 
 
 _PAIR = st.sampled_from([s0, s1])

@@ -136,8 +136,9 @@ def minimize(guards: Sequence[sympy.Basic], ranges: dict[sympy.Symbol, object],
             back_ = prover.prove(g, [new, *premises], witness=witness)
             if all(r.status == solvers.PROVED and not r.vacuous for r in (there, back_)):
                 rewritten[g] = new
-                rewrites.append(ProofRecord(Obligation(sympy.Equivalent(g, new), tuple(premises), "guard_rewritten"),
-                                            back_, True))
+                # Both directions, each exactly as proved (and re-checkable).
+                rewrites.append(ProofRecord(Obligation(new, (g, *premises), "guard_rewritten"), there, True))
+                rewrites.append(ProofRecord(Obligation(g, (new, *premises), "guard_rewritten"), back_, True))
                 g = new
         kept.append(g)
 
