@@ -186,6 +186,14 @@ def test_float_division_by_zero_is_undefined():
     assert r.status == "refuted" and r.undefined_goal
 
 
+def test_float_equality_with_constants_is_ieee():
+    # A pinned non-zero value is substituted (fast); signed zeros still compare equal.
+    assert FLOAT_PROVER.prove(Eq(tf.FloatTrueDiv(zf, 2.0), 1.25), [Eq(zf, 2.5)]).status == "proved"
+    assert FLOAT_PROVER.prove(Eq(zf, 0.0), [Eq(zf, -0.0)]).status == "proved"
+    r = FLOAT_PROVER.prove(sympy.Not(Eq(zf, 2.5)), [Ge(zf, 2.0), Le(zf, 3.0)])
+    assert r.status == "refuted" and r.counterexample["zf0"] == 2.5
+
+
 def test_nan_is_not_ordered():
     # zf0 has no sign assumption: it may be NaN, so trichotomy is not a theorem.
     # (sympy itself would fold "zf < 1 or zf >= 1" to True, so use overlapping halves.)

@@ -32,8 +32,9 @@ F = sympy.Symbol("zf0", real=True)
 COUNTS: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
 #: Highest tolerated share of "unknown" answers per family.  Everything is pinned, so for
 #: integers an unknown means a gap; IEEE division and multiplication bit-blast, so float
-#: trees may legitimately exhaust the deterministic resource limit.
-MAX_UNKNOWN = {"int": 0.03, "bool": 0.03, "float": 0.35}
+#: trees may legitimately exhaust the deterministic resource limit (measured with the
+#: derandomized profile: int 0.5%, bool 0%, float 2.4%).
+MAX_UNKNOWN = {"int": 0.02, "bool": 0.02, "float": 0.10}
 
 SMALL = st.integers(-12, 12)
 FLOATS = st.sampled_from([-2.5, -1.0, -0.5, -0.0, 0.0, 0.5, 1.5, 2.5, 3.0, 7.25, 1e300, -1e300])
