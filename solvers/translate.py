@@ -117,6 +117,7 @@ class Translator:
         self._path: list[z3.BoolRef] = []
         self._sides: list[z3.BoolRef] = []
         self._pow_nat = z3.Function("pow_nat", z3.IntSort(), z3.IntSort(), z3.IntSort())
+        self._quotients: dict[tuple[int, int], z3.ArithRef] = {}
 
     # ------------------------------------------------------------------ public
 
@@ -416,19 +417,44 @@ class Translator:
         a, b = self._exact_args(expr)
         self._require(b != 0)
         if z3.is_int(a):
-            return pyarith.floordiv(a, b)
+            return self._int_floordiv(a, b)
         return pyarith.real_floordiv(a, b)
 
     def _clean_div(self, expr: sympy.Basic) -> z3.ExprRef:
         a, b = self._ints(expr)
         self._require(b != 0)
-        self._require(pyarith.pymod(a, b) == 0)
-        return pyarith.floordiv(a, b)
+        q = self._int_floordiv(a, b)
+        self._require(a - b * q == 0)
+        return q
 
     def _python_mod(self, expr: sympy.Basic) -> z3.ExprRef:
         a, b = self._exact_args(expr)
         self._require(b != 0)
-        return pyarith.pymod(a, b) if z3.is_int(a) else pyarith.real_mod(a, b)
+        if not z3.is_int(a):
+            return pyarith.real_mod(a, b)
+        if z3.is_int_value(b):
+            return pyarith.pymod(a, b)
+        return a - b * self._int_floordiv(a, b)
+
+    def _int_floordiv(self, a: z3.ArithRef, b: z3.ArithRef) -> z3.ArithRef:
+        """Python ``a // b`` on integers (``b != 0`` is the caller's side condition).
+
+        A constant divisor uses Z3's division.  A symbolic divisor gets a fresh integer
+        ``q`` defined by axioms, ``b*q <= a < b*q + b`` for ``b > 0`` and the mirror image
+        for ``b < 0`` (exactly ``floor(a / b)``; nothing when ``b == 0``): Z3's nonlinear
+        reasoning works on these bounds directly, where its built-in ``div`` made the
+        window-partition guard queries about three times slower.
+        """
+        if z3.is_int_value(b):
+            return pyarith.floordiv(a, b)
+        key = (a.get_id(), b.get_id())
+        q = self._quotients.get(key)
+        if q is None:
+            q = z3.Int(self._fresh_name(f"floordiv!{len(self._quotients)}"))
+            self.axioms.append(z3.Implies(b > 0, z3.And(b * q <= a, a < b * q + b)))
+            self.axioms.append(z3.Implies(b < 0, z3.And(b * q >= a, a > b * q + b)))
+            self._quotients[key] = q
+        return q
 
     def _torch_mod(self, expr: sympy.Basic) -> z3.ExprRef:
         a, b = self._ints(expr)
