@@ -9,7 +9,7 @@ both, backend ``aot_eager`` unless ``--backend``), over a fixed sweep of input s
   first input's locals, and the installed shape-guard function alone (Dynamo's epilogue
   lambda guard, as it runs inside ``check``).  Stock and verishape compile separate copies
   of the program's code object, so both guard managers live side by side and their
-  timing loops alternate (best of 7 rounds each): machine drift hits both alike;
+  timing loops alternate (best of 15 rounds each, the order flipping every round): machine drift hits both alike;
 * compile time (calls that compiled) and verishape's solver share of it;
 * recompiles (cache entries of the program's code beyond the first; graph breaks are not
   recompiles), and the max abs difference against eager over the sweep.
@@ -53,12 +53,14 @@ def _spy(self: Any, *a: Any, **k: Any) -> Any:
     return out
 
 
-def _time_pair(fns: dict[str, Any], arg: Any, n: int, rounds: int = 7) -> dict[str, float]:
+def _time_pair(fns: dict[str, Any], arg: Any, n: int, rounds: int = 15) -> dict[str, float]:
     """Microseconds per call of each function, best of ``rounds``; the loops alternate
-    between the functions so that drift in machine speed does not favour either."""
+    between the functions, in turn order reversed every round, so that drift in machine
+    speed does not favour either."""
     best = dict.fromkeys(fns, float("inf"))
-    for _ in range(rounds):
-        for name, fn in fns.items():
+    order = list(fns.items())
+    for r in range(rounds):
+        for name, fn in (order if r % 2 == 0 else order[::-1]):
             start = time.perf_counter()
             for _ in range(n):
                 fn(arg)
