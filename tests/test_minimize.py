@@ -256,6 +256,14 @@ def test_rewrite_is_proved_and_reported_in_stock_symbols():
     assert all(r.result.status == "proved" and r.recheck().status == "proved" for r in m.rewrites)
 
 
+def test_a_rewritten_guard_can_still_be_dropped():
+    # s0*s1 == 4*s0*(s1//4) becomes s1 == 4*(s1//4), which s1 % 8 == 0 implies.
+    g = sympy.Eq(s0 * s1, 4 * s0 * tf.FloorDiv(s1, 4))
+    m = minimize([g, sympy.Eq(tf.Mod(s1, 8), 0)], RANGES, solvers.Prover())
+    assert m.applied and m.kept == [sympy.Eq(tf.Mod(s1, 8), 0)]
+    assert [str(r.obligation.goal) for r in m.dropped] == [str(sympy.Eq(s1, 4 * tf.FloorDiv(s1, 4)))]
+
+
 _PAIR = st.sampled_from([s0, s1])
 _TERM = st.one_of(
     _PAIR,

@@ -142,7 +142,7 @@ def minimize(guards: Sequence[sympy.Basic], ranges: dict[sympy.Symbol, object],
                 g = new
         kept.append(g)
 
-    for g in sorted(stock, key=cost, reverse=True):
+    for g in sorted(kept, key=cost, reverse=True):
         if g.free_symbols & protectors:
             continue
         rest = [k for k in kept if k is not g]
