@@ -35,6 +35,15 @@ def floordiv(a: z3.ArithRef, b: z3.ArithRef) -> z3.ArithRef:
     return z3.If(b > 0, a / b, (-a) / (-b))
 
 
+def floordiv_bounds(a: z3.ArithRef, b: z3.ArithRef, q: z3.ArithRef) -> list[z3.BoolRef]:
+    """Axioms making ``q`` exactly ``a // b`` whenever ``b != 0``: ``b*q <= a < b*q + b``
+    for ``b > 0`` and the mirror image for ``b < 0``.  For a symbolic divisor Z3's
+    nonlinear reasoning works on these bounds directly, where its built-in ``div`` made
+    the window-partition guard queries about three times slower."""
+    return [z3.Implies(b > 0, z3.And(b * q <= a, a < b * q + b)),
+            z3.Implies(b < 0, z3.And(b * q >= a, a > b * q + b))]
+
+
 def pymod(a: z3.ArithRef, b: z3.ArithRef) -> z3.ArithRef:
     """Python ``a % b`` for integers: ``a - b * (a // b)``, sign of the divisor."""
     if z3.is_int_value(b) and b.as_long() > 0:

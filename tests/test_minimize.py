@@ -75,6 +75,18 @@ def chain(x):
     return x.reshape(a * b).view(-1, 2).reshape(a, b)
 
 
+def _compiled_counting_frames(compile_fn, fn):
+    """``fn`` compiled (dynamic, no codegen) and the list that grows by one per frame."""
+    torch._dynamo.reset()
+    frames = []
+
+    def backend(gm, example_inputs):
+        frames.append(1)
+        return gm.forward
+
+    return compile_fn(fn, backend=backend, dynamic=True), frames
+
+
 @pytest.fixture
 def installed(monkeypatch):
     """The python guard code each ShapeEnv installs, per class."""
@@ -96,14 +108,7 @@ def installed(monkeypatch):
 def test_fewer_guards_same_recompiles_same_results(installed, fn, shapes):
     counts = {}
     for name, compile_fn in (("stock", torch.compile), ("verishape", verishape.compile)):
-        torch._dynamo.reset()
-        frames = []
-
-        def backend(gm, example_inputs, frames=frames):
-            frames.append(1)
-            return gm.forward
-
-        cf = compile_fn(fn, backend=backend, dynamic=True)
+        cf, frames = _compiled_counting_frames(compile_fn, fn)
         for s in shapes:
             x = torch.randn(s)
             try:
@@ -206,15 +211,8 @@ def test_range_tightening_end_to_end(installed):
     shapes = [(8, 3), (13, 5), (2, 3), (3, 4), (20, 2)]
     frames_by = {}
     for name, compile_fn in (("stock", torch.compile), ("verishape", verishape.compile)):
-        torch._dynamo.reset()
         installed.clear()
-        frames = []
-
-        def backend(gm, example_inputs, frames=frames):
-            frames.append(1)
-            return gm.forward
-
-        cf = compile_fn(halves, backend=backend, dynamic=True)
+        cf, frames = _compiled_counting_frames(compile_fn, halves)
         for s in shapes:
             x = torch.randn(s)
             assert torch.equal(cf(x), halves(x))
