@@ -1,7 +1,11 @@
 """Ask Z3, under deterministic limits, with a cache and statistics.
 
 Z3's Python bindings share one global context that is not thread-safe; Dynamo may
-compile frames from several threads, so every solver call holds ``Prover._lock``.
+compile frames from several threads.  Queries are translated in that shared context
+(terms are then copied into a fresh one, below), so all work that touches it holds the
+one module-level ``_SHARED_CONTEXT_LOCK``, whichever prover does it: a lock per prover
+would let two provers build terms in the shared context at once (Z3 crashes).  Each
+prover's own lock guards only its cache and statistics.
 
 Each check runs in a fresh ``z3.Context`` that receives a copy of the query.  In the
 shared context, term ids (and with them Z3's internal orderings) depend on every query
@@ -30,6 +34,10 @@ from .result import PROVED, REFUTED, UNKNOWN, Limits, SolveResult, Value
 
 log = logging.getLogger("verishape.solvers")
 
+#: Held by every use of Z3's shared (main) context: translation, copying terms out of it,
+#: and freeing them (a query's terms die before the lock is released).
+_SHARED_CONTEXT_LOCK = threading.RLock()
+
 
 @dataclasses.dataclass
 class Stats:
@@ -40,6 +48,8 @@ class Stats:
     refuted: int = 0
     unknown: int = 0
     unconfirmed_models: int = 0
+    #: answers cut by the wall-clock backstop instead of the rlimit: load-dependent
+    wall_clock_stops: int = 0
 
     @property
     def hit_rate(self) -> float:
@@ -88,7 +98,8 @@ class Prover:
                 self._cache.move_to_end(key)
                 self.stats.cache_hits += 1
                 return dataclasses.replace(hit, cached=True)
-            result = self._solve(goal_b, assumptions_b, limits, witness)
+            with _SHARED_CONTEXT_LOCK:
+                result = self._solve(goal_b, assumptions_b, limits, witness)
             self._cache[key] = result
             if len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
@@ -98,8 +109,12 @@ class Prover:
 
     def smtlib(self, goal: object, assumptions: Iterable[object] = ()) -> str:
         """The query :meth:`prove` would send, as an SMT-LIB2 script."""
-        q = build_query(as_boolean(goal, "goal"), tuple(as_boolean(a, "assumption") for a in assumptions))
-        return to_smtlib(q, rlimit=self.limits.rlimit, seed=self.limits.seed)
+        goal_b, assumptions_b = as_boolean(goal, "goal"), tuple(as_boolean(a, "assumption") for a in assumptions)
+        with _SHARED_CONTEXT_LOCK:
+            q = build_query(goal_b, assumptions_b)
+            text = to_smtlib(q, rlimit=self.limits.rlimit, seed=self.limits.seed)
+            del q
+        return text
 
     def clear_cache(self) -> None:
         with self._lock:
@@ -129,7 +144,14 @@ class Prover:
                 return SolveResult(PROVED, vacuous=vacuous, exact=exact, time_s=time.perf_counter() - start)
             if answer == z3.sat:
                 return self._refutation(query, s.model(), ctx, exact, start)
-            return SolveResult(UNKNOWN, exact=exact, reason=f"solver: {s.reason_unknown()}",
+            reason = s.reason_unknown()
+            if reason == "timeout":
+                # Rule 6: the rlimit should stop every query first; this answer depends
+                # on machine load.  Still an "unknown" (stock behaviour), but counted.
+                self.stats.wall_clock_stops += 1
+                log.warning("verishape: %s hit the %d ms wall-clock backstop before the rlimit (%d); "
+                            "the answer may depend on machine load", goal, limits.timeout_ms, limits.rlimit)
+            return SolveResult(UNKNOWN, exact=exact, reason=f"solver: {reason}",
                                time_s=time.perf_counter() - start)
         except z3.Z3Exception as exc:
             # A solver-side failure is an "I don't know", never an answer.

@@ -206,28 +206,120 @@ def _arith_compare(op: str, a: z3.ArithRef, b: z3.ArithRef) -> z3.BoolRef:
 
 
 # --------------------------------------------------------------------------- bitwise
+#
+# Python's ``& | ^`` act on unbounded two's-complement integers.  Each operand is split
+# into its ``k`` low bits and its high part ``x >> k``; low bits combine bit by bit, high
+# parts exactly whenever one of them is 0 or -1 (that operand fits in ``k`` bits and a
+# sign), else into an opaque value.  Everything stays in linear integer arithmetic.
+#
+# Why not ``int2bv``/``bv2int`` (the first encoding): Z3 links the integer and
+# bit-vector theories through terms with 2**64-sized coefficients whose work its resource
+# counter barely counts; a two-symbol ``a & b == 8`` query under ``a, b >= 2`` ran 2-3 s
+# (6 s on a loaded machine) before the rlimit stopped it, so load could decide the
+# answer.  Here every step is counted: such queries finish or give up in well under a
+# second of rlimit-bounded work.
 
-BITWISE_WIDTH = 64
+#: Low bits split off each operand.  The encoding is exact when one operand lies in
+#: ``[-2**32, 2**32)`` (a literal mask always qualifies when its high part is 0 or -1).
+BITWISE_LOW_BITS = 32
+
+#: A bit: an integer term worth 0 or 1, or a Python 0/1 for a literal operand.
+Bit = z3.ArithRef | int
 
 
-def fits_signed(term: z3.ArithRef, width: int = BITWISE_WIDTH) -> z3.BoolRef:
-    bound = 1 << (width - 1)
-    return z3.And(term >= -bound, term < bound)
+def split_bits(value: z3.ArithRef | int, k: int | None = None) -> tuple[list[Bit], z3.ArithRef | int]:
+    """``value``'s ``k`` low bits (two's complement) and its high part ``value >> k``.
+
+    A term is halved ``k`` times with Z3's integer division by 2 (floor division for a
+    positive divisor, so ``x // 2 == x >> 1``), each bit being ``x - 2 * (x // 2)``.  Every
+    coefficient stays 1 or 2, and once ``value`` is known (a pinned symbol, a literal)
+    Z3's simplifier folds the whole split to constants."""
+    k = BITWISE_LOW_BITS if k is None else k
+    if isinstance(value, int) or z3.is_int_value(value):
+        v = value if isinstance(value, int) else value.as_long()
+        return [(v >> i) & 1 for i in range(k)], v >> k
+    bits: list[Bit] = []
+    rest: z3.ArithRef = value
+    for _ in range(k):
+        half = rest / 2
+        bits.append(rest - 2 * half)
+        rest = half
+    return bits, rest
 
 
-def bitwise(op: str, a: z3.ArithRef, b: z3.ArithRef, width: int = BITWISE_WIDTH) -> z3.ArithRef:
-    """Python's ``& | ^`` on two's-complement integers, exact while both operands fit in
-    ``width`` signed bits (the result then fits too).  Outside that range the caller
-    substitutes an opaque value, so the encoding never claims more than it knows."""
-    bva = z3.Int2BV(a, width)
-    bvb = z3.Int2BV(b, width)
+def bit_op(op: str, a: Bit, b: Bit) -> Bit:
+    """One bit of ``a op b``, a literal wherever literal bits decide it."""
+    if isinstance(a, int) and isinstance(b, int):
+        return _PY_OPS[op](a, b)
+    if isinstance(a, int):
+        a, b = b, a
+    if isinstance(b, int):  # a symbolic bit, b a literal one
+        if op == "and":
+            return a if b else 0
+        if op == "or":
+            return 1 if b else a
+        return 1 - a if b else a
+    both = a + b
     if op == "and":
-        r = bva & bvb
-    elif op == "or":
-        r = bva | bvb
-    elif op == "xor":
-        r = bva ^ bvb
-    else:
-        raise ValueError(f"internal error (a verishape bug): unknown bitwise op {op!r}")
-    unsigned = z3.BV2Int(r, is_signed=False)
-    return z3.If(unsigned >= (1 << (width - 1)), unsigned - (1 << width), unsigned)
+        return z3.If(both == 2, z3.IntVal(1), z3.IntVal(0))
+    if op == "or":
+        return z3.If(both >= 1, z3.IntVal(1), z3.IntVal(0))
+    if op == "xor":
+        return z3.If(both == 1, z3.IntVal(1), z3.IntVal(0))
+    raise ValueError(f"internal error (a verishape bug): unknown bitwise op {op!r}")
+
+
+def join_bits(bits: list[Bit], high: z3.ArithRef | int) -> z3.ArithRef:
+    """The integer with low ``bits`` and high part ``high``."""
+    value: z3.ArithRef | int = high
+    for bit in reversed(bits):
+        value = 2 * value + bit
+    return z3.IntVal(value) if isinstance(value, int) else value
+
+
+def high_with_fill(op: str, fill: int, other: z3.ArithRef | int) -> z3.ArithRef | int:
+    """``fill op other`` for high parts when ``fill`` is 0 or -1 (all bits equal):
+    ``0 & y == 0``, ``-1 & y == y``, ``0 | y == y``, ``-1 | y == -1``, ``0 ^ y == y``,
+    ``-1 ^ y == -1 - y``."""
+    if fill not in (0, -1):
+        raise ValueError(f"internal error (a verishape bug): {fill} is not a sign fill")
+    if op == "and":
+        return other if fill == -1 else 0
+    if op == "or":
+        return -1 if fill == -1 else other
+    if op == "xor":
+        return -1 - other if fill == -1 else other
+    raise ValueError(f"internal error (a verishape bug): unknown bitwise op {op!r}")
+
+
+def high_parts(op: str, a: z3.ArithRef, b: z3.ArithRef, unknown: z3.ArithRef) -> z3.ArithRef:
+    """``a op b`` for two symbolic high parts: :func:`high_with_fill` whenever one of
+    them is 0 or -1, else ``unknown`` (the encoding claims nothing it does not know)."""
+    zero, minus_one = z3.IntVal(0), z3.IntVal(-1)
+    if op == "and":
+        return z3.If(z3.Or(a == 0, b == 0), zero, z3.If(a == -1, b, z3.If(b == -1, a, unknown)))
+    if op == "or":
+        return z3.If(z3.Or(a == -1, b == -1), minus_one, z3.If(a == 0, b, z3.If(b == 0, a, unknown)))
+    if op == "xor":
+        return z3.If(a == 0, b, z3.If(b == 0, a, z3.If(a == -1, -1 - b, z3.If(b == -1, -1 - a, unknown))))
+    raise ValueError(f"internal error (a verishape bug): unknown bitwise op {op!r}")
+
+
+def bitwise_bounds(op: str, a: z3.ArithRef, b: z3.ArithRef, r: z3.ArithRef) -> list[z3.BoolRef]:
+    """Facts about ``r == a op b`` that hold for all Python ints, stated linearly so the
+    solver can prove bounds without searching the bits (and where the value is opaque):
+    signs (``a & b < 0`` iff both are negative, ``a | b < 0`` iff one is, ``a ^ b < 0``
+    iff exactly one is) and, for non-negative operands, ``a & b <= min(a, b)``,
+    ``max(a, b) <= a | b <= a + b``, ``a ^ b <= a + b``."""
+    neg_a, neg_b = a < 0, b < 0
+    if op == "and":
+        return [(r < 0) == z3.And(neg_a, neg_b), z3.Implies(a >= 0, r <= a), z3.Implies(b >= 0, r <= b)]
+    if op == "or":
+        return [(r < 0) == z3.Or(neg_a, neg_b),
+                z3.Implies(z3.And(a >= 0, b >= 0), z3.And(r >= a, r >= b, r <= a + b))]
+    if op == "xor":
+        return [(r < 0) == z3.Xor(neg_a, neg_b), z3.Implies(z3.And(a >= 0, b >= 0), r <= a + b)]
+    raise ValueError(f"internal error (a verishape bug): unknown bitwise op {op!r}")
+
+
+_PY_OPS = {"and": lambda x, y: x & y, "or": lambda x, y: x | y, "xor": lambda x, y: x ^ y}

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import fractions
+import operator
 from collections.abc import Callable, Iterable
 
 import sympy
@@ -51,6 +52,11 @@ _BITWISE = {
     tf.BitwiseFn_bitwise_and: "and",
     tf.BitwiseFn_bitwise_or: "or",
     tf.BitwiseFn_bitwise_xor: "xor",
+}
+_PY_BITWISE: dict[str, Callable[[int, int], int]] = {
+    "and": operator.and_,
+    "or": operator.or_,
+    "xor": operator.xor,
 }
 
 
@@ -118,6 +124,7 @@ class Translator:
         self._sides: list[z3.BoolRef] = []
         self._pow_nat = z3.Function("pow_nat", z3.IntSort(), z3.IntSort(), z3.IntSort())
         self._quotients: dict[tuple[int, int], z3.ArithRef] = {}
+        self._splits: dict[int, tuple[z3.ArithRef, tuple[list[pyarith.Bit], z3.ArithRef | int]]] = {}
 
     # ------------------------------------------------------------------ public
 
@@ -585,6 +592,11 @@ class Translator:
         return pyarith.floordiv(a, self._power_of_two(s))
 
     def _bitwise(self, expr: sympy.Basic) -> z3.ExprRef:
+        """Python's ``& | ^`` on integers (bools count as 0/1): the split encoding of
+        :mod:`solvers.pyarith` (exact when one operand fits in
+        :data:`pyarith.BITWISE_LOW_BITS` bits and a sign, opaque beyond), with the
+        sign and bound facts that hold everywhere.  Python's bitwise operators never
+        raise, so the term is total."""
         terms = []
         for arg in expr.args:
             t = self._term(arg)
@@ -594,8 +606,30 @@ class Translator:
                 raise _Opaque
             terms.append(t)
         a, b = terms
-        exact = pyarith.bitwise(_BITWISE[type(expr)], a, b)
-        # Outside 64 bits the value is unconstrained rather than wrong; Python's bitwise
-        # operators never raise, so the term is total.
-        wide = self._make_opaque(expr, z3.IntSort(), total=True)
-        return z3.If(z3.And(pyarith.fits_signed(a), pyarith.fits_signed(b)), exact, wide)
+        op = _BITWISE[type(expr)]
+        if z3.is_int_value(a) and z3.is_int_value(b):
+            return z3.IntVal(_PY_BITWISE[op](a.as_long(), b.as_long()))
+        (a_bits, a_high), (b_bits, b_high) = self._split(a), self._split(b)
+        high: z3.ArithRef | int | None = None
+        for fill, other in ((a_high, b_high), (b_high, a_high)):
+            if isinstance(fill, int) and fill in (0, -1):
+                high = pyarith.high_with_fill(op, fill, other)
+                break
+        if high is None:
+            unknown = self._make_opaque(expr, z3.IntSort(), total=True)
+            high = pyarith.high_parts(op, _int_term(a_high), _int_term(b_high), unknown)
+        result = pyarith.join_bits([pyarith.bit_op(op, x, y) for x, y in zip(a_bits, b_bits)], high)
+        self.axioms.extend(pyarith.bitwise_bounds(op, a, b, result))
+        return result
+
+    def _split(self, term: z3.ArithRef) -> tuple[list[pyarith.Bit], z3.ArithRef | int]:
+        """:func:`pyarith.split_bits`, once per operand term of this query."""
+        hit = self._splits.get(term.get_id())
+        if hit is None:
+            hit = (term, pyarith.split_bits(term))
+            self._splits[term.get_id()] = hit
+        return hit[1]
+
+
+def _int_term(value: z3.ArithRef | int) -> z3.ArithRef:
+    return z3.IntVal(value) if isinstance(value, int) else value

@@ -129,3 +129,95 @@ def test_global_stats_accumulate():
     solvers.prove(sympy.Ne(x, x + 1))
     assert solvers.stats().queries == before + 1
     assert "hit_rate" in solvers.stats().as_dict()
+
+
+# ---------------------------------------------------------------- threads
+
+_HAMMER = r"""
+import sys, threading
+import sympy
+from torch.utils._sympy import functions as tf
+from solvers import Prover
+
+x, y = sympy.symbols("x y", integer=True)
+queries = []
+for k in range(int(sys.argv[1])):
+    queries.append((sympy.Ge(x * y + k, x), (sympy.Ge(y, 1), sympy.Ge(x, 0))))            # proved
+    queries.append((sympy.Gt(x, k), (sympy.Gt(x, -k),)))                                   # refuted
+    queries.append((sympy.Le(tf.FloorDiv(x + k, 2) * 2, x + k), (sympy.Ge(x, k),)))       # proved
+    queries.append((sympy.Eq(tf.PythonMod(x, k + 2), 0), (sympy.Eq(tf.PythonMod(x, 2 * k + 4), 0),)))
+
+def answer(prover, goal, assumptions):
+    r = prover.prove(goal, assumptions)
+    return (r.status, tuple(sorted((r.counterexample or {}).items())))
+
+sequential = [answer(Prover(), g, a) for g, a in queries]
+results, errors = {}, []
+
+def hammer(name, order):
+    try:
+        prover = Prover()
+        results[name] = {i: answer(prover, *queries[i]) for i in order}
+    except BaseException as exc:
+        errors.append(repr(exc))
+
+n = len(queries)
+threads = [threading.Thread(target=hammer, args=(i, list(range(n))[::1 if i % 2 else -1])) for i in range(4)]
+for t in threads: t.start()
+for t in threads: t.join()
+assert not errors, errors
+for name, got in results.items():
+    assert [got[i] for i in range(n)] == sequential, name
+assert "unknown" not in {s for s, _ in sequential}
+print("ok", n)
+"""
+
+
+def test_provers_on_several_threads_answer_as_sequentially(tmp_path):
+    """Each prover has its own cache lock, but all of them translate queries in Z3's
+    one shared context.  A subprocess, so that a crash inside Z3 fails this test only."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "hammer.py"
+    script.write_text(_HAMMER)
+    done = subprocess.run([sys.executable, str(script), "12"], capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("ok 48")
+
+
+def test_shared_context_work_is_never_concurrent(monkeypatch):
+    """Building a query creates terms in Z3's shared context: two provers on two threads
+    must not do it at the same time (the window is widened here by a short sleep)."""
+    import threading
+    import time
+
+    from solvers import prover as prover_module
+
+    active, overlaps = [0], [0]
+    count = threading.Lock()
+    real_build = prover_module.build_query
+
+    def slow_build(*args, **kwargs):
+        with count:
+            active[0] += 1
+            overlaps[0] = max(overlaps[0], active[0])
+        try:
+            time.sleep(0.01)
+            return real_build(*args, **kwargs)
+        finally:
+            with count:
+                active[0] -= 1
+
+    monkeypatch.setattr(prover_module, "build_query", slow_build)
+
+    def work(p, offset):
+        for k in range(10):
+            p.prove(sympy.Gt(x, k + offset), [sympy.Gt(x, k + offset + 1)])
+
+    threads = [threading.Thread(target=work, args=(Prover(), 100 * i)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert overlaps[0] == 1

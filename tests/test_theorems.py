@@ -242,3 +242,91 @@ def test_opaque_terms_never_prove_by_accident():
     assert r.status == "unknown"  # we do not model sqrt; a model cannot be confirmed
     r = solvers.prove(Eq(f, f, evaluate=False), [])
     assert r.status != "proved"  # even reflexivity: sqrt may raise
+
+
+# ---------------------------------------------------------------- bitwise operators
+
+
+AND, OR, XOR = tf.BitwiseFn_bitwise_and, tf.BitwiseFn_bitwise_or, tf.BitwiseFn_bitwise_xor
+
+
+def test_bitwise_is_python_on_negative_and_wide_operands():
+    _proved(Eq(AND(x, y), -3 & 10), Eq(x, -3), Eq(y, 10))
+    _proved(Eq(OR(x, y), -3 | -10), Eq(x, -3), Eq(y, -10))
+    _proved(Eq(XOR(x, y), (2**90 + 5) ^ 6), Eq(x, 2**90 + 5), Eq(y, 6))  # one operand is small
+    _refuted(Eq(AND(x, y), 8), Ge(x, 2), Ge(y, 2), check=lambda c: c["x"] & c["y"] != 8)
+
+
+def test_bitwise_with_a_literal_mask_holds_for_every_integer():
+    # The mask's high part is 0 or -1, so the encoding is exact for unbounded x.
+    _proved(Le(AND(x, 255), 255))
+    _proved(Ge(AND(x, 255), 0))
+    _proved(Eq(AND(x + 7, -8), x + 7 - tf.PythonMod(x + 7, 8)))
+    _proved(Eq(XOR(x, -1), -x - 1))
+
+
+def test_bitwise_bounds_without_searching_bits():
+    _proved(Le(AND(u0, u1), u0))
+    _proved(Ge(OR(u0, u1), sympy.Max(u0, u1)))
+    _proved(Lt(AND(x, y), 0), Lt(x, 0), Lt(y, 0))
+
+
+def test_bitwise_bound_facts_hold_for_python_ints():
+    """The facts stated beside every bitwise term, checked against Python itself."""
+    import operator
+
+    import z3
+
+    from solvers import pyarith
+
+    for op, fn in (("and", operator.and_), ("or", operator.or_), ("xor", operator.xor)):
+        for a in range(-40, 41, 3):
+            for b in range(-40, 41, 7):
+                facts = pyarith.bitwise_bounds(op, z3.IntVal(a), z3.IntVal(b), z3.IntVal(fn(a, b)))
+                assert z3.is_true(z3.simplify(z3.And(*facts))), (op, a, b)
+
+
+def test_bitwise_query_is_decided_by_the_rlimit_not_the_clock():
+    """Same program, same answer (DESIGN rule 6): torch's ``a & b == 8`` guard query on
+    two sizes used to run 2-6 s until a limit stopped it, so load could change the
+    answer.  It must finish far inside the wall-clock backstop, with the same answer when
+    the backstop is out of reach."""
+    from solvers.result import Limits
+
+    a = sympy.Symbol("s0", integer=True, positive=True)
+    b = sympy.Symbol("s1", integer=True, positive=True)
+    queries = [
+        (Eq(AND(a, b), 8), [Ge(a, 2), Ge(b, 2)]),  # stock's guard, asked as a proof
+        (Ne(AND(x, y), 8), []),  # a search over unbounded operands
+    ]
+    for goal, premises in queries:
+        normal = solvers.Prover(Limits())
+        patient = solvers.Prover(Limits(timeout_ms=10**8))
+        first = normal.prove(goal, premises)
+        second = patient.prove(goal, premises)
+        assert first.time_s < Limits().timeout_ms / 1000 / 5, (goal, first)
+        assert (first.status, first.counterexample, first.reason) == \
+            (second.status, second.counterexample, second.reason)
+        assert "timeout" not in first.reason and normal.stats.wall_clock_stops == 0
+
+
+def test_symint_bitwise_guard_is_cheap_in_verishape_env():
+    """In the spirit of PyTorch's ``test_symint_bitwise_and``: the guard stock installs
+    for ``a & b`` on two sizes is installed the same way, and deciding costs far less
+    than the wall-clock backstop."""
+    from torch._dynamo.source import ConstantSource
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
+
+    from verishape.shape_env import VeriShapeEnv
+
+    def run(cls):
+        env = cls()
+        a, b = (env.create_symintnode(env.create_symbol(v, source=ConstantSource(f"v{v}"),
+                                                        dynamic_dim=DimDynamic.DUCK), hint=v)
+                for v in (0b1100, 0b1010))
+        assert (a & b) == 0b1000
+        return env
+
+    stock, ours = run(ShapeEnv), run(VeriShapeEnv)
+    assert [str(g.expr) for g in ours.guards] == [str(g.expr) for g in stock.guards]
+    assert ours.verishape_log.solver_time_s < 1.0

@@ -33,8 +33,9 @@ COUNTS: dict[str, collections.Counter[str]] = collections.defaultdict(collection
 #: Highest tolerated share of "unknown" answers per family.  Everything is pinned, so for
 #: integers an unknown means a gap; IEEE division and multiplication bit-blast, so float
 #: trees may legitimately exhaust the deterministic resource limit (measured with the
-#: derandomized profile: int 0.5%, bool 0%, float 2.4%).
-MAX_UNKNOWN = {"int": 0.02, "bool": 0.02, "float": 0.10}
+#: derandomized profile: int 0.14%, bool 0%, float 2.4%; int was 0.7% with the former
+#: int2bv encoding of bitwise operators).
+MAX_UNKNOWN = {"int": 0.01, "bool": 0.02, "float": 0.10}
 
 SMALL = st.integers(-12, 12)
 FLOATS = st.sampled_from([-2.5, -1.0, -0.5, -0.0, 0.0, 0.5, 1.5, 2.5, 3.0, 7.25, 1e300, -1e300])
