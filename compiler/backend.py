@@ -5,24 +5,125 @@ callable) and calls it unchanged, inside ``torch.compiler.config.patch(cache_key
 the tag enters the keys of Inductor's FX graph cache and the AOTAutograd cache, so a
 verishape artifact (whose guards may be fewer) is never served to a stock compile, nor
 the reverse.
+
+The tag names what the artifact's shape answers depend on: a hash of the source of the
+modules that encode, decide and minimize (``solvers/``, ``compiler/`` and the top level
+of ``verishape/``), the default solver limits, the Z3 version and the package version.
+A change to any of them gives new keys, so an artifact compiled under an older encoding
+is never reused.  Per compile, a prover with other limits or guard minimization turned
+off add their own suffix.
+
+AOTAutograd compiles the backward graph lazily, on the first ``.backward()``, outside
+the backend call; :func:`install_backward_tag` makes the backward compiler run under the
+tag its forward was compiled with.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+import functools
+import hashlib
+import threading
+from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 import torch
+import z3
 
+import solvers
 from verishape._version import __version__
+from verishape.shape_env import current_prover, minimization_enabled
 
 from .frames import MARKER
 
-CACHE_TAG = f"verishape-{__version__}"
+_PACKAGES = ("solvers", "compiler", "verishape")
+
+
+def answer_sources() -> list[tuple[str, bytes]]:
+    """``(path, bytes)`` of every module whose text can change a shape answer or an
+    installed guard, sorted by path: all of ``solvers/`` and ``compiler/`` and the
+    top-level modules of ``verishape/`` (its ``audit``/``fuzz`` subpackages only read
+    answers).  Taking whole packages errs on the side of a new tag: a new module there
+    is covered without anyone remembering to list it."""
+    root = Path(solvers.__file__).resolve().parent.parent
+    files = sorted(p for pkg in _PACKAGES for p in (root / pkg).glob("*.py"))
+    return [(p.relative_to(root).as_posix(), p.read_bytes()) for p in files]
+
+
+def fingerprint(*, sources: Iterable[tuple[str, bytes]], limits: solvers.Limits, z3_version: str,
+                version: str) -> str:
+    """A short hash of everything the answers depend on (see the module docstring)."""
+    h = hashlib.sha256()
+    for name, text in sources:
+        h.update(b"file\0" + name.encode() + b"\0" + hashlib.sha256(text).digest())
+    h.update(b"limits\0" + repr(sorted(dataclasses.asdict(limits).items())).encode())
+    h.update(b"z3\0" + z3_version.encode() + b"\0package\0" + version.encode())
+    return h.hexdigest()[:16]
+
+
+CACHE_TAG = "verishape-{}-{}".format(__version__, fingerprint(
+    sources=answer_sources(), limits=solvers.Limits(), z3_version=z3.get_full_version(), version=__version__))
+
+
+def _settings_suffix() -> str:
+    """What this compile changes relative to the defaults the tag was built with."""
+    parts = []
+    limits = current_prover().limits
+    if limits != solvers.Limits():
+        digest = hashlib.sha256(repr(sorted(dataclasses.asdict(limits).items())).encode()).hexdigest()[:8]
+        parts.append(f"limits-{digest}")
+    if not minimization_enabled():
+        parts.append("unminimized")
+    return "".join(f"-{p}" for p in parts)
 
 
 def cache_tag(user_tag: str | None) -> str:
-    return f"{user_tag}+{CACHE_TAG}" if user_tag else CACHE_TAG
+    ours = CACHE_TAG + _settings_suffix()
+    return f"{user_tag}+{ours}" if user_tag else ours
+
+
+def _is_ours(tag: str) -> bool:
+    return any(part.startswith(CACHE_TAG) for part in tag.split("+"))
+
+
+_install_lock = threading.Lock()
+_backward_tag_installed = False
+
+
+def install_backward_tag() -> None:
+    """Make the backward compiler carry the forward's tag (idempotent, thread-safe).
+
+    Dynamo's AOTAutograd backends (``aot_eager`` and Inductor's ``compile_fx`` alike)
+    reach ``aot_module_simplified`` through ``torch._dynamo.backends.common``; while a
+    verishape backend compiles, the ``bw_compiler`` passed there is wrapped to re-enter
+    the tag in force now when it runs later.  Stock compiles are left untouched."""
+    global _backward_tag_installed
+    with _install_lock:
+        if _backward_tag_installed:
+            return
+        from torch._dynamo.backends import common
+
+        original = common.aot_module_simplified
+
+        @functools.wraps(original)
+        def aot_module_simplified(mod: Any, args: Any, *rest: Any, **kwargs: Any) -> Any:
+            tag = torch.compiler.config.cache_key_tag
+            if _is_ours(tag) and kwargs.get("bw_compiler") is not None:
+                kwargs["bw_compiler"] = _under_tag(kwargs["bw_compiler"], tag)
+            return original(mod, args, *rest, **kwargs)
+
+        common.aot_module_simplified = aot_module_simplified  # type: ignore[attr-defined]
+        _backward_tag_installed = True
+
+
+def _under_tag(compiler: Callable[..., Any], tag: str) -> Callable[..., Any]:
+    @functools.wraps(compiler)
+    def compile_under_tag(*args: Any, **kwargs: Any) -> Any:
+        with torch.compiler.config.patch(cache_key_tag=tag):
+            return compiler(*args, **kwargs)
+
+    return compile_under_tag
 
 
 class VerishapeBackend:
@@ -32,6 +133,7 @@ class VerishapeBackend:
     def __init__(self, backend: str | Callable[..., Any], *, mode: str | None, options: dict[str, Any] | None,
                  dynamic: bool | None) -> None:
         setattr(self, MARKER, True)
+        install_backward_tag()
         self._spec = backend
         self.__name__ = backend if isinstance(backend, str) else getattr(backend, "__name__", type(backend).__name__)
         if backend == "inductor":

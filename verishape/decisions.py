@@ -32,6 +32,9 @@ class DecisionLog:
     fallbacks: list[tuple[object, bool, str | None]] = dataclasses.field(default_factory=list)
     #: answers stock gave in size-oblivious mode (sizes assumed >= 2): expr -> (value, where)
     size_oblivious: dict[object, tuple[bool, str | None]] = dataclasses.field(default_factory=dict)
+    #: proofs refused because their premises contradict each other (stock decided instead):
+    #: (expr, where).  Real inputs satisfy every premise, so each one is a verishape bug.
+    vacuous: list[tuple[object, str | None]] = dataclasses.field(default_factory=list)
     #: guard minimizations (one per distinct guard list produced)
     minimizations: list[object] = dataclasses.field(default_factory=list)
     solver_time_s: float = 0.0
@@ -51,6 +54,8 @@ class DecisionLog:
                 f"solver {self.solver_time_s * 1e3:.1f} ms")
         if self.errors:
             text += f"; {len(self.errors)} solver failures fell back to stock"
+        if self.vacuous:
+            text += f"; {len(self.vacuous)} vacuous proofs refused (stock decided)"
         return text
 
     def log_summary(self, frame: str) -> None:

@@ -10,7 +10,8 @@ queries stay small and the solver cache sees the same question again.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any
 
 import sympy
 from torch.utils._sympy.numbers import IntInfinity, NegativeIntInfinity
@@ -87,3 +88,69 @@ def relevant(goal: sympy.Basic, pool: Iterable[sympy.Basic]) -> list[sympy.Basic
                 rest.append(f)
         facts = rest
     return chosen
+
+
+def plain_symbols(exprs: Iterable[sympy.Basic], ranged: Collection[sympy.Symbol] | None = None,
+                  ) -> dict[sympy.Symbol, sympy.Symbol] | None:
+    """Each integer symbol of ``exprs`` that SymPy declares positive or non-negative and
+    whose range is known (in ``ranged``; ``None``: every such symbol) -> a plain integer
+    symbol of the same name.  Queries asked over the plain symbols take a symbol's sign
+    from the premises (its range facts), never from the SymPy declaration.
+
+    Why: torch declares every backed size ``positive`` even where its range admits 0
+    (``backed_size_oblivious``, a declared ``min=0``); read as a premise, that declaration
+    "proves" ``s > 1`` from ``Ne(s, 1)`` and a guard that stock installs is lost.  Where
+    no range is known the declaration stays: it is exactly what torch itself assumes of
+    that symbol (SymPy already simplified every expression with it), so keeping it assumes
+    nothing stock does not.  The names stay, so counterexamples and printed proofs still
+    name the caller's symbols.
+
+    Returns None when renaming would merge two different symbols (a plain symbol of that
+    name already occurs): the caller must then not decide.
+    """
+    symbols: set[sympy.Symbol] = set()
+    for e in exprs:
+        symbols |= e.free_symbols
+    mapping = {s: sympy.Symbol(s.name, integer=True) for s in sorted(symbols, key=str)
+               if s.is_integer and (s.is_positive or s.is_nonnegative) and (ranged is None or s in ranged)}
+    targets = list(mapping.values())
+    if len(set(targets)) < len(targets) or any(t in symbols for t in targets):
+        return None
+    return mapping
+
+
+def lower_bounded(premises: Iterable[sympy.Basic]) -> set[sympy.Symbol]:
+    """The symbols that some premise bounds from below by a number (``c <= s``,
+    ``s >= c``, ``c < s``, ``s > c``): their range, in the premises, is known."""
+    out: set[sympy.Symbol] = set()
+    for p in premises:
+        if isinstance(p, (sympy.Le, sympy.Lt)):
+            low, high = p.lhs, p.rhs
+        elif isinstance(p, (sympy.Ge, sympy.Gt)):
+            low, high = p.rhs, p.lhs
+        else:
+            continue
+        if isinstance(high, sympy.Symbol) and low.is_Number and _finite(low):
+            out.add(high)
+    return out
+
+
+class PlainProver:
+    """A prover front end that asks every question with symbols renamed by ``to_plain``
+    (see :func:`plain_symbols`).  Names do not change, so counterexamples (keyed by
+    name) read as before; results are the wrapped prover's, cache and statistics
+    included.  The premises must state the renamed symbols' bounds in a form SymPy has
+    not folded away (``Le(0, s, evaluate=False)``): ``0 <= s`` on a positive ``s`` is
+    already ``True``."""
+
+    def __init__(self, prover: Any, to_plain: Mapping[sympy.Symbol, sympy.Symbol]) -> None:
+        self.prover = prover
+        self.to_plain = dict(to_plain)
+
+    def prove(self, goal: object, assumptions: Iterable[object] = (), **kwargs: Any) -> Any:
+        rename = self.to_plain
+        return self.prover.prove(sympy.sympify(goal).xreplace(rename),
+                                 [sympy.sympify(a).xreplace(rename) for a in assumptions], **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.prover, name)

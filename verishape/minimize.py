@@ -83,14 +83,19 @@ def cost(expr: sympy.Basic) -> int:
     return int(sympy.count_ops(expr)) + 4 * sum(1 for _ in expr.atoms(*_DIVIDING))
 
 
-def divisor_symbols(exprs: Sequence[sympy.Basic], prover: solvers.Prover) -> set[sympy.Symbol]:
-    """Symbols of divisors that might be zero.  A divisor that is nonzero by its
-    symbols' own assumptions (``s0`` is positive) needs no guard in front of it."""
+def divisor_symbols(exprs: Sequence[sympy.Basic], prover: solvers.Prover,
+                    ranges: dict[sympy.Symbol, object] | None = None, *,
+                    size_like: set[sympy.Symbol] | frozenset[sympy.Symbol] = frozenset()) -> set[sympy.Symbol]:
+    """Symbols of divisors that might be zero.  A divisor that the installed range
+    checks (``ranges``) and its symbols' own assumptions keep nonzero needs no guard in
+    front of it; callers pass plain symbols (:func:`facts.plain_symbols`) wherever the
+    range check may admit 0."""
     out: set[sympy.Symbol] = set()
     for e in exprs:
         for node in e.atoms(*_DIVIDING):
             for divisor in node.args[1:]:
-                if divisor.free_symbols and prover.prove(sympy.Ne(divisor, 0)).status != solvers.PROVED:
+                premises = facts.range_facts(divisor.free_symbols, ranges or {}, size_like=size_like)
+                if divisor.free_symbols and prover.prove(sympy.Ne(divisor, 0), premises).status != solvers.PROVED:
                     out |= divisor.free_symbols
     return out
 
@@ -103,11 +108,12 @@ def minimize(guards: Sequence[sympy.Basic], ranges: dict[sympy.Symbol, object],
     ``tighten_ranges``: also fold single-symbol guards into range checks (:func:`tighten`)."""
     start = time.perf_counter()
     originals = list(dict.fromkeys(guards))
-    protectors_orig = divisor_symbols(originals, prover)
     # Work on plain integers: a size symbol is declared positive, but the guard function
     # also runs on inputs its range check admits, and that check may admit 0 (for
     # example under backed_size_oblivious).  The installed range checks are premises.
-    to_plain = _plain_symbols(originals)
+    to_plain = facts.plain_symbols(originals)
+    if to_plain is None:  # a plain twin of a size symbol already occurs: drop nothing
+        return Minimization(originals, originals, [], None, time.perf_counter() - start)
     stock = [g.xreplace(to_plain) for g in originals]
     if len(set(stock)) < len(stock):  # two guards differing only by assumptions: keep them apart
         to_plain, stock = {}, list(originals)
@@ -115,7 +121,7 @@ def minimize(guards: Sequence[sympy.Basic], ranges: dict[sympy.Symbol, object],
     original_of = dict(zip(stock, originals))
     ranges = {to_plain.get(s, s): r for s, r in ranges.items()}
     witness = {to_plain.get(s, s): v for s, v in witness.items()} if witness else witness
-    protectors = {to_plain.get(s, s) for s in protectors_orig}
+    protectors = divisor_symbols(stock, prover, ranges, size_like={to_plain.get(s, s) for s in size_like})
     dropped: list[ProofRecord] = []
 
     def range_premises(exprs: Sequence[sympy.Basic]) -> list[sympy.Basic]:
@@ -156,8 +162,13 @@ def minimize(guards: Sequence[sympy.Basic], ranges: dict[sympy.Symbol, object],
             kept = rest
     tightened: list[Tightening] = []
     if tighten_ranges:
-        kept, tightened, folded = tighten(kept, ranges, prover, protectors=protectors)
-        dropped.extend(folded)
+        tight_kept, tight, folded = tighten(kept, ranges, prover, protectors=protectors)
+        # Stock prints each range bound on the caller's symbol; a bound that SymPy's
+        # declaration folds to False (``s <= 0`` for a positive ``s``, reachable under
+        # backed_size_oblivious) cannot be printed: keep the guards then.
+        if not any(_folds_to_false(back.get(t.symbol, t.symbol), t.lower, t.upper) for t in tight):
+            kept, tightened = tight_kept, tight
+            dropped.extend(folded)
     equivalence = None
     if dropped or rewritten:
         # The installed function checks the kept guards and every input symbol's range
@@ -226,14 +237,6 @@ def cancel(g: sympy.Basic, ranges: dict[sympy.Symbol, object]) -> sympy.Basic | 
 def _excludes_zero(vr: object) -> bool:
     lower, upper = getattr(vr, "lower", None), getattr(vr, "upper", None)
     return (facts._finite(lower) and lower > 0) or (facts._finite(upper) and upper < 0)
-
-
-def _plain_symbols(exprs: Sequence[sympy.Basic]) -> dict[sympy.Symbol, sympy.Symbol]:
-    """Each integer symbol declared positive or non-negative -> a plain integer symbol of
-    the same name (the solver then assumes nothing the range checks do not say)."""
-    symbols = set().union(*(e.free_symbols for e in exprs)) if exprs else set()
-    return {s: sympy.Symbol(s.name, integer=True) for s in sorted(symbols, key=str)
-            if s.is_integer and (s.is_positive or s.is_nonnegative)}
 
 
 def tighten(kept: Sequence[sympy.Basic], ranges: dict[sympy.Symbol, object], prover: solvers.Prover, *,
@@ -324,4 +327,11 @@ def _tighter_range(sym: sympy.Symbol, group: Sequence[sympy.Basic], vr: object,
 
 
 def _interval(x: sympy.Symbol, lower: int, upper: int | None) -> list[sympy.Basic]:
-    return [sympy.Le(lower, x)] + ([sympy.Le(x, upper)] if upper is not None else [])
+    """``lower <= x <= upper``, unevaluated: SymPy would fold ``1 <= s`` to True for a
+    positive ``s``, and a reported tightened range must still say what it is."""
+    return [sympy.Le(lower, x, evaluate=False)] + ([sympy.Le(x, upper, evaluate=False)] if upper is not None else [])
+
+
+def _folds_to_false(x: sympy.Symbol, lower: int, upper: int | None) -> bool:
+    """Whether SymPy's declaration of ``x`` contradicts a bound of ``lower..upper``."""
+    return sympy.Le(lower, x) is sympy.false or (upper is not None and sympy.Le(x, upper) is sympy.false)

@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import logging
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import sympy
+from torch.fx.experimental.recording import ShapeEnvEvent, record_shapeenv_event
 from torch.fx.experimental.symbolic_shapes import ShapeEnv, StrictMinMaxConstraint
 from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.value_ranges import ValueRanges
@@ -33,7 +35,7 @@ from torch.utils._sympy.value_ranges import ValueRanges
 import solvers
 from proofs import Obligation, ProofRecord
 
-from . import _compat, facts
+from . import _compat, facts, locations, replacement_asserts
 from .decisions import DecisionLog
 from .minimize import Tightening
 from .minimize import minimize as minimize_guards
@@ -86,11 +88,21 @@ class VeriShapeEnv(ShapeEnv):
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        replacement_asserts.install()  # before stock's init can record a replacement
         super().__init__(*args, **kwargs)
+        # verishape's own fields start with ``_vs_`` or ``verishape_``: ``check_equal``
+        # leaves them out (they say how decisions were made, not what the env knows).
         self.verishape_log = DecisionLog()
         self._vs_kind: str | None = None
         self._vs_busy = False
         self._vs_minimized: dict[tuple[Any, ...], tuple[list[Any], list[Tightening]]] = {}
+        if self.events and type(self.events[0]) is ShapeEnvEvent and self.events[0].f is ShapeEnv:
+            # Replays (the recorded-events check, translation validation's bisection)
+            # rebuild the env from this first event: rebuild this class, so that the
+            # replayed questions get the same answers.
+            first = self.events[0]
+            self.events[0] = _Construction(first.f, first.args, first.kwargs, first.tracked_fakes, first.name,
+                                           cls=type(self))
 
     # ------------------------------------------------------------------ entry points that set the kind
 
@@ -104,9 +116,18 @@ class VeriShapeEnv(ShapeEnv):
         with self._asking(kind):
             return super().evaluate_expr(orig_expr, hint, fx_node, size_oblivious, fallback_value, **kwargs)
 
+    # Recorded (as stock records its own) so that a replay asks with the same kind:
+    # the kind decides which asserts may serve as premises (rule 4).
+    @record_shapeenv_event(save_tracked_fakes=True)
     def guard_or_defer_runtime_assert(self, orig_expr: sympy.Basic, msg: str, fx_node: Any = None) -> bool:
         with self._asking("assert_discharged"):
             return super().guard_or_defer_runtime_assert(orig_expr, msg, fx_node)
+
+    def _set_replacement(self, a: sympy.Symbol, tgt: sympy.Expr, msg: str) -> None:
+        """Stock replacement; a data value replaced by a size keeps its runtime check
+        (see :mod:`verishape.replacement_asserts`)."""
+        super()._set_replacement(a, tgt, msg)
+        replacement_asserts.note_replacement(self, a, tgt, msg)
 
     @contextlib.contextmanager
     def _asking(self, kind: str) -> Iterator[None]:
@@ -157,12 +178,17 @@ class VeriShapeEnv(ShapeEnv):
         goal = self.replace(expr)
         if not goal.free_symbols:
             return None  # replacements decide it; leave that to stock's next pass
-        premises = self._premises(goal, kind, axioms, var_to_range, size_oblivious)
-        candidates = self._candidates(goal)
+        premised = self._premises(goal, kind, axioms, var_to_range, size_oblivious)
+        if premised is None:
+            self.verishape_log.undecided += 1
+            return None
+        premises, to_plain = premised
+        witness = self._hints([goal, *premises], to_plain)
+        candidates = [(value, target.xreplace(to_plain)) for value, target in self._candidates(goal)]
         prover = current_prover()
         for value, target in candidates:
             start = time.perf_counter()
-            result = prover.prove(target, premises, witness=self._hints(premises))
+            result = prover.prove(target, premises, witness=witness)
             self.verishape_log.solver_time_s += time.perf_counter() - start
             if result.status != solvers.PROVED:
                 continue
@@ -170,6 +196,7 @@ class VeriShapeEnv(ShapeEnv):
                 # Facts that contradict each other while real inputs satisfy them mean a
                 # translation or premise bug; never act on that.
                 log.warning("verishape: premises for %s are contradictory; using stock", expr)
+                self.verishape_log.vacuous.append((expr, self._source_line()))
                 return None
             record = ProofRecord(Obligation(target, tuple(premises), kind, self._source_line()), result, value)
             self.verishape_log.add(record)
@@ -177,14 +204,19 @@ class VeriShapeEnv(ShapeEnv):
         self.verishape_log.undecided += 1
         return None
 
-    def _hints(self, exprs: list[sympy.Basic]) -> dict[sympy.Symbol, Any] | None:
+    def _hints(self, exprs: list[sympy.Basic],
+               to_plain: dict[sympy.Symbol, sympy.Symbol] | None = None) -> dict[sympy.Symbol, Any] | None:
         """The current size hints, when they cover every symbol of ``exprs``: real
-        inputs satisfy every guard, so they show the premises are consistent."""
-        symbols = set().union(*(e.free_symbols for e in exprs)) if exprs else set()
+        inputs satisfy every guard, so they show the premises are consistent.  With
+        ``to_plain`` (see :meth:`_premises`), ``exprs`` may mention renamed symbols and
+        the hints are keyed by the renamed ones."""
+        to_plain = to_plain or {}
+        back = {v: k for k, v in to_plain.items()}
+        symbols = {back.get(s, s) for s in set().union(*(e.free_symbols for e in exprs))} if exprs else set()
         hints = self.backed_var_to_val
         if not symbols <= hints.keys():
             return None
-        return {s: int(hints[s]) for s in symbols}
+        return {to_plain.get(s, s): int(hints[s]) for s in symbols}
 
     def _candidates(self, goal: sympy.Basic) -> list[tuple[bool, sympy.Basic]]:
         """What to try proving.  With every symbol backed, the hint tells which answer
@@ -199,7 +231,16 @@ class VeriShapeEnv(ShapeEnv):
 
     def _premises(self, goal: sympy.Basic, kind: str, axioms: tuple[sympy.Basic, ...] | None,
                   var_to_range: tuple[tuple[sympy.Symbol, Any], ...] | None,
-                  size_oblivious: bool) -> list[sympy.Basic]:
+                  size_oblivious: bool) -> tuple[list[sympy.Basic], dict[sympy.Symbol, sympy.Symbol]] | None:
+        """The facts that may be assumed for ``goal`` and the renaming they are stated in.
+
+        Every symbol with a range entry is renamed to a plain integer symbol
+        (:func:`facts.plain_symbols`): its sign then comes from its range facts, never
+        from SymPy's ``positive``, which torch keeps on backed sizes even where the range
+        admits 0 (``backed_size_oblivious``).  The range facts are built over the plain
+        symbols, since SymPy would fold ``0 <= s`` to True for a positive ``s``.  Ask the
+        solver ``goal.xreplace(renaming)``.  None when the renaming would merge two
+        symbols (then nothing may be decided)."""
         if axioms is None:
             pool = [g.expr for g in self.guards]
             limit = facts.newest_unbacked(goal) if kind == "assert_discharged" else None
@@ -215,13 +256,20 @@ class VeriShapeEnv(ShapeEnv):
         chosen = facts.relevant(goal, (self.replace(p) for p in pool))
         symbols = set(goal.free_symbols).union(*(f.free_symbols for f in chosen))
         ranges = dict(var_to_range) if var_to_range is not None else self.var_to_range
-        ranged = facts.range_facts(symbols, ranges, size_like=self.size_like, size_oblivious=size_oblivious)
-        return list(dict.fromkeys(chosen + ranged))
+        to_plain = facts.plain_symbols([goal, *chosen], ranges.keys())
+        if to_plain is None:
+            return None
+        plain_ranges = {to_plain.get(s, s): vr for s, vr in ranges.items() if s in symbols}
+        ranged = facts.range_facts(plain_ranges.keys(), plain_ranges,
+                                   size_like={to_plain.get(s, s) for s in self.size_like},
+                                   size_oblivious=size_oblivious)
+        renamed = [f.xreplace(to_plain) for f in chosen]
+        return list(dict.fromkeys(f for f in renamed + ranged if f is not sympy.true)), to_plain
 
     def _source_line(self) -> str | None:
+        """The user's line that asked (never a torch or verishape frame; see ``locations``)."""
         try:
-            sloc = self._get_sloc()
-            return getattr(sloc, "maybe_user_loc", None) or str(sloc)
+            return locations.user_location()
         except Exception:  # noqa: BLE001 - a location is decoration, never a decision
             return None
 
@@ -235,14 +283,44 @@ class VeriShapeEnv(ShapeEnv):
     def produce_guards_verbose(self, *args: Any, guards: list[Any] | None = None, **kwargs: Any) -> Any:
         """Stock guard production over the minimized guard list and the tightened
         ranges (Dynamo's shape guard and, through ``produce_guards_expression``,
-        Inductor's FX/AOT cache guards)."""
+        Inductor's FX/AOT cache guards).
+
+        With torch's translation validation on, stock's own production runs first,
+        unchanged: it validates the guards the env recorded (when ``guards`` is None),
+        raises what stock raises, and leaves the validator as stock would.  The
+        minimized production then runs with torch's checks off, so nothing is
+        validated or replay-checked twice and our shorter list never enters the
+        validator."""
+        if self._translation_validation_enabled:
+            super().produce_guards_verbose(*args, guards=guards, **kwargs)
+            checks_done: contextlib.AbstractContextManager[None] = self._torch_checks_off()
+        else:
+            checks_done = contextlib.nullcontext()
         tighten = not _has_strict_constraints(kwargs.get("input_contexts"))
         chosen, tightened = self._minimized(self.guards if guards is None else guards, tighten)
-        with self._ranges_tightened(tightened):
+        with checks_done, self._ranges_tightened(tightened):
             out = super().produce_guards_verbose(*args, guards=chosen, **kwargs)
         out = _without_repeated_lines(out)
         self.verishape_log.log_summary(str(self.co_fields.get("co_name", "?")) if self.co_fields else "?")
         return out
+
+    @contextlib.contextmanager
+    def _torch_checks_off(self) -> Iterator[None]:
+        """Translation validation and the recorded-events check, off for one block
+        (they already ran on stock's own pass)."""
+        saved = self._translation_validation_enabled, self.check_recorded_events
+        self._translation_validation_enabled = self.check_recorded_events = False
+        try:
+            yield
+        finally:
+            self._translation_validation_enabled, self.check_recorded_events = saved
+
+    def check_equal(self, other: ShapeEnv) -> None:
+        """Stock's comparison (the recorded-events check), without verishape's own
+        fields: the decision log, the memo of minimizations and the kind of question
+        being asked describe how answers were found.  The answers themselves land in
+        stock's fields (guards, asserts, ranges, replacements), which are compared."""
+        ShapeEnv.check_equal(_stock_fields(self), _stock_fields(other))
 
     def _minimized(self, guards: list[Any], tighten: bool) -> tuple[list[Any], list[Tightening]]:
         if not minimization_enabled():
@@ -288,17 +366,51 @@ class VeriShapeEnv(ShapeEnv):
         if not saved:
             yield
             return
-        # Stock memoizes static evaluation on a key that ignores var_to_range; answers
-        # computed under the tighter ranges must not outlive this block.
-        self._maybe_evaluate_static.cache_clear()
         try:
             for t in tightened:
                 if t.symbol in saved:
                     self.var_to_range[t.symbol] = ValueRanges(t.lower, int_oo if t.upper is None else t.upper)
+            self._ranges_changed()
             yield
         finally:
             self.var_to_range.update(saved)
-            self._maybe_evaluate_static.cache_clear()
+            self._ranges_changed()
+
+    def _ranges_changed(self) -> None:
+        """Invalidate every memo that read the ranges.  Stock's ``_lru_cache`` helpers
+        (``simplify``, ``get_axioms``, static evaluation) are dropped only when the
+        version counter moves, and stock's ``_update_version_counter`` moves it only
+        when its key (counts of replacements, divisibility facts, asserts) changes,
+        which a range change does not: bump it here, both ways, so no answer computed
+        under one set of ranges is served under the other."""
+        self._version_counter += 1
+        self._maybe_evaluate_static.cache_clear()
+
+
+@dataclasses.dataclass
+class _Construction(ShapeEnvEvent):
+    """The first recorded event of a VeriShapeEnv.  Stock's replay insists that the
+    first event's ``f`` is ``ShapeEnv`` and builds a stock ShapeEnv from it; this one
+    builds ``cls``, so the replayed env answers as the recorded one did."""
+
+    cls: type[ShapeEnv] = ShapeEnv
+
+    def run(self, shape_env: ShapeEnv | None = None) -> Any:
+        if shape_env is None and self.f is ShapeEnv:
+            return self.cls(**(self.kwargs or {}))
+        return super().run(shape_env)
+
+
+def _is_own_field(name: str) -> bool:
+    return name.startswith(("_vs_", "verishape_"))
+
+
+def _stock_fields(env: ShapeEnv) -> ShapeEnv:
+    """A bare ShapeEnv holding ``env``'s fields minus verishape's own (stock's
+    comparison reads ``vars()`` only)."""
+    view = object.__new__(ShapeEnv)
+    view.__dict__.update({k: v for k, v in vars(env).items() if not _is_own_field(k)})
+    return view
 
 
 def _has_strict_constraints(input_contexts: Any) -> bool:

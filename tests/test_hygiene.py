@@ -1,0 +1,137 @@
+"""Hygiene that protects soundness: cache tags that change with the answers, and caches
+that notice a narrowed range."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import sympy
+import torch
+import z3
+from torch.utils._sympy import functions as tf
+
+import solvers
+import verishape
+from compiler import CACHE_TAG, backend
+from verishape._version import __version__
+from verishape.minimize import Tightening
+from verishape.shape_env import VeriShapeEnv, guard_minimization, use_prover
+
+# ---------------------------------------------------------------- the version counter
+
+
+def test_narrowing_a_range_bumps_the_version_counter_and_no_cached_answer_outlives_it():
+    """Stock's ``_lru_cache`` helpers (``simplify``, ``get_axioms``, static evaluation)
+    are dropped only when the env's version counter moves; an answer computed under the
+    narrowed range must not be served after it is restored."""
+    env = VeriShapeEnv()
+    u = env.create_unbacked_symint().node.expr
+    expr = tf.Max(1, u)
+    assert env.simplify(expr) == expr  # u may be <= 0: the Max stays
+    start = env._version_counter
+    with env._ranges_tightened([Tightening(u, 1, None, (), None)]):
+        inside = env._version_counter
+        assert env.simplify(expr) == u  # u >= 1 here
+    assert env._version_counter > inside > start
+    assert env.var_to_range[u].lower == -sympy.oo or env.var_to_range[u].lower < 1
+    assert env.simplify(expr) == expr  # not the answer cached under the narrowed range
+
+
+def test_no_narrowing_no_bump():
+    env = VeriShapeEnv()
+    start = env._version_counter
+    with env._ranges_tightened([]):
+        pass
+    assert env._version_counter == start
+
+
+# ---------------------------------------------------------------- the cache tag
+
+def _inputs(**change):
+    base = {"sources": backend.answer_sources(), "limits": solvers.Limits(), "z3_version": z3.get_full_version(),
+            "version": __version__}
+    return {**base, **change}
+
+
+def test_the_tag_is_derived_from_what_the_answers_depend_on():
+    assert CACHE_TAG == f"verishape-{__version__}-{backend.fingerprint(**_inputs())}"
+    names = {name for name, _ in backend.answer_sources()}
+    for module in ("solvers/translate.py", "solvers/pyarith.py", "solvers/query.py", "solvers/symbols.py",
+                   "verishape/facts.py", "verishape/minimize.py", "verishape/shape_env.py"):
+        assert module in names
+    base = backend.fingerprint(**_inputs())
+    edited = [(n, t + b"\n# one more line" if n == "solvers/translate.py" else t) for n, t in backend.answer_sources()]
+    assert backend.fingerprint(**_inputs(sources=edited)) != base
+    assert backend.fingerprint(**_inputs(limits=solvers.Limits(rlimit=2_000_000))) != base
+    assert backend.fingerprint(**_inputs(z3_version="4.8.0")) != base
+    assert backend.fingerprint(**_inputs(version="9.9.9")) != base
+    assert backend.fingerprint(**_inputs()) == base  # and nothing else moves it
+
+
+def test_per_compile_settings_that_change_answers_change_the_tag():
+    assert backend.cache_tag(None) == CACHE_TAG
+    assert backend.cache_tag("mine") == f"mine+{CACHE_TAG}"
+    with use_prover(solvers.Prover(dataclasses.replace(solvers.Limits(), rlimit=10))):
+        low_limit = backend.cache_tag(None)
+    with guard_minimization(False):
+        unminimized = backend.cache_tag(None)
+    assert len({CACHE_TAG, low_limit, unminimized}) == 3
+    assert all(t.startswith(CACHE_TAG) for t in (low_limit, unminimized))
+
+
+def _needs_grad(x):
+    return (x * x.shape[0]).sin().sum()
+
+
+def test_the_lazily_compiled_backward_carries_the_tag():
+    """AOTAutograd compiles the backward on the first ``.backward()``, long after the
+    backend call that set the tag returned (static shapes: with sizes saved for the
+    backward it compiles it up front instead)."""
+    from torch._dynamo.backends.common import aot_autograd
+
+    seen: list[tuple[str, str]] = []
+
+    def compiler(kind):
+        def compile_graph(gm, example_inputs):
+            seen.append((kind, torch.compiler.config.cache_key_tag))
+            return gm.forward
+
+        return compile_graph
+
+    aot = aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"))
+    for compile_fn, want in ((verishape.compile, CACHE_TAG), (torch.compile, "")):
+        torch._dynamo.reset()
+        seen.clear()
+        x = torch.randn(6, requires_grad=True)
+        loss = compile_fn(_needs_grad, backend=aot, dynamic=False)(x)
+        assert [k for k, _ in seen] == ["forward"]  # the backward is not compiled yet
+        assert torch.compiler.config.cache_key_tag == ""
+        loss.backward()
+        assert seen == [("forward", want), ("backward", want)]
+    torch._dynamo.reset()
+
+
+@pytest.mark.slow
+def test_inductor_backward_graph_is_cached_under_the_tag(tmp_path, monkeypatch):
+    from torch._inductor import codecache
+    from torch._inductor import config as inductor_config
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    tags: list[str] = []
+    original = codecache.FxGraphHashDetails.__init__
+
+    def spy(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        tags.append(self.cache_key_tag)
+
+    monkeypatch.setattr(codecache.FxGraphHashDetails, "__init__", spy)
+    torch._dynamo.reset()
+    with inductor_config.patch(fx_graph_cache=True, fx_graph_remote_cache=False):
+        x = torch.randn(6, requires_grad=True)
+        loss = verishape.compile(_needs_grad, dynamic=False)(x)
+        forward_keys = len(tags)
+        loss.backward()
+    assert forward_keys >= 1 and len(tags) > forward_keys  # the backward graph got its own key
+    assert tags and all(t == CACHE_TAG for t in tags)
+    torch._dynamo.reset()

@@ -1,0 +1,118 @@
+"""Premises come from ranges and recorded facts, never from a SymPy assumption a range
+contradicts (issue 10, item 7).
+
+Under ``backed_size_oblivious`` a backed size ranges over ``[0, oo)`` while its SymPy
+symbol is still declared ``positive``; the solver must not read that declaration as
+``s >= 1``.
+"""
+
+from __future__ import annotations
+
+import sympy
+import torch
+import torch.fx.experimental._config as fx_config
+from torch._dynamo.source import ConstantSource
+from torch.fx.experimental.symbolic_shapes import DimDynamic
+from torch.utils._sympy import functions as tf
+
+import solvers
+from verishape import facts
+from verishape.shape_env import VeriShapeEnv
+
+from compile_helpers import stock, vs
+from test_verify_guards import audit
+
+s = sympy.Symbol("s0", integer=True, positive=True)
+t = sympy.Symbol("s1", integer=True, positive=True)
+
+
+# ---------------------------------------------------------------- the shared renaming
+
+
+def test_plain_symbols_only_where_a_range_is_known():
+    mapping = facts.plain_symbols([sympy.Gt(s, 1), sympy.Gt(t, 1)], ranged={s})
+    assert set(mapping) == {s}
+    plain = mapping[s]
+    assert plain.name == "s0" and plain.is_integer and plain.is_positive is None
+    # The plain symbol carries no sign: only a premise can bound it.
+    assert solvers.prove(sympy.Gt(s, 1), [sympy.Ne(s, 1)]).proved  # what SymPy's assumption gives
+    goal, premise = (e.xreplace(mapping) for e in (sympy.Gt(s, 1), sympy.Ne(s, 1)))
+    r = solvers.prove(goal, [premise, sympy.Le(0, plain)])
+    assert r.refuted and r.counterexample == {"s0": 0}
+
+
+def test_plain_symbols_refuse_to_merge_two_symbols():
+    twin = sympy.Symbol("s0", integer=True)  # the plain name is taken by another symbol
+    assert facts.plain_symbols([sympy.Gt(s, twin)], ranged={s, twin}) is None
+
+
+# ---------------------------------------------------------------- VeriShapeEnv's queries
+
+
+def _env_with_size(hint: int) -> tuple[VeriShapeEnv, sympy.Symbol]:
+    """A backed size created the way torch creates one under backed_size_oblivious."""
+    env = VeriShapeEnv()
+    sym = env.create_symbol(hint, source=ConstantSource("n"), dynamic_dim=DimDynamic.DYNAMIC,
+                            do_not_specialize_zero_one=True)
+    env.size_like.add(sym)
+    return env, sym
+
+
+def test_decide_takes_the_sign_from_the_range_not_the_assumption():
+    with fx_config.patch(backed_size_oblivious=True):
+        env, n = _env_with_size(3)
+        assert n.is_positive and env.var_to_range[n].lower == 0  # the premise: the range
+        env.evaluate_expr(sympy.Ne(n, 1))  # installs Ne(n, 1)
+        assert env._maybe_evaluate_static(sympy.Gt(n, 1)) is None  # n = 0 is possible
+        # With a fact that excludes 0, the same question is provable from the range.
+        env.evaluate_expr(sympy.Ne(tf.FloorDiv(n, 3) + tf.PythonMod(n, 3), 0))
+        assert env._maybe_evaluate_static(sympy.Gt(n, 1)) is sympy.true
+        rec = env.verishape_log.records[-1]
+        assert sympy.Le(0, sympy.Symbol(n.name, integer=True)) in rec.obligation.premises
+
+
+def test_premises_keep_the_range_lower_bound():
+    with fx_config.patch(backed_size_oblivious=True):
+        env, n = _env_with_size(5)
+        premises, to_plain = env._premises(sympy.Gt(n, 1), "guard_avoided", None, None, False)
+        plain = to_plain[n]
+        assert plain.name == n.name and plain.is_positive is None
+        # SymPy folds 0 <= n to True for a positive n: the fact must be stated on the plain symbol.
+        assert sympy.Le(0, n) is sympy.true and sympy.Le(0, plain) in premises
+
+
+# ---------------------------------------------------------------- end to end
+
+
+def branchy(x):
+    if x.shape[0] == 1:
+        return torch.cat([x, torch.full((1,), 10.0)])
+    if x.shape[0] > 1:
+        return torch.cat([x, torch.full((1,), 20.0)])
+    return torch.cat([x, torch.full((1,), 30.0)])
+
+
+def test_backed_size_oblivious_keeps_the_size_guard():
+    # Traced at 3: stock installs Ne(s, 1) and s > 1, so sizes 0 and 1 recompile.
+    inputs = [(torch.ones(3),), (torch.ones(0),), (torch.ones(1),)]
+    with fx_config.patch(backed_size_oblivious=True):
+        ref = stock(branchy, inputs)
+        got = vs(branchy, inputs)
+    assert ref.results == ["ok", "ok", "ok"]
+    assert got.results == ref.results
+    assert len(got.envs) == len(ref.envs) == 3
+    first = got.envs[0]
+    n = next(iter(first.var_to_range))
+    installed = [first.replace(g.expr) for g in first.guards]
+    assert any(g.xreplace({n: 0}) is sympy.false for g in installed), installed
+
+
+# ---------------------------------------------------------------- the audit
+
+
+def test_audit_finds_a_counterexample_at_size_zero(tmp_path):
+    proc, report = audit("zero_blocks.py", "--assume", "0 <= x.size(0) <= 64", tmp_path=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    f = next(x for x in report["findings"] if x["kind"] == "guard_not_implied")
+    assert "//4" in f["guard"].replace(" ", "")
+    assert f["counterexample"] == {"L['x'].size()[0]": 0}

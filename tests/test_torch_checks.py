@@ -1,0 +1,141 @@
+"""torch's own consistency checks keep working on verishape frames.
+
+* Translation validation (``torch.fx.experimental._config.translation_validation``):
+  stock validates the ShapeEnv's recorded guards when it produces the frame's guards;
+  a verishape frame must validate the same guards, once, and fail the same way.
+* Recorded-events replay (``check_shape_env_recorded_events``): stock rebuilds the
+  ShapeEnv from its recorded events and compares it with the live one; a verishape frame
+  must replay into a VeriShapeEnv and compare equal.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from compile_helpers import capturing
+from torch.fx.experimental import _config as fx_config
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
+from torch.fx.experimental.validator import (
+    BisectValidationException,
+    ValidationException,
+)
+
+import verishape
+from verishape.shape_env import VeriShapeEnv
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def split_by(x, shape):
+    return x.split(shape)
+
+
+def pair(x, y):
+    """Guards ``a != b`` and ``a > b``: minimization drops the first (implied by the
+    second), which stock's range-based filter cannot.  Linear, so translation
+    validation (Z3 over reals) stays fast."""
+    a, b = x.shape[0], y.shape[0]
+    z = x.sum() if a != b else x.sum() * 2
+    return z + 1 if a > b else z
+
+
+def ratio(x, y):
+    """``a > b`` follows from the guard ``a >= 2 * b`` and ``b >= 2``: verishape decides
+    it while tracing (stock records a second guard).  Linear, as ``pair``."""
+    a, b = x.shape[0], y.shape[0]
+    z = x.sum() if a >= 2 * b else x.sum() * 2
+    return z + 1 if a > b else z
+
+
+def asserts(x):
+    a, b = x[0].item(), x[1].item()
+    torch._check(a >= 0)
+    torch._check(b >= 1)
+    torch._check(a * b >= a)  # discharged by a proof: stock defers a runtime assert
+    return torch.ones(a) * b
+
+
+# ---------------------------------------------------------------- translation validation
+
+def _flipped_guard_config(bisect: bool):
+    """Stock's own fault injection: the equality guard of ``split`` is recorded flipped,
+    so the installed guards no longer imply what tracing checked."""
+    return fx_config.patch(inject_EVALUATE_EXPR_flip_equality_TESTING_ONLY=True, translation_validation=True,
+                           translation_validation_no_bisect=not bisect)
+
+
+@pytest.mark.parametrize("backend,bisect,error", [("eager", False, ValidationException),
+                                                  ("aot_eager", True, BisectValidationException)],
+                         ids=["eager-no-bisect", "aot_eager-bisect"])
+def test_a_broken_guard_fails_translation_validation_as_in_stock(backend, bisect, error):
+    with torch._dynamo.config.patch(assume_static_by_default=False, suppress_errors=False), \
+            _flipped_guard_config(bisect):
+        for compile_fn in (torch.compile, verishape.compile):
+            torch._dynamo.reset()
+            with pytest.raises(error, match="translation validation failed"):
+                compile_fn(split_by, backend=backend)(torch.randn(20), (5, 10, 5))
+
+
+@pytest.fixture
+def validations(monkeypatch):
+    """Per validation run: the env's class and the guard expressions it was asked to
+    check (every target expression the env had registered so far)."""
+    targets: dict[int, list] = {}
+    runs: list[tuple[str, list[str]]] = []
+    add, check = ShapeEnv._add_target_expr, ShapeEnv._check_translation_validate
+
+    def spy_add(self, expr):
+        targets.setdefault(id(self), []).append(expr)
+        return add(self, expr)
+
+    def spy_check(self):
+        if self._translation_validation_enabled:
+            runs.append((type(self).__name__, sorted(set(map(str, targets.get(id(self), []))))))
+        return check(self)
+
+    monkeypatch.setattr(ShapeEnv, "_add_target_expr", spy_add)
+    monkeypatch.setattr(ShapeEnv, "_check_translation_validate", spy_check)
+    return runs
+
+
+def test_validation_runs_once_on_the_recorded_guards_not_the_minimized_list(validations):
+    envs: list = []
+    with fx_config.patch(translation_validation=True):
+        torch.compile(pair, backend="eager", dynamic=True)(torch.randn(8), torch.randn(5))
+        torch._dynamo.reset()
+        verishape.compile(pair, backend=capturing(envs), dynamic=True)(torch.randn(8), torch.randn(5))
+    assert [cls for cls, _ in validations] == ["ShapeEnv", "VeriShapeEnv"]
+    (_, stock_targets), (_, verishape_targets) = validations
+    assert verishape_targets == stock_targets
+    # ... although the installed list was shorter: validation did not see it.
+    (minimization,) = [m for m in envs[0].verishape_log.minimizations if m.applied]
+    assert len(minimization.kept) < len(minimization.stock)
+
+
+# ---------------------------------------------------------------- recorded-events replay
+
+@pytest.mark.parametrize("fn,args,acted", [
+    (pair, (torch.randn(8), torch.randn(5)), lambda log: any(m.applied for m in log.minimizations)),
+    (ratio, (torch.randn(8), torch.randn(3)), lambda log: any(r.obligation.kind == "guard_avoided" for r in log.records)),
+    (asserts, (torch.tensor([3, 2]),), lambda log: any(r.obligation.kind == "assert_discharged" for r in log.records)),
+], ids=["minimizes", "decides", "discharges"])
+def test_recorded_events_replay_compares_equal(fn, args, acted):
+    from torch.fx.experimental.recording import replay_shape_env_events
+
+    envs: list = []
+    with torch._dynamo.config.patch(capture_scalar_outputs=True), \
+            fx_config.patch(translation_validation=True, check_shape_env_recorded_events=True):
+        out = verishape.compile(fn, backend=capturing(envs), dynamic=True)(*args)
+        (env,) = envs
+        replayed = replay_shape_env_events(env.events)
+    assert torch.equal(out, fn(*args))
+    assert isinstance(env, VeriShapeEnv) and env.check_recorded_events
+    assert acted(env.verishape_log)  # verishape changed something the replay must reproduce
+    # What the check compared against: a VeriShapeEnv, equal to the live one.
+    assert type(replayed) is VeriShapeEnv
+    env.check_equal(replayed)
