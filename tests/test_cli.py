@@ -1,7 +1,12 @@
 """The ``verishape`` command's basics."""
 
+import json
 import subprocess
 import sys
+import time
+from pathlib import Path
+
+import pytest
 
 from verishape import __version__
 from verishape._compat import UnsupportedTorch, check_supported, parse_version, probe
@@ -85,3 +90,60 @@ def test_feature_detection_on_fake_torch_internals():
         require(lacking, _FakeSource, "2.13.0")
     with pytest.raises(UnsupportedTorch, match="torch 2.10.0 is installed"):
         require(full, _FakeSource, "2.10.0")
+
+
+# ------------------------------------------------------------------ bad input (issue 10, item 9)
+
+SCRIPTS = Path(__file__).parent / "scripts"
+
+#: Runs the CLI in a fresh interpreter and reports which heavy modules it imported.
+_PROBE = ("import sys\nfrom verishape.cli import main\nrc = main(sys.argv[1:])\n"
+          "print('HEAVY', sorted(m for m in ('torch', 'sympy', 'z3') if m in sys.modules))\nsys.exit(rc)\n")
+
+
+def _one_error_line(stderr):
+    errors = [line for line in stderr.splitlines() if line.startswith("verishape: error:")]
+    assert len(errors) == 1 and "Traceback" not in stderr, stderr
+    return errors[0]
+
+
+def _probe(*args, cwd=None):
+    start = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", _PROBE, *args], capture_output=True, text=True, cwd=cwd,
+                         timeout=300)
+    return out, time.perf_counter() - start
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["verify-guards", "missing.py"], "script not found: missing.py"),
+    (["explain", "missing.py"], "script not found: missing.py"),
+    (["verify-guards", str(SCRIPTS / "clean.py"), "--json", "/nonexistent-dir/r.json"], "--json /nonexistent-dir/r.json"),
+    (["verify-guards", str(SCRIPTS / "clean.py"), "--json", str(SCRIPTS)], "--json"),
+    (["fuzz-meta", "--ops", "abs", "--time-budget", "-1"], "--time-budget"),
+    (["fuzz-meta", "--ops", "abs", "--time-budget", "nan"], "--time-budget"),
+    (["fuzz-meta", "--ops", "abs", "--resume", "/nonexistent-dir/progress.jsonl"], "--resume"),
+])
+def test_bad_arguments_are_refused_before_importing_torch(args, needle):
+    out, elapsed = _probe(*args)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert needle in _one_error_line(out.stderr)
+    assert "HEAVY []" in out.stdout, out.stdout  # neither torch, sympy nor z3 was imported
+    assert elapsed < 5, elapsed
+
+
+def test_latin1_script_is_audited_and_explained(tmp_path):
+    script = SCRIPTS / "latin1.py"
+    assert b"\xe9" in script.read_bytes()  # really latin-1 bytes, not UTF-8
+    report = tmp_path / "r.json"
+    out = _run("verify-guards", str(script), "--json", str(report))
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(report.read_text())["summary"]["frames"] == 1
+    out = _run("explain", str(script))
+    assert out.returncode == 0 and "f (latin1.py:6): 1 frame(s)" in out.stdout, out.stderr[-2000:]
+
+
+def test_undecodable_script_is_one_line(tmp_path):
+    script = tmp_path / "bad_bytes.py"
+    script.write_bytes(b"x = '\xff\xfe'\n")  # no coding line: UTF-8, and these bytes are not UTF-8
+    out, _ = _probe("verify-guards", str(script))
+    assert out.returncode == 2 and "bad_bytes.py" in _one_error_line(out.stderr)

@@ -42,3 +42,45 @@ def test_explain_command(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "f (deploy_skip_guards.py:5): 1 frame(s) compiled with verishape" in out.stdout
     assert "guards:" in out.stdout
+
+
+# ------------------------------------------------------------------ issue 10, item 10
+
+SCRIPTS = Path(__file__).parent / "scripts"
+
+
+def _explain(script):
+    return subprocess.run([sys.executable, "-m", "verishape", "explain", str(SCRIPTS / script)],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_explain_exits_nonzero_when_a_compile_error_stops_the_script():
+    out = _explain("even_view.py")  # mark_dynamic(min=2) but the view needs an even size
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "f (even_view.py:4)" in out.stdout  # what compiled is still explained
+    errors = [line for line in out.stderr.splitlines() if "compile error" in line]
+    assert len(errors) == 1 and "ConstraintViolationError" in errors[0] and "Traceback" not in out.stderr
+
+
+def test_explain_script_that_raises_is_one_line_exit_2():
+    out = _explain("raises.py")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "raised ValueError" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_explain_decisions_point_at_user_code():
+    out = _explain("aot_decisions.py")  # aot_eager: AOTAutograd asks too, after Dynamo's trace
+    assert out.returncode == 0, out.stderr
+    decided = [line for line in out.stdout.splitlines() if line.strip().startswith("decided")]
+    assert len(decided) >= 5
+    for line in decided:
+        where = line.rsplit("[", 1)[-1]
+        assert "aot_decisions.py:" in where and "verishape/" not in where and "torch/" not in where, line
+
+
+def test_frames_of_different_functions_get_different_numbers():
+    out = _explain("two_functions.py")
+    assert out.returncode == 0, out.stderr
+    frames = [line.split(":")[0] for line in out.stdout.splitlines() if line.startswith("frame ")]
+    assert frames == ["frame 0", "frame 1"], out.stdout
+    assert "g (two_functions.py:4): 1 frame(s)" in out.stdout and "h (two_functions.py:10): 1 frame(s)" in out.stdout

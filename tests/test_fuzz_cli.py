@@ -89,3 +89,48 @@ def test_custom_op_by_name_with_import_exits_1_with_repro(tmp_path):
     f = report["findings"][0]
     assert {"op", "variant", "kind", "mode", "repro"} <= set(f)
     assert "import test_fuzz_custom_op" in f["repro"]
+
+
+# ------------------------------------------------------------------ bad input (issue 10, item 9)
+
+
+def _run_like_console_script(*args, cwd):
+    """``python -P``: the current folder is not on sys.path, as with the installed ``verishape``."""
+    return subprocess.run([sys.executable, "-P", "-m", "verishape", "fuzz-meta", *args], capture_output=True,
+                          text=True, cwd=cwd, timeout=300)
+
+
+@pytest.mark.parametrize("body, needle", [
+    ("raise RuntimeError('broken at import')\n", "RuntimeError: broken at import"),
+    ("import sys\nsys.exit(3)\n", "SystemExit"),
+    ("1 / 0\n", "ZeroDivisionError"),
+])
+def test_import_of_a_module_that_raises_is_one_line(tmp_path, body, needle):
+    (tmp_path / "raising_mod.py").write_text(body)
+    out = _run_like_console_script("--ops", "abs", "--import", "raising_mod", cwd=tmp_path)
+    assert out.returncode == 2, out.stderr[-2000:]
+    errors = [line for line in out.stderr.splitlines() if line.startswith("verishape: error:")]
+    assert len(errors) == 1 and "--import raising_mod" in errors[0] and needle in errors[0], out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_import_finds_modules_in_the_current_folder_also_in_workers(tmp_path):
+    (tmp_path / "local_mod.py").write_text(
+        "import os\nopen(os.path.join(os.path.dirname(__file__), f'imported.{os.getpid()}'), 'w').close()\n")
+    out_json = tmp_path / "r.json"
+    out = _run_like_console_script("--ops", "abs,neg", "--import", "local_mod", "--jobs", "2", "--mode", "backed",
+                                   "--max-examples", "1", "--json", str(out_json), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert len(list(tmp_path.glob("imported.*"))) >= 2  # the main process and at least one worker
+    assert json.loads(out_json.read_text())["summary"]["ops"] == 2
+
+
+def test_resume_into_a_missing_folder_is_one_line(capsys, tmp_path):
+    assert main(["fuzz-meta", "--ops", "abs", "--resume", str(tmp_path / "no" / "p.jsonl")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--resume" in err and len(err.splitlines()) == 1
+
+
+def test_negative_time_budget_is_refused(capsys):
+    assert main(["fuzz-meta", "--ops", "abs", "--time-budget", "-1"]) == 2
+    assert "--time-budget" in capsys.readouterr().err

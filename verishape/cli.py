@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from ._version import __version__
 
 
-from .cli_errors import UsageError  # noqa: F401 - re-exported for subcommands
+from .cli_errors import UsageError, check_script, check_writable
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -43,7 +43,12 @@ def _build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--assume", action="append", metavar="EXPR",
                        help="a fact about input sizes, e.g. \"2 <= x.size(0) <= 64\" (repeatable)")
     audit.add_argument("script_args", nargs="*", help="arguments for the script, after --")
-    explain = sub.add_parser("explain", help="run a script and explain what verishape changed in each frame")
+    explain = sub.add_parser(
+        "explain", help="run a script and explain what verishape changed in each frame",
+        description="Run SCRIPT as __main__ and explain, per compiled frame (numbered in compile order), "
+        "what verishape changed and why, at the user's source lines. "
+        "Exit 0: the script ran to its end; 1: a compile error stopped it; 2: usage or input error.",
+    )
     explain.add_argument("script", help="the Python script to run")
     explain.add_argument("script_args", nargs="*", help="arguments for the script, after --")
     from .fuzz.cli import add_parser as add_fuzz_meta_parser
@@ -59,12 +64,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        # Each command checks its arguments before importing torch, sympy or z3 (seconds):
+        # bad input is refused at once, and never after the work it would spoil.
         if args.command == "explain":
+            check_script(args.script)
             from .explanation import explain_script
 
-            print(explain_script(args.script, args.script_args))
-            return 0
+            text, status, stopped = explain_script(args.script, args.script_args)
+            print(text)
+            if stopped:
+                print(f"verishape: explain: {stopped}", file=sys.stderr)
+            return status
         if args.command == "verify-guards":
+            check_script(args.script)
+            if args.json is not None:
+                check_writable(args.json, "--json")
             from .audit.run import main as verify_main
 
             return verify_main(args)

@@ -18,6 +18,9 @@ from . import sources
 def _frame_text(index: int, env: Any) -> list[str]:
     log = env.verishape_log
     lines = [f"frame {index}: {log.summary()}"]
+    for expr, where in getattr(log, "vacuous", ()):
+        lines.append(f"  refused a vacuous proof (its premises contradict each other), stock decided: "
+                     f"{sources.describe(expr, env)}" + (f"  [{where}]" if where else ""))
     for m in log.minimizations:
         verdict = ("installed (equivalence proved)" if m.applied
                    else "not applied (equivalence not proved), stock list installed" if m.dropped
@@ -62,28 +65,40 @@ def recompile_reasons(co_name: str) -> list[str]:
     return out
 
 
-def explain_envs(name: str, envs: list[Any]) -> str:
+def explain_envs(name: str, envs: list[Any], numbers: list[int] | None = None) -> str:
+    """``numbers``: each frame's number, unique across the whole run (a script's frames are
+    numbered in compile order, as ``verify-guards`` numbers them); by default 0, 1, ..."""
     if not envs:
         return f"{name}: no frame compiled with verishape yet (call the compiled function first)"
     lines = [f"{name}: {len(envs)} frame(s) compiled with verishape"]
-    for i, env in enumerate(envs):
-        lines += _frame_text(i, env)
+    for number, env in zip(numbers if numbers is not None else range(len(envs)), envs):
+        lines += _frame_text(number, env)
     reasons = recompile_reasons(name.split(" ")[0])
     lines += ["recompiles:"] + [f"  {r}" for r in reasons] if reasons else ["recompiles: none"]
     return "\n".join(lines)
 
 
-def explain_script(script: str, script_args: list[str]) -> str:
-    """Run ``script`` with every compiled frame using VeriShapeEnv; explain each."""
+def explain_script(script: str, script_args: list[str]) -> tuple[str, int, str | None]:
+    """Run ``script`` with every compiled frame using VeriShapeEnv; explain each.
+
+    Returns (explanation, exit status, why the script stopped or None): 0 when the script
+    ran to its end, 1 when a compile error stopped it (what compiled before is still
+    explained).  A script that raises on its own is a UsageError (exit 2), as in the audit.
+    Frames of one function are grouped; every frame keeps its run-wide number."""
     from pathlib import Path
 
     from .audit.capture import run_script
 
     run = run_script(Path(script), script_args, lambda _m: None)
-    parts = [explain_envs(f"{f.name} ({f.location})", [f.env]) for f in run.frames]
+    groups: dict[Any, list[Any]] = {}
+    for f in run.frames:
+        groups.setdefault(f.code, []).append(f)
+    parts = [explain_envs(f"{fs[0].name} ({fs[0].location})", [f.env for f in fs], [f.index for f in fs])
+             for fs in groups.values()]
     if run.script_error:
-        parts.append(f"the script stopped on a compile error: {run.script_error}")
-    return "\n\n".join(parts)
+        stopped = f"the script stopped on a compile error: {run.script_error}"
+        return "\n\n".join([*parts, stopped]), 1, stopped
+    return "\n\n".join(parts), 0, None
 
 
 def explain(compiled_fn: Any) -> str:

@@ -18,11 +18,16 @@ import sympy
 from torch.utils._sympy import functions as tf
 
 import solvers
+from solvers import concrete
 from solvers.result import SolveResult
+from verishape import facts as facts_mod
+from verishape.cli_errors import UsageError
 from verishape.sources import describe, symbol_sources
 
-from .capture import Frame
-from .space import DEFAULT_BACKED, DEFAULT_UNBACKED, Assumption, Bounds, bounds_from_assumption, declared_from_locals
+from .capture import NOT_COMPILED, Frame
+
+from .space import (DEFAULT_BACKED, DEFAULT_UNBACKED, Assumption, Bounds, bounds_from_assumption, contradiction,
+                    declared_from_locals, linear_bound, short)
 
 _MODS = (tf.Mod, tf.PythonMod, tf.ModularIndexing)
 
@@ -38,6 +43,21 @@ class Check:
     status: str  # "implied", "not_implied", "undecided"
     result: SolveResult
     counterexample: dict[str, int | float] | None = None
+    #: For a guard the declared space does not imply, whether its counterexample breaks it
+    #: alone (see :data:`ISOLATIONS`); None for implied guards and runtime asserts.
+    isolation: str | None = None
+    #: the other installed guards the shown counterexample breaks too (when not alone)
+    also_breaks: list[str] = dataclasses.field(default_factory=list)
+    isolation_note: str = ""
+    #: the solver's answer to "does every input that breaks this guard break another one?"
+    isolation_result: SolveResult | None = None
+
+
+#: ``only_this_guard``: the counterexample satisfies the frame's other installed guards
+#: (each defined and true there), so its replay shows what this guard alone protects;
+#: ``also_breaks_others``: no input of the declared space breaks this guard alone (proved);
+#: ``unknown``: the solver found no such input and could not prove there is none.
+ISOLATIONS = ("only_this_guard", "also_breaks_others", "unknown")
 
 
 @dataclasses.dataclass
@@ -49,6 +69,9 @@ class Finding:
     counterexample: dict[str, int | float] | None
     detail: str = ""
     replay: dict[str, Any] | None = None
+    isolation: str | None = None
+    also_breaks: list[str] = dataclasses.field(default_factory=list)
+    isolation_note: str = ""
 
 
 @dataclasses.dataclass
@@ -79,40 +102,111 @@ class FrameAuditor:
         self.symbol_of_source = {src: sym for sym in self.env.var_to_range
                                  for src in self.sources.get(str(sym), [])}
         self.declared_bounds = self._declared_bounds(assumptions)
-        self.assumptions = [f for a in assumptions if (f := a.for_frame(self.symbol_of_source)) is not None]
+        #: each --assume that names only this frame's inputs, with its fact in the frame's symbols
+        self.frame_assumptions = [(a, f) for a in assumptions if (f := a.for_frame(self.symbol_of_source)) is not None]
+        self.assumptions = [f for _, f in self.frame_assumptions]
+        self.prover = self._plain_prover(prover)
+
+    def _plain_prover(self, prover: solvers.Prover) -> facts_mod.PlainProver:
+        """The audit's axioms: a size's sign comes from the declared space, never from
+        SymPy's ``positive``, which torch keeps on backed sizes whose range admits 0
+        (``backed_size_oblivious``, a declared ``min=0``).  Every symbol the space bounds
+        from below is asked about as a plain integer; others keep torch's declaration."""
+        lower_bounded = facts_mod.lower_bounded(self.space_facts())
+        to_plain = facts_mod.plain_symbols(list(self.env.var_to_range), lower_bounded)
+        if to_plain is None:
+            raise RuntimeError("internal error (a verishape bug): two symbols of one frame share a name")
+        return facts_mod.PlainProver(prover, to_plain)
 
     # ------------------------------------------------------------ declared space
 
     def _declared_bounds(self, assumptions: Sequence[Assumption]) -> dict[str, Bounds]:
-        """Declarations intersect; an undeclared dimension gets stock torch's [2, oo)."""
+        """Declarations intersect (``mark_dynamic``/``mark_unbacked`` and every ``--assume``,
+        in any order and form).  An undeclared dimension keeps stock torch's [2, oo) unless
+        an ``--assume`` gives it a lower bound (declaring sizes 0 or 1 on purpose widens the
+        default); an upper bound alone never moves the default lower bound."""
         marked = declared_from_locals(self.frame.local_scope)
-        out: dict[str, Bounds | None] = {src: marked.get(src) for src in self.symbol_of_source}
+        stated: dict[str, tuple[list[int], list[int], list[str]]] = {}
         for a in assumptions:
             for src, (lo, hi) in bounds_from_assumption(a).items():
-                if src not in out:
-                    continue
-                old = out[src]
-                if old is None:
-                    out[src] = Bounds(lo, hi, f"--assume {a.text!r}")
-                    continue
-                lows = [v for v in (old.lower, lo) if v is not None]
-                highs = [v for v in (old.upper, hi) if v is not None]
-                out[src] = Bounds(max(lows) if lows else None, min(highs) if highs else None,
-                                  f"{old.origin} and --assume {a.text!r}")
-        return {src: b if b is not None else DEFAULT_BACKED for src, b in out.items()}
+                if src in self.symbol_of_source:
+                    lows, highs, texts = stated.setdefault(src, ([], [], []))
+                    lows += [lo] if lo is not None else []
+                    highs += [hi] if hi is not None else []
+                    texts.append(f"--assume {short(a.text)!r}")
+        out: dict[str, Bounds] = {}
+        for src in self.symbol_of_source:
+            base, (lows, highs, texts) = marked.get(src), stated.get(src, ([], [], []))
+            if not texts:
+                out[src] = base or DEFAULT_BACKED
+                continue
+            if base is None:
+                # Undeclared: the default lower bound stays unless a fact states another.
+                base = Bounds(None if lows else DEFAULT_BACKED.lower, None, "stock torch's lower bound 2")
+            lows += [base.lower] if base.lower is not None else []
+            highs += [base.upper] if base.upper is not None else []
+            origin = " and ".join(([base.origin] if base.lower is not None or base.upper is not None else []) + texts)
+            out[src] = Bounds(max(lows) if lows else None, min(highs) if highs else None, origin)
+        return out
+
+    def labelled_space(self) -> list[tuple[str, sympy.Basic]]:
+        """The declared space's facts about input sizes, each with the words that name it
+        for the user (a bound with its origin, an ``--assume`` with its text)."""
+        out: list[tuple[str, sympy.Basic]] = []
+        for src, b in sorted(self.declared_bounds.items()):
+            sym = self.symbol_of_source[src]
+            if b.lower is not None:
+                out.append((f"{b.lower} <= {src} ({b.origin})", sympy.Le(b.lower, sym, evaluate=False)))
+            if b.upper is not None:
+                out.append((f"{src} <= {b.upper} ({b.origin})", sympy.Le(sym, b.upper, evaluate=False)))
+        out += [(f"--assume {short(a.text)!r}", f) for a, f in self.frame_assumptions]
+        return out
+
+    def require_space(self) -> None:
+        """The declared space must hold at least one input, and every ``--assume`` must have
+        a value on all of it: over an empty space every guard would be "implied" and the
+        audit would say "no findings" about nothing.  Raises UsageError naming the facts."""
+        where = f"frame {self.frame.index} ({self.frame.name}, {self.frame.location})"
+        labelled = self.labelled_space()
+        core = contradiction(labelled, self.prover.prove)
+        if core is not None:
+            raise UsageError(f"the declared input space of {where} is empty: no input satisfies "
+                             f"{' and '.join(dict.fromkeys(core))}")
+        # A divisor is proved nonzero from the bounds and the facts that cannot raise: a fact
+        # with a zero divisor reads as false there, so it would exclude its own bad points.
+        safe = [f for (a, f) in self.frame_assumptions if not a.divisors]
+        premises = [f for label, f in labelled if not label.startswith("--assume")] + safe
+        for a, _ in self.frame_assumptions:
+            for d in a.divisors_for_frame(self.symbol_of_source):
+                r = self.prover.prove(sympy.Ne(d, 0), premises)
+                if r.status != solvers.PROVED:
+                    at = f" (e.g. at {self.keyed(r.counterexample)})" if r.counterexample else ""
+                    raise UsageError(f"--assume {short(a.text)!r} may divide by zero in {where}: "
+                                     f"{describe(d, self.env)} can be 0 in the declared space{at}, where the "
+                                     f"fact has no value")
+
+    def declared_lines(self) -> list[str]:
+        """The declared space as the report shows it: one line per bounded size, then the
+        facts that are not simple bounds (a bound written another way shows as the bound)."""
+        lines = [b.describe(src) for src, b in sorted(self.declared_bounds.items())]
+        for _, fact in self.frame_assumptions:
+            lines += [f"{describe(part, self.env)}  (--assume)" for part in sympy.And.make_args(fact)
+                      if part is not sympy.true and linear_bound(part) is None]
+        return list(dict.fromkeys(lines))
 
     def space_facts(self) -> list[sympy.Basic]:
         facts: list[sympy.Basic] = []
         for src, b in self.declared_bounds.items():
             sym = self.symbol_of_source[src]
+            # Unevaluated: SymPy would fold 0 <= s to True for a positive s (see _plain_prover).
             if b.lower is not None:
-                facts.append(sympy.Le(b.lower, sym))
+                facts.append(sympy.Le(b.lower, sym, evaluate=False))
             if b.upper is not None:
-                facts.append(sympy.Le(sym, b.upper))
+                facts.append(sympy.Le(sym, b.upper, evaluate=False))
         for sym in self.env.var_to_range:
             # A data-dependent size (no input source) that torch knows is a size.
             if str(sym) not in self.sources and self._is_size(sym):
-                facts.append(sympy.Le(DEFAULT_UNBACKED.lower, sym))
+                facts.append(sympy.Le(DEFAULT_UNBACKED.lower, sym, evaluate=False))
         return [f for f in facts if f is not sympy.true] + self.assumptions
 
     def _is_size(self, sym: sympy.Symbol) -> bool:
@@ -139,14 +233,84 @@ class FrameAuditor:
 
     # ------------------------------------------------------------ the audit
 
-    def check(self, kind: str, expr: sympy.Basic, where: str | None, premises: list[sympy.Basic]) -> Check:
+    def check(self, kind: str, expr: sympy.Basic, where: str | None, premises: list[sympy.Basic],
+              others: list[sympy.Basic] | None = None) -> Check:
+        """Implied or not by ``premises`` (the declared space) alone.  When not, and
+        ``others`` (the frame's other guards, :meth:`other_guards`) are given, the
+        counterexample is solved against them too, so that it breaks this guard only."""
         goal = self.env.replace(expr)
         result = self.prover.prove(goal, premises)
         if result.status == solvers.REFUTED:
             result = self.small_refutation(goal, premises, result)
         status = {solvers.PROVED: "implied", solvers.REFUTED: "not_implied"}.get(result.status, "undecided")
+        if result.status == solvers.PROVED and result.vacuous:
+            status = "vacuous"  # the premises contradict each other: the proof says nothing
         cex = self.keyed(result.counterexample) if result.counterexample else None
-        return Check(kind, describe(goal, self.env), where, status, result, cex)
+        check = Check(kind, describe(goal, self.env), where, status, result, cex)
+        if result.status == solvers.REFUTED and others is not None:
+            self._isolate(check, goal, premises, others)
+        return check
+
+    def _isolate(self, check: Check, goal: sympy.Basic, premises: list[sympy.Basic],
+                 others: list[sympy.Basic]) -> None:
+        """Find an input of the declared space where every other guard of the frame is
+        defined and true and this one is not; or say that none exists.  (A premise that
+        raises at a point is not satisfied there, so a guard dividing by a size another
+        guard keeps nonzero cannot be broken "alone" by making the divisor zero.)"""
+        alone = self.prover.prove(goal, premises + others)
+        if alone.status == solvers.REFUTED:
+            alone = self.small_refutation(goal, premises + others, alone)
+        check.isolation_result = alone
+        if alone.status == solvers.REFUTED and alone.counterexample:
+            check.isolation, check.counterexample = "only_this_guard", self.keyed(alone.counterexample)
+            return
+        check.also_breaks = self._broken_at(others, check.result.counterexample or {})
+        shown = f"; the counterexample shown also breaks {'; '.join(check.also_breaks)}" if check.also_breaks else ""
+        if alone.status == solvers.PROVED:
+            check.isolation = "also_breaks_others"
+            why = ("the frame's other guards admit no input of the declared space" if alone.vacuous
+                   else "every input that breaks it also breaks another guard of the frame")
+            check.isolation_note = f"no input in the declared space breaks this guard alone: {why}{shown}"
+        else:
+            check.isolation = "unknown"
+            check.isolation_note = (f"the solver found no input that breaks this guard alone ({alone.status}"
+                                    f"{': ' + alone.reason if alone.reason else ''}){shown}")
+
+    def _broken_at(self, guards: list[sympy.Basic], values: dict[str, int | float]) -> list[str]:
+        """The guards that are false or raise at ``values`` (symbol name -> value)."""
+        out = []
+        for g in guards:
+            env = {s: values[str(s)] for s in g.free_symbols if str(s) in values}
+            if len(env) < len(g.free_symbols):
+                continue
+            try:
+                holds = concrete.evaluate(g, env) is True
+            except concrete.Undefined:
+                holds = False
+            except concrete.Unevaluable:
+                continue
+            if not holds:
+                out.append(describe(g, self.env))
+        return out
+
+    def other_guards(self, goal: sympy.Basic) -> list[sympy.Basic]:
+        """The frame's guards other than ``goal``, plus the ``2 <= size`` range checks of
+        0/1 specialization: what an input must satisfy to break ``goal`` alone.
+
+        These are the stock guards, not the minimized list: minimization may drop a guard
+        because the installed range check, which torch narrows with that very guard
+        (``y > 16`` makes it ``17 <= y``), implies it, so the minimized list alone would
+        let a counterexample break that guard too.  An input satisfying every other stock
+        guard satisfies every other installed check (the installed set is proved
+        equivalent to the stock one, and its rewrites and folded ranges are made of stock
+        guards)."""
+        others = [g for g in dict.fromkeys(self.env.replace(g.expr) for g in self.env.guards) if g != goal]
+        symbols = goal.free_symbols.union(*(g.free_symbols for g in others))
+        for sym, vr in self.env.var_to_range.items():
+            lower = getattr(vr, "lower", None)
+            if sym in symbols and self.sources.get(str(sym)) and lower is not None and lower >= 2:
+                others.append(sympy.Le(2, sym, evaluate=False))
+        return [part for g in others for part in sympy.And.make_args(g)]
 
     def run(self) -> FrameAudit:
         space = self.space_facts()
@@ -154,25 +318,29 @@ class FrameAuditor:
         findings: list[Finding] = []
         index = self.frame.index
         for g in self.env.guards:
-            c = self.check("guard", g.expr, _where(g.sloc), space)
+            c = self.check("guard", g.expr, _where(g.sloc), space, self.other_guards(self.env.replace(g.expr)))
             checks.append(c)
             if c.status != "implied":
-                kind = "guard_not_implied" if c.status == "not_implied" else "guard_undecided"
-                findings.append(Finding(kind, index, c.expr, c.source_line, c.counterexample))
+                kind = {"not_implied": "guard_not_implied", "vacuous": "vacuous_proof"}.get(c.status, "guard_undecided")
+                findings.append(Finding(kind, index, c.expr, c.source_line, c.counterexample,
+                                        detail=c.isolation_note, isolation=c.isolation, also_breaks=c.also_breaks,
+                                        isolation_note=c.isolation_note))
         asserts = [ra.expr for ras in self.env.deferred_runtime_asserts.values() for ra in ras]
         for expr in asserts:
             checks.append(self.check("runtime_assert", expr, None, space))
         findings += self._contradictions(space, asserts)
         findings += self._refuted_checks()
+        findings += self._vacuous_findings(checks)
         findings += self._specializations()
         findings += self._duck_sizing()
         fallbacks = self._fallbacks(space + asserts, findings)
-        if self.frame.error:
+        if self.frame.error and self.frame.error_kind != NOT_COMPILED:  # that one ran eagerly: nothing to flag
             findings.append(Finding(self.frame.error_kind or "compile_failed", index, self.frame.error, None, None,
                                     detail="the frame did not compile"))
-        declared = [b.describe(src) for src, b in sorted(self.declared_bounds.items())]
-        declared += [f"{describe(a, self.env)}  (--assume)" for a in self.assumptions
-                     if len(a.free_symbols) > 1 or not isinstance(a, (sympy.Le, sympy.Lt, sympy.Ge, sympy.Gt))]
+        if self.frame.recompile_limit:
+            findings.append(Finding("recompile_limit", index, self.frame.recompile_limit, None, None,
+                                    detail="later calls of this code ran eagerly: never compiled, so not audited"))
+        declared = self.declared_lines()
         log = self.env.verishape_log
         minimizations = [{
             "stock_guards": [describe(g, self.env) for g in m.stock],
@@ -204,6 +372,19 @@ class FrameAuditor:
             return [Finding("contradictory_facts", self.frame.index, text, None, None,
                             detail="no input in the declared space satisfies these runtime asserts")]
         return []
+
+    def _vacuous_findings(self, checks: list[Check]) -> list[Finding]:
+        """Proofs that hold only because their premises contradict each other: a runtime
+        assert "implied" that way, and the vacuous proofs VeriShapeEnv refused while
+        compiling (it then kept stock behaviour, but the contradiction means a premise or
+        translation bug worth reporting).  Guards are reported where they are checked."""
+        why = "proved only because the premises contradict each other: the proof says nothing"
+        out = [Finding("vacuous_proof", self.frame.index, c.expr, c.source_line, None, detail=why)
+               for c in checks if c.kind == "runtime_assert" and c.status == "vacuous"]
+        for expr, where in getattr(self.env.verishape_log, "vacuous", ()):
+            out.append(Finding("vacuous_proof", self.frame.index, describe(expr, self.env), where, None,
+                               detail=f"while compiling: {why}; verishape refused it and kept stock behaviour"))
+        return out
 
     def _refuted_checks(self) -> list[Finding]:
         """A ``torch._check`` the solver proved false from earlier facts: the facts
@@ -252,13 +433,15 @@ class FrameAuditor:
         for expr, value, where, kind, detail in taken:
             goal = expr if value else sympy.Not(expr)
             r = self.prover.prove(goal, premises)
+            vacuous = r.status == solvers.PROVED and r.vacuous  # premises contradict: proves nothing
             entry = {"expr": describe(expr, self.env), "assumed": value, "source_line": where,
-                     "status": r.status, "kind": kind.replace("_unproved", ""),
+                     "status": "vacuous" if vacuous else r.status, "kind": kind.replace("_unproved", ""),
                      "counterexample": self.keyed(r.counterexample) if r.counterexample else None}
             out.append(entry)
-            if r.status != solvers.PROVED:
+            if r.status != solvers.PROVED or vacuous:
+                why = detail + ("; proved only vacuously (the premises contradict each other)" if vacuous else "")
                 findings.append(Finding(kind, self.frame.index, f"{entry['expr']} assumed {value}", where,
-                                        entry["counterexample"], detail=detail))
+                                        entry["counterexample"], detail=why))
         return out
 
 
@@ -272,3 +455,20 @@ def _distinct_values(a: Bounds, b: Bounds) -> tuple[int, int] | None:
         if vb != va and (b.upper is None or vb <= b.upper):
             return va, vb
     return None
+
+
+def require_declared_space(frames: Sequence[Frame], assumptions: Sequence[Assumption], prover: solvers.Prover) -> None:
+    """Before auditing anything: every ``--assume`` must name sizes some compiled frame has
+    as symbols (an input the script never compiles with, or a dimension that is static in
+    every frame, would be silently ignored), and each frame's declared space must hold an
+    input on which every fact has a value (``FrameAuditor.require_space``)."""
+    auditors = [FrameAuditor(frame, assumptions, prover) for frame in frames]
+    known = set().union(*(a.symbol_of_source for a in auditors))
+    for a in assumptions:
+        missing = sorted(set(a.sources.values()) - known)
+        if missing:
+            have = ", ".join(sorted(known)) or "none"
+            raise UsageError(f"--assume {short(a.text)!r} names {', '.join(missing)}, which is not a dynamic size of "
+                             f"any compiled frame (not an input, or static everywhere; dynamic sizes: {have})")
+    for auditor in auditors:
+        auditor.require_space()

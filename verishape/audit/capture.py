@@ -2,9 +2,12 @@
 
 Every frame Dynamo compiles while the script runs (through ``verishape.compile`` or plain
 ``torch.compile``) gets a VeriShapeEnv; we keep its code object, its real locals (the
-inputs, for declared ranges and for replay) and its ShapeEnv.  The callables returned by
-``torch.compile`` are recorded too, so a frame whose code is a compiled function's own
-code can be replayed at other shapes.
+inputs, for declared ranges and for replay), its globals, its compile id and its
+ShapeEnv.  Once the frame has compiled, the entry Dynamo cached for that compile id (the
+transformed bytecode and the compiled graphs it calls) is kept as the frame's
+:class:`Artifact`, so a replay runs exactly the audited graph, with no guard check and
+without touching Dynamo's cache.  What the run could not audit is kept too: the graph
+break that ended a frame, and Dynamo's recompile limit hit by the script itself.
 """
 
 from __future__ import annotations
@@ -14,14 +17,17 @@ import logging
 import os
 import runpy
 import sys
+import types
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
+from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+from torch._guards import CompileContext
 
 from compiler import frames
-from verishape.cli_errors import UsageError
+from verishape.cli_errors import UsageError, check_script
 
 #: Exceptions that mean "compiling a frame failed" rather than "the script is broken".
 _COMPILE_ERRORS: tuple[type[BaseException], ...] = (torch._dynamo.exc.TorchDynamoException,)
@@ -34,6 +40,24 @@ def _compile_error_types() -> tuple[type[BaseException], ...]:
     return _COMPILE_ERRORS + tuple(extra)
 
 
+#: ``Frame.error_kind`` of a frame whose trace Dynamo abandoned: it ran eagerly, so there is
+#: no artifact (and nothing unsound) there; its guards, if any, are reported as usual.
+NOT_COMPILED = "not_compiled"
+
+#: Prefix of the globals Dynamo installs for each compiled graph of a frame.
+GRAPH_PREFIX = "__compiled_fn"
+
+
+@dataclasses.dataclass
+class Artifact:
+    """What Dynamo runs for one compiled frame once its guards pass: the cache entry's
+    transformed bytecode, and the compiled graphs it calls by global name (kept here so
+    that a later ``torch._dynamo.reset()`` or a rebound global cannot change them)."""
+
+    code: types.CodeType
+    graphs: dict[str, Callable[..., Any]]
+
+
 @dataclasses.dataclass
 class Frame:
     index: int
@@ -42,6 +66,16 @@ class Frame:
     env: Any
     error: str | None = None
     error_kind: str | None = None
+    #: Dynamo's id of this compile (``torch._guards.CompileId``); None outside Dynamo.
+    compile_id: Any = None
+    global_scope: dict[str, Any] | None = None
+    #: the cached entry of this compile, None when Dynamo's cache never held it or lost it
+    artifact: Artifact | None = None
+    #: what the run could not audit in or around this frame (graph break, ...)
+    notes: list[str] = dataclasses.field(default_factory=list)
+    #: Dynamo's recompile limit, hit by the script for this frame's code: later calls ran
+    #: eagerly and were never compiled, so never audited
+    recompile_limit: str | None = None
 
     @property
     def name(self) -> str:
@@ -56,22 +90,12 @@ class Frame:
 class Run:
     script: Path
     frames: list[Frame]
-    #: code object -> (original callable, compiled callable, torch.compile keyword arguments)
-    compiled: dict[Any, tuple[Callable[..., Any], Callable[..., Any], dict[str, Any]]]
     script_error: str | None = None
 
 
-def _check_script(path: Path) -> str:
-    if not path.exists():
-        raise UsageError(f"script not found: {path}")
-    if not path.is_file():
-        raise UsageError(f"not a file: {path}")
-    source = path.read_text()
-    try:
-        compile(source, str(path), "exec")
-    except SyntaxError as exc:
-        raise UsageError(f"syntax error in {path.name} line {exc.lineno}: {exc.msg}") from None
-    return source
+def _check_script(path: Path) -> None:
+    """The script must be one Python runs (its coding line honoured): see ``check_script``."""
+    check_script(path)
 
 
 def classify_compile_error(exc: BaseException) -> str:
@@ -87,26 +111,32 @@ def classify_compile_error(exc: BaseException) -> str:
 
 def run_script(path: Path, args: Sequence[str], progress: Callable[[str], None]) -> Run:
     _check_script(path)
-    run = Run(path, [], {})
+    run = Run(path, [])
+    graphs: dict[int, Any] = {}  # frame index -> its OutputGraph, read once the run is over
+    by_compile: dict[Any, int] = {}  # compile id -> frame index
 
     def sink(output_graph: Any, init_args: dict[str, Any]) -> None:
+        _keep_artifacts(run.frames)  # earlier frames have finished compiling by now
         code = init_args.get("f_code")
-        frame = Frame(len(run.frames), code, dict(init_args.get("local_scope") or {}), output_graph.shape_env)
-        run.frames.append(frame)
-        progress(f"compiling frame {frame.index}: {frame.name} ({frame.location})")
+        trace = CompileContext.current_trace_id()
+        compile_id = trace.compile_id if trace is not None else None
+        frame = Frame(len(run.frames), code, dict(init_args.get("local_scope") or {}), output_graph.shape_env,
+                      compile_id=compile_id, global_scope=init_args.get("global_scope"))
+        earlier = by_compile.get(compile_id) if compile_id is not None else None
+        if earlier is not None and run.frames[earlier].code is code:
+            # Dynamo restarted the analysis of this compile (at a graph break, say): only
+            # the last attempt produces the artifact, so it replaces the abandoned one.
+            frame.index = earlier
+            run.frames[earlier] = frame
+        else:
+            run.frames.append(frame)
+            if compile_id is not None:
+                by_compile[compile_id] = frame.index
+            progress(f"compiling frame {frame.index}: {frame.name} ({frame.location})")
+        graphs[frame.index] = output_graph
 
-    real_compile = torch.compile
-
-    def recording_compile(model: Any = None, **kwargs: Any) -> Any:
-        if model is None:
-            return lambda m: recording_compile(m, **kwargs)
-        compiled = real_compile(model, **kwargs)
-        fn = getattr(model, "forward", model)
-        code = getattr(fn, "__code__", None)
-        if code is not None:
-            run.compiled[code] = (model, compiled, dict(kwargs))
-        return compiled
-
+    limits = _RecompileLimits()
+    dynamo_log = logging.getLogger("torch._dynamo.convert_frame")
     # A failed frame is a finding we report; torch's own ERROR log of it is noise here.
     guards_log = logging.getLogger("torch._guards")
     saved_level = guards_log.level
@@ -114,7 +144,7 @@ def run_script(path: Path, args: Sequence[str], progress: Callable[[str], None])
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     sys.argv = [str(path), *args]
     sys.path.insert(0, str(path.parent.resolve()))
-    torch.compile = recording_compile  # type: ignore[assignment]
+    dynamo_log.addHandler(limits)
     try:
         with frames.audit(sink):
             runpy.run_path(str(path), run_name="__main__")
@@ -131,9 +161,82 @@ def run_script(path: Path, args: Sequence[str], progress: Callable[[str], None])
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise UsageError(f"{path.name} raised {type(exc).__name__}: {first} (not a compilation error)") from None
     finally:
-        torch.compile = real_compile  # type: ignore[assignment]
+        dynamo_log.removeHandler(limits)
         sys.argv, sys.path[:] = saved_argv, saved_path
         guards_log.setLevel(saved_level)
+        _keep_artifacts(run.frames)
+    _note_compiles(run.frames, graphs)
+    limits.attach(run.frames)
     if not run.frames:
         raise UsageError(f"{path.name} ran, but no frame was compiled by torch.compile or verishape.compile")
     return run
+
+
+# ---------------------------------------------------------------- what was compiled, and what was not
+
+
+def _keep_artifacts(frames_: Sequence[Frame]) -> None:
+    """Keep, for each compiled frame, the cache entry Dynamo made for its compile id.
+
+    The entry's bytecode calls the compiled graphs by global name; the graphs are kept
+    with it, so the replay runs them even after the script resets Dynamo's cache.  A
+    frame whose entry is not (or no longer) in the cache keeps ``artifact=None``."""
+    for frame in frames_:
+        if frame.artifact is not None or frame.compile_id is None or frame.global_scope is None or frame.error:
+            continue
+        for entry in _debug_get_cache_entry_list(frame.code):
+            if entry.compile_id == frame.compile_id:
+                names = [n for n in entry.code.co_names if n.startswith(GRAPH_PREFIX) and n in frame.global_scope]
+                frame.artifact = Artifact(entry.code, {n: frame.global_scope[n] for n in names})
+                break
+
+
+def _note_compiles(frames_: Sequence[Frame], graphs: dict[int, Any]) -> None:
+    """What each frame's trace became.  A trace Dynamo abandoned without compiling (it
+    gives up on a frame with a graph break inside a loop, for one) left no artifact: the
+    frame ran eagerly, and its guards belong to no compiled code.  A frame that ended at
+    a graph break audits only the code before it: say where."""
+    for frame in frames_:
+        if frame.error:
+            continue
+        reason = getattr(graphs.get(frame.index), "compile_subgraph_reason", None)
+        if reason is None and frame.artifact is None:
+            frame.error = ("Dynamo compiled nothing for this frame and ran it eagerly (it gave up tracing, e.g. at "
+                           "a graph break inside a loop, or found nothing to compile)")
+            frame.error_kind = NOT_COMPILED
+            continue
+        if reason is None or not getattr(reason, "graph_break", False):
+            continue
+        stack = list(getattr(reason, "user_stack", None) or [])
+        where = f" at {os.path.basename(stack[-1].filename)}:{stack[-1].lineno}" if stack else ""
+        why = (str(getattr(reason, "reason", "")).strip().splitlines() or ["unknown reason"])[0]
+        frame.notes.append(f"graph break{where}: {why}; the code from there on is not in this frame's graph "
+                           "(it runs eagerly, or in a later frame audited on its own)")
+
+
+class _RecompileLimits(logging.Handler):
+    """Dynamo's warning that the script hit its recompile limit: the code object runs
+    eagerly from then on, so those calls are never compiled and never audited."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.hits: list[tuple[int | None, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not (isinstance(record.msg, str) and record.msg.startswith("torch._dynamo hit config.")):
+            return
+        args = record.args if isinstance(record.args, tuple) else ()
+        if len(args) >= 3:
+            text = f"Dynamo hit config.{args[0]} ({args[1]}) for {args[2]}"
+        else:
+            text = record.getMessage().splitlines()[0]
+        compile_id = CompileContext.current_compile_id()
+        self.hits.append((getattr(compile_id, "frame_id", None), text))
+
+    def attach(self, frames_: Sequence[Frame]) -> None:
+        """Each hit goes to the last frame of the same code (Dynamo's frame id)."""
+        for frame_id, text in self.hits:
+            same = [f for f in frames_ if getattr(f.compile_id, "frame_id", None) == frame_id]
+            target = same[-1] if same else (frames_[-1] if frames_ else None)
+            if target is not None:
+                target.recompile_limit = text if target.recompile_limit is None else f"{target.recompile_limit}; {text}"

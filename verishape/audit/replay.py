@@ -1,42 +1,42 @@
-"""Replay a counterexample: eager against the compiled artifact with guards skipped.
+"""Replay a counterexample: eager against the audited artifact, with its guards skipped.
 
-This is what a deployment that drops guard evaluation
-(``torch.compiler.set_stance(..., skip_guard_eval_unsafe=True)``) would run.  Inputs are
-rebuilt at the counterexample's sizes from the frame's real inputs (same dtypes, fresh
-values from a fixed seed), capped so that no tensor exceeds ``MAX_NUMEL`` elements.
+This is what a deployment that drops guard evaluation would run at that input.  The
+artifact is the cache entry Dynamo made for the audited compile (:class:`~.capture.Artifact`):
+its transformed bytecode is called as a plain function, so the audited graph runs with no
+guard check, no recompilation and no change to Dynamo's cache.  Replays are therefore
+isolated from each other and from the script's own compiles: any order gives the same
+outcomes, and no recompile limit can turn a replay into an eager run.  Each compiled
+graph the bytecode calls is wrapped to count its calls; a replay that did not reach the
+audited graph is ``not_replayed``, never ``agree``.
+
+The eager reference runs the frame's original bytecode on the same inputs.  Inputs are
+rebuilt at the counterexample's sizes from the frame's real locals (same dtype, device
+and ``requires_grad``, fresh values from a fixed seed; inputs the counterexample does not
+resize are cloned), once for each side, so an in-place update on one side cannot reach
+the other.  No tensor may exceed ``MAX_NUMEL`` elements.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
-from collections.abc import Sequence
+import types
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from .capture import Frame, Run
+from .capture import Frame
 from .space import parse_source
 
 MAX_NUMEL = 1 << 20
 
+#: Code flags of frames that cannot be replayed as a plain call.
+_NOT_PLAIN_CALLS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
 
-def _rebuild(value: Any, name: str, cex: dict[str, int | float], gen: torch.Generator) -> Any:
-    if not isinstance(value, torch.Tensor):
-        return value
-    shape = list(value.shape)
-    for src, v in cex.items():
-        parsed = parse_source(src)
-        if parsed and parsed[0] == name and parsed[1] < len(shape):
-            shape[parsed[1]] = int(v)
-    if any(d < 0 for d in shape):
-        raise ValueError(f"negative size {shape}")
-    if math.prod(shape) > MAX_NUMEL:
-        raise OverflowError(f"{name} would have {math.prod(shape)} elements (cap {MAX_NUMEL})")
-    if value.dtype.is_floating_point:
-        return torch.randn(shape, generator=gen, dtype=value.dtype)
-    if value.dtype == torch.bool:
-        return torch.randint(0, 2, shape, generator=gen).bool()
-    return torch.randint(0, 10, shape, generator=gen, dtype=value.dtype)
+
+class NotReplayable(Exception):
+    """The replay cannot run the audited artifact at this input; the message says why."""
 
 
 def _one_line(exc: BaseException) -> str:
@@ -46,74 +46,152 @@ def _one_line(exc: BaseException) -> str:
 
 def _same(a: Any, b: Any) -> bool:
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-        return a.shape == b.shape and a.dtype == b.dtype and torch.allclose(a, b, equal_nan=True, atol=1e-5, rtol=1e-4)
+        return (a.shape == b.shape and a.dtype == b.dtype
+                and torch.allclose(a.detach(), b.detach(), equal_nan=True, atol=1e-5, rtol=1e-4))
     if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
     return bool(a == b)
 
 
-def _guardless(original: Any, kwargs: dict[str, Any], frame: Frame, arg_names: Sequence[str],
-               args: list[Any]) -> tuple[Any, str | None]:
-    """Compile ``original`` with every guard dropped, warm it at the frame's own inputs
-    (so the same branch is traced), then run it at the counterexample."""
-    import compiler
+# ---------------------------------------------------------------- inputs
 
-    options = dict(kwargs.get("options") or {})
-    options["guard_filter_fn"] = torch.compiler.skip_all_guards_unsafe
-    # verishape.compile wraps the backend in a fresh object, so Dynamo cannot reuse the
-    # script's own (guarded) cache entry for this code: the artifact is new and guardless.
-    guardless = compiler.compile(original, **{**kwargs, "options": options})
+
+def _sizes_by_input(cex: dict[str, int | float], names: set[str]) -> dict[str, dict[int, int]]:
+    """``{"L['x'].size()[0]": 5}`` -> ``{"x": {0: 5}}``; a source we cannot set is refused."""
+    out: dict[str, dict[int, int]] = {}
+    for src, value in cex.items():
+        parsed = parse_source(src)
+        if parsed is None:
+            if "L[" not in src:
+                raise NotReplayable(f"{src} comes from tensor data, not from an input size")
+            raise NotReplayable(f"cannot rebuild an input with {src} = {value} (only sizes of tensor arguments)")
+        name, dim = parsed
+        if name not in names:
+            raise NotReplayable(f"input {name!r} of {src} was not captured")
+        out.setdefault(name, {})[dim] = int(value)
+    return out
+
+
+def _rebuild(value: Any, name: str, sizes: dict[int, int], gen: torch.Generator) -> Any:
+    """A fresh copy of one input: resized and refilled where the counterexample says,
+    otherwise a clone (so a side's in-place update stays on that side)."""
+    if not isinstance(value, torch.Tensor):
+        if sizes:
+            raise NotReplayable(f"input {name!r} is a {type(value).__name__}, not a tensor")
+        return value
+    shape = list(value.shape)
+    for dim, size in sizes.items():
+        if dim >= len(shape):
+            raise NotReplayable(f"input {name!r} has no dimension {dim}")
+        shape[dim] = size
+    if not sizes:
+        return value.detach().clone().requires_grad_(value.requires_grad)
+    if any(d < 0 for d in shape):
+        raise NotReplayable(f"negative size {shape} for input {name!r}")
+    if math.prod(shape) > MAX_NUMEL:
+        raise NotReplayable(f"{name} would have {math.prod(shape)} elements (cap {MAX_NUMEL})")
+    if value.dtype.is_floating_point or value.dtype.is_complex:
+        out = torch.randn(shape, generator=gen, dtype=value.dtype).to(value.device)
+        return out.requires_grad_(value.requires_grad)
+    if value.dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=gen).bool().to(value.device)
+    return torch.randint(0, 10, shape, generator=gen, dtype=value.dtype).to(value.device)
+
+
+class _Call:
+    """How to call a frame's code with its captured locals: positional, keyword-only,
+    ``*args`` and ``**kwargs`` parameters, and the closure cells of its free variables."""
+
+    def __init__(self, frame: Frame) -> None:
+        code = frame.code
+        if code.co_flags & _NOT_PLAIN_CALLS:
+            raise NotReplayable(f"{code.co_name} is a generator or coroutine")
+        n_pos, n_kw = code.co_argcount, code.co_kwonlyargcount
+        self.positional = list(code.co_varnames[:n_pos])
+        self.keyword = list(code.co_varnames[n_pos:n_pos + n_kw])
+        extra = n_pos + n_kw
+        self.star = code.co_varnames[extra] if code.co_flags & inspect.CO_VARARGS else None
+        extra += bool(self.star)
+        self.star_star = code.co_varnames[extra] if code.co_flags & inspect.CO_VARKEYWORDS else None
+        self.names = [*self.positional, *self.keyword, *filter(None, (self.star, self.star_star))]
+        missing = [n for n in [*self.names, *code.co_freevars] if n not in frame.local_scope]
+        if missing:
+            raise NotReplayable(f"{', '.join(missing)} of {code.co_name} not captured")
+        self.frame = frame
+
+    def function(self, code: types.CodeType, globals_: dict[str, Any]) -> Callable[..., Any]:
+        cells = tuple(types.CellType(self.frame.local_scope[n]) for n in code.co_freevars)
+        return types.FunctionType(code, globals_, code.co_name, None, cells or None)
+
+    def inputs(self, cex: dict[str, int | float]) -> tuple[list[Any], dict[str, Any]]:
+        """Fresh inputs at the counterexample, the same values at every call (fixed seed)."""
+        scope = self.frame.local_scope
+        sizes = _sizes_by_input(cex, set(self.names))
+        gen = torch.Generator().manual_seed(0)
+        value = {n: _rebuild(scope[n], n, sizes.get(n, {}), gen) for n in self.names}
+        args = [value[n] for n in self.positional] + (list(value[self.star]) if self.star else [])
+        kwargs = {n: value[n] for n in self.keyword}
+        if self.star_star:
+            kwargs.update(value[self.star_star])
+        return args, kwargs
+
+    def shapes(self, args: list[Any], kwargs: dict[str, Any]) -> dict[str, list[int]]:
+        values = dict(zip(self.positional, args)) | {n: kwargs[n] for n in self.keyword}
+        return {n: list(v.shape) for n, v in values.items() if isinstance(v, torch.Tensor)}
+
+
+def _counting(graph: Callable[..., Any], calls: list[int]) -> Callable[..., Any]:
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        return graph(*args, **kwargs)
+
+    return counted
+
+
+# ---------------------------------------------------------------- the replay
+
+
+def _run(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> tuple[Any, str | None]:
     try:
-        guardless(*[frame.local_scope[n] for n in arg_names])
-        return guardless(*args), None
-    except Exception as exc:  # noqa: BLE001 - reported as the artifact's behaviour
+        return fn(*args, **kwargs), None
+    except Exception as exc:  # noqa: BLE001 - what either side raises is its reported behaviour
         return None, _one_line(exc)
 
 
-def replay(run: Run, frame: Frame, cex: dict[str, int | float] | None) -> dict[str, Any]:
+def replay(frame: Frame, cex: dict[str, int | float] | None) -> dict[str, Any]:
+    """Run eager and the audited graph at ``cex``; the outcome says how they compare."""
     if not cex:
         return {"outcome": "not_replayed", "reason": "no counterexample"}
-    data_dependent = sorted(k for k in cex if parse_source(k) is None)
-    if data_dependent:
+    artifact = frame.artifact
+    if frame.error:
+        return {"outcome": "not_replayed", "reason": "the frame has no compiled artifact"}
+    if artifact is None:
         return {"outcome": "not_replayed",
-                "reason": f"{', '.join(data_dependent)} come from tensor data, not from input sizes"}
-    entry = run.compiled.get(frame.code)
-    if entry is None:
-        return {"outcome": "not_replayed",
-                "reason": "the frame is not a function passed to torch.compile (nested or after a graph break)"}
-    original, compiled, compile_kwargs = entry
-    code = frame.code
-    names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
-    # An nn.Module's frame is its forward: skip ``self``.
-    arg_names = names[1:] if isinstance(original, torch.nn.Module) else names
-    gen = torch.Generator().manual_seed(0)
+                "reason": f"Dynamo's cache no longer holds compile {frame.compile_id} of {frame.name} "
+                          "(the script reset the cache?): the audited artifact cannot be run"}
+    if not artifact.graphs:
+        return {"outcome": "not_replayed", "reason": "the frame compiled to no graph"}
     try:
-        args = [_rebuild(frame.local_scope[n], n, cex, gen) for n in arg_names]
-    except KeyError as exc:
-        return {"outcome": "not_replayed", "reason": f"input {exc} not captured"}
-    except (OverflowError, ValueError) as exc:
+        call = _Call(frame)
+        eager_inputs = call.inputs(cex)
+        compiled_inputs = call.inputs(cex)
+    except NotReplayable as exc:
         return {"outcome": "not_replayed", "reason": str(exc)}
-    shapes = {n: list(a.shape) for n, a in zip(arg_names, args) if isinstance(a, torch.Tensor)}
-    try:
-        want: Any = original(*args)
-        eager_error = None
-    except Exception as exc:  # noqa: BLE001 - eager's behaviour is the reference
-        want, eager_error = None, _one_line(exc)
-    mode = "skip_guard_eval_unsafe"
-    try:
-        with torch.compiler.set_stance("default", skip_guard_eval_unsafe=True):
-            got: Any = compiled(*args)
-        compiled_error = None
-    except Exception as exc:  # noqa: BLE001 - the artifact's behaviour is what we report
-        got, compiled_error = None, _one_line(exc)
-        if "skip_guard_eval_unsafe" in str(exc):
-            # With a single cache entry the stance still checks guards (there is nothing
-            # to tell entries apart by); deployers then drop guards at compile time.
-            mode = "guard_filter_fn=skip_all_guards_unsafe"
-            got, compiled_error = _guardless(original, compile_kwargs, frame, arg_names, args)
-    out: dict[str, Any] = {"mode": mode, "inputs": shapes, "eager_error": eager_error,
-                           "compiled_error": compiled_error}
-    if eager_error and compiled_error:
+    scope = frame.global_scope if frame.global_scope is not None else {}
+    want, eager_error = _run(call.function(frame.code, scope), *eager_inputs)
+    # The artifact's globals are the frame's, with each compiled graph counted.
+    calls = [0]
+    namespace = dict(scope) | {n: _counting(g, calls) for n, g in artifact.graphs.items()}
+    got, compiled_error = _run(call.function(artifact.code, namespace), *compiled_inputs)
+    out: dict[str, Any] = {"mode": "cache_entry", "compile_id": str(frame.compile_id),
+                           "inputs": call.shapes(*eager_inputs), "graph_calls": calls[0],
+                           "eager_error": eager_error, "compiled_error": compiled_error}
+    if calls[0] == 0:
+        out["outcome"] = "not_replayed"
+        out["reason"] = "the audited graph was not reached" + (f" ({compiled_error})" if compiled_error else "")
+    elif eager_error and compiled_error:
         out["outcome"] = "both_fail"
     elif eager_error:
         out["outcome"] = "compiled_accepts_what_eager_rejects"

@@ -5,11 +5,18 @@ JSON schema (``verishape verify-guards --json``)::
     {
       "script": str, "argv": [str], "assumptions": [str],
       "frames": [{
-        "id": int, "name": str, "location": "file.py:line", "compiled": bool, "error": str|null,
+        "id": int, "name": str, "location": "file.py:line",
+        "compiled": bool, "error": str|null,     # false also when Dynamo gave up and ran the frame eagerly
+        "compile_id": str|null,                   # Dynamo's compile id ("0/1"), whose cache entry is replayed
+        "notes": [str],                           # what the run could not audit here (a graph break)
         "symbols": {symbol: [source, ...]},
         "declared_space": [str],
-        "guards": [{"guard", "source_line", "status": "implied"|"not_implied"|"undecided",
-                    "proof": SolveResult, "counterexample": {source: value}|null}],
+        "guards": [{"guard", "source_line", "status": "implied"|"not_implied"|"undecided"|"vacuous",
+                    "proof": SolveResult,         # implied or not by the declared space alone
+                    "counterexample": {source: value}|null,
+                    "isolation": "only_this_guard"|"also_breaks_others"|"unknown"|null,
+                    "also_breaks": [str], "isolation_note": str,
+                    "isolation_proof": SolveResult|null}],   # "breaks this guard but no other"
         "runtime_asserts": [same fields],
         "decisions": [ProofRecord JSON],          # what VeriShapeEnv decided while compiling
         "fallbacks": [{"expr", "assumed", "source_line", "status", "kind": "fallback"|"size_oblivious",
@@ -20,23 +27,36 @@ JSON schema (``verishape verify-guards --json``)::
         "divisibility_facts": [{"fact", "value", "status", "kind"}]   # proved facts codegen relied on
       }],
       "findings": [{"kind", "frame", "guard", "source_line", "counterexample": {source: value}|null,
-                    "detail", "replay": {"outcome", "inputs", "eager_error", "compiled_error"}|null}],
+                    "detail", "isolation", "also_breaks", "isolation_note",
+                    "replay": {"outcome", "reason", "mode": "cache_entry", "compile_id", "graph_calls": int,
+                               "inputs": {arg: shape}, "eager_error", "compiled_error"}|null}],
       "summary": {"frames", "guards", "guards_implied", "runtime_asserts", "findings",
                   "findings_by_kind": {kind: n}, "exit_status": 0|1}
     }
 
 Finding kinds: ``guard_not_implied``, ``guard_undecided``, ``specialization_01``,
-``duck_sizing``, ``contradictory_facts``, ``fallback_unproved``, ``size_oblivious_unproved``,
+``duck_sizing``, ``contradictory_facts``, ``vacuous_proof``, ``fallback_unproved``, ``size_oblivious_unproved``,
 ``constraint_violation``,
-``data_dependent_error``, ``compile_failed``.  Replay outcomes: ``agree``, ``differ``,
-``compiled_fails``, ``compiled_accepts_what_eager_rejects``, ``both_fail``,
-``not_replayed``.
+``data_dependent_error``, ``compile_failed``, ``recompile_limit`` (the script hit Dynamo's
+recompile limit: later calls ran eagerly, never compiled, so never audited).
+
+A guard's counterexample breaks that guard alone (``isolation``: ``only_this_guard``, every
+other guard of the frame defined and true there) when such an input exists; otherwise the
+declared-space counterexample is shown with ``also_breaks`` and it is not replayed.
+
+Replays run the cache entry Dynamo made for the audited compile (its transformed bytecode,
+called directly: no guard check, no recompile, no cache change) against the frame's own
+bytecode run eagerly; ``graph_calls`` counts calls of the audited graph.  Outcomes:
+``agree``, ``differ``, ``compiled_fails``, ``compiled_accepts_what_eager_rejects``,
+``both_fail``, ``not_replayed`` (with ``reason``: no isolated counterexample, the sizes
+cannot be rebuilt, the cache entry is gone, the graph was not reached).
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
+import re
 from typing import Any
 
 from .analyze import Check, FrameAudit
@@ -44,7 +64,9 @@ from .analyze import Check, FrameAudit
 
 def _check_json(c: Check) -> dict[str, Any]:
     return {"guard": c.expr, "source_line": c.source_line, "status": c.status, "proof": c.result.to_json(),
-            "counterexample": c.counterexample}
+            "counterexample": c.counterexample, "isolation": c.isolation, "also_breaks": c.also_breaks,
+            "isolation_note": c.isolation_note,
+            "isolation_proof": c.isolation_result.to_json() if c.isolation_result else None}
 
 
 def build(script: str, argv: list[str], assumptions: list[str], audits: list[FrameAudit]) -> dict[str, Any]:
@@ -53,6 +75,7 @@ def build(script: str, argv: list[str], assumptions: list[str], audits: list[Fra
         f = a.frame
         frames.append({
             "id": f.index, "name": f.name, "location": f.location, "compiled": f.error is None, "error": f.error,
+            "compile_id": None if f.compile_id is None else str(f.compile_id), "notes": list(f.notes),
             "symbols": a.symbols, "declared_space": a.declared,
             "guards": [_check_json(c) for c in a.checks if c.kind == "guard"],
             "runtime_asserts": [_check_json(c) for c in a.checks if c.kind == "runtime_assert"],
@@ -77,7 +100,52 @@ def build(script: str, argv: list[str], assumptions: list[str], audits: list[Fra
 
 
 def _cex(c: dict[str, Any] | None) -> str:
-    return ", ".join(f"{k} = {v}" for k, v in c.items()) if c else "-"
+    return ", ".join(f"{k} = {v}" for k, v in sorted(c.items())) if c else "-"
+
+
+_SIZE = re.compile(r"L\['([A-Za-z_]\w*)'\]\.size\(\)\[(\d+)\]")
+
+
+def _short(text: str) -> str:
+    """``L['x'].size()[0]`` as ``x.size(0)``, for the table."""
+    return _SIZE.sub(r"\1.size(\2)", text)
+
+
+def _short_cex(guard: str, cex: dict[str, Any]) -> str:
+    """The values of the sizes the guard names; the rest counted (full values are above)."""
+    own = {k: v for k, v in sorted(cex.items()) if k in guard} or dict(sorted(cex.items()))
+    text = ", ".join(f"{_short(k)}={v}" for k, v in own.items())
+    rest = {v for k, v in cex.items() if k not in own}
+    count = len(cex) - len(own)
+    if not count:
+        return text
+    return text + (f" ({count} other{'s' if count > 1 else ''} = {rest.pop()})" if len(rest) == 1
+                   else f" (+{count} other sizes)")
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _replay_table(findings: list[dict[str, Any]]) -> list[str]:
+    """One row per replayed (or not replayable) finding: what broke, where, what ran."""
+    rows = []
+    for i, x in enumerate(findings, 1):
+        r = x.get("replay")
+        if not r:
+            continue
+        outcome = r["outcome"] + (f" ({r['reason']})" if r.get("reason") else "")
+        rows.append((str(i), f"frame {x['frame']}: {_short(x['guard'])}",
+                     _short_cex(x["guard"], x["counterexample"] or {}), outcome))
+    if not rows:
+        return []
+    head = ("#", "finding", "counterexample", "replay without guards")
+    widths = [min(max(len(r[c]) for r in [head, *rows]), cap) for c, cap in enumerate((3, 44, 40, 0))]
+    out = ["", "replays (eager against the audited graph, guards skipped):"]
+    for r in [head, *rows]:
+        cells = [_clip(r[c], widths[c]).ljust(widths[c]) for c in range(3)]
+        out.append("  " + "  ".join(cells) + "  " + r[3])
+    return out
 
 
 def render(report: dict[str, Any]) -> str:
@@ -88,15 +156,20 @@ def render(report: dict[str, Any]) -> str:
         lines.append("")
         state = "compiled" if fr["compiled"] else f"did not compile: {fr['error']}"
         lines.append(f"frame {fr['id']}: {fr['name']} ({fr['location']}), {state}")
+        for n in fr.get("notes", []):
+            lines.append(f"  note: {n}")
         for d in fr["declared_space"]:
             lines.append(f"  declared: {d}")
         for kind, key in (("guard", "guards"), ("runtime assert", "runtime_asserts")):
             for g in fr[key]:
-                mark = {"implied": "implied", "not_implied": "NOT implied", "undecided": "undecided"}[g["status"]]
+                mark = {"implied": "implied", "not_implied": "NOT implied", "undecided": "undecided",
+                        "vacuous": "VACUOUS proof (premises contradict), not counted as implied"}[g["status"]]
                 where = f"   [{g['source_line']}]" if g["source_line"] else ""
                 lines.append(f"  {kind}: {g['guard']}: {mark}{where}")
                 if g["counterexample"]:
                     lines.append(f"      counterexample: {_cex(g['counterexample'])}")
+                if g.get("isolation_note"):
+                    lines.append(f"      {g['isolation_note']}")
         if fr["decisions"]:
             lines.append(f"  solver decisions while compiling: {len(fr['decisions'])}")
         for m in fr["minimizations"]:
@@ -124,6 +197,7 @@ def render(report: dict[str, Any]) -> str:
                 r = x["replay"]
                 extra = r.get("compiled_error") or r.get("eager_error") or r.get("reason") or ""
                 lines.append(f"      replay without guards: {r['outcome']}" + (f" ({extra})" if extra else ""))
+        lines += _replay_table(report["findings"])
     else:
         lines.append("no findings: every compiled artifact is valid for the whole declared input space")
     s = report["summary"]

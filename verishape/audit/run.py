@@ -10,11 +10,13 @@ from typing import Any
 
 import solvers
 
-from .analyze import FrameAuditor
+from verishape.cli_errors import UsageError, check_script, check_writable
+
+from .analyze import FrameAuditor, require_declared_space
 from .capture import run_script
 from .replay import replay
 from .report import build, render
-from .space import parse_assumption
+from .space import check_assumptions_consistent, parse_assumption
 
 
 def _progress(message: str) -> None:
@@ -23,13 +25,21 @@ def _progress(message: str) -> None:
 
 def verify_guards(script: str | Path, script_args: Sequence[str] = (), *, assume: Sequence[str] = (),
                   json_path: str | Path | None = None, progress: bool = True) -> tuple[int, dict[str, Any]]:
-    """Audit ``script``; returns (exit status, report).  Raises UsageError on bad input."""
+    """Audit ``script``; returns (exit status, report).  Raises UsageError on bad input:
+    the script, the report path and the ``--assume`` facts (malformed, undefined or
+    contradictory) are checked before the script runs; facts about inputs no frame
+    compiles with, or a declared space that is empty for a frame, once it has run."""
     say = _progress if progress else (lambda _m: None)
-    assumptions = [parse_assumption(a) for a in assume]  # malformed: UsageError before running anything
     path = Path(script)
+    check_script(path)
+    if json_path is not None:
+        check_writable(json_path, "--json")
+    assumptions = [parse_assumption(a) for a in assume]
+    prover = solvers.Prover()
+    check_assumptions_consistent(assumptions, prover.prove)
     say(f"running {path} in audit mode")
     run = run_script(path, list(script_args), say)
-    prover = solvers.Prover()
+    require_declared_space(run.frames, assumptions, prover)
     audits = []
     for frame in run.frames:
         say(f"auditing frame {frame.index}: {frame.name} ({frame.location}), {len(frame.env.guards)} guard(s)")
@@ -37,19 +47,35 @@ def verify_guards(script: str | Path, script_args: Sequence[str] = (), *, assume
         for finding in audit.findings:
             if finding.counterexample and finding.kind in ("guard_not_implied", "specialization_01", "duck_sizing",
                                                            "fallback_unproved"):
-                if frame.error:
-                    finding.replay = {"outcome": "not_replayed", "reason": "the frame has no compiled artifact"}
+                if finding.isolation is not None and finding.isolation != "only_this_guard":
+                    # Its counterexample also breaks other guards of the frame: replaying it
+                    # would blame this guard for what those guards protect.
+                    alone = ("no input in the declared space breaks this guard alone"
+                             if finding.isolation == "also_breaks_others"
+                             else "the solver found no input that breaks this guard alone")
+                    finding.replay = {"outcome": "not_replayed", "reason": alone}
                     continue
                 say(f"replaying {finding.kind} at {finding.counterexample}")
-                finding.replay = replay(run, frame, finding.counterexample)
+                finding.replay = replay(frame, finding.counterexample)
         audits.append(audit)
     report = build(str(path), list(script_args), list(assume), audits)
     if json_path is not None:
-        Path(json_path).write_text(json.dumps(report, indent=2, default=str) + "\n")
+        write_report(report, json_path)
     return report["summary"]["exit_status"], report
 
 
+def write_report(report: dict[str, Any], json_path: str | Path) -> None:
+    try:
+        Path(json_path).write_text(json.dumps(report, indent=2, default=str) + "\n")
+    except OSError as exc:  # checked writable before the run; it can still fail (disk full)
+        raise UsageError(f"--json {json_path}: cannot write the report: {exc.strerror}") from None
+
+
 def main(args: Any) -> int:
-    status, report = verify_guards(args.script, args.script_args, assume=args.assume or (), json_path=args.json)
-    print(render(report))
+    if args.json is not None:
+        check_writable(args.json, "--json")
+    status, report = verify_guards(args.script, args.script_args, assume=args.assume or ())
+    print(render(report))  # shown before the JSON is written: a late write error loses nothing
+    if args.json is not None:
+        write_report(report, args.json)
     return status

@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import sympy
@@ -73,18 +73,38 @@ def declared_from_locals(local_scope: Mapping[str, Any]) -> dict[str, Bounds]:
 
 @dataclasses.dataclass(frozen=True)
 class Assumption:
-    """A parsed ``--assume``: a sympy boolean over one placeholder symbol per source."""
+    """A parsed ``--assume``: a sympy boolean over one placeholder symbol per source.
+
+    ``divisors``: the non-constant divisors of its ``//`` and ``%`` (a constant divisor is
+    checked nonzero when parsing).  Where one is zero the fact has no value (Python raises);
+    the solver reads such a fact as false there, which would silently cut the declared
+    space, so the audit must prove each divisor nonzero instead (``FrameAuditor``)."""
 
     text: str
     expr: sympy.Basic
     sources: dict[sympy.Symbol, str]
+    divisors: tuple[sympy.Expr, ...] = ()
 
     def for_frame(self, symbol_of_source: Mapping[str, sympy.Symbol]) -> sympy.Basic | None:
         """The assumption in the frame's symbols, or None when the frame lacks one of
         its inputs."""
         if not all(src in symbol_of_source for src in self.sources.values()):
             return None
-        return self.expr.xreplace({ph: symbol_of_source[src] for ph, src in self.sources.items()})
+        return self.expr.xreplace(self._mapping(symbol_of_source))
+
+    def divisors_for_frame(self, symbol_of_source: Mapping[str, sympy.Symbol]) -> list[sympy.Expr]:
+        if not all(src in symbol_of_source for src in self.sources.values()):
+            return []
+        mapping = self._mapping(symbol_of_source)
+        return [d.xreplace(mapping) for d in self.divisors]
+
+    def _mapping(self, symbol_of_source: Mapping[str, sympy.Symbol]) -> dict[sympy.Symbol, sympy.Symbol]:
+        return {ph: symbol_of_source[src] for ph, src in self.sources.items()}
+
+
+def short(text: str, limit: int = 80) -> str:
+    """``text`` for a one-line message: a 5,000-character fact is cut, not echoed."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 _CMP = {ast.Lt: sympy.Lt, ast.LtE: sympy.Le, ast.Gt: sympy.Gt, ast.GtE: sympy.Ge, ast.Eq: sympy.Eq, ast.NotEq: sympy.Ne}
@@ -96,10 +116,11 @@ class _Parser:
     def __init__(self, text: str) -> None:
         self.text = text
         self.placeholders: dict[str, sympy.Symbol] = {}
+        self.divisors: list[sympy.Expr] = []
 
     def fail(self, why: str) -> UsageError:
         return UsageError(
-            f"--assume {self.text!r}: {why}; write e.g. \"2 <= x.size(0) <= 64\" or \"L['x'].size()[0] % 8 == 0\""
+            f"--assume {short(self.text)!r}: {why}; write e.g. \"2 <= x.size(0) <= 64\" or \"L['x'].size()[0] % 8 == 0\""
         )
 
     def source(self, node: ast.AST) -> str | None:
@@ -137,14 +158,27 @@ class _Parser:
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
             return -self.term(node.operand)
         if isinstance(node, ast.BinOp) and type(node.op) in _BIN:
-            return _BIN[type(node.op)](self.term(node.left), self.term(node.right))
-        raise self.fail(f"cannot read {ast.unparse(node)!r} as an integer size expression")
+            left, right = self.term(node.left), self.term(node.right)
+            if isinstance(node.op, (ast.FloorDiv, ast.Mod)):
+                self.divisor(right, node)
+            return _BIN[type(node.op)](left, right)
+        raise self.fail(f"cannot read {short(ast.unparse(node))!r} as an integer size expression")
+
+    def divisor(self, right: sympy.Expr, node: ast.BinOp) -> None:
+        """A constant divisor must be nonzero (else the fact is undefined for every input);
+        a symbolic one is kept, to be proved nonzero on the declared space."""
+        if right.free_symbols:
+            self.divisors.append(right)
+        elif right == 0:
+            raise self.fail(f"{short(ast.unparse(node))!r} divides by zero, so the fact has no value for any input")
 
     def boolean(self, node: ast.AST) -> sympy.Basic:
         if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
             return sympy.And(*(self.boolean(v) for v in node.values))
         if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):
             return sympy.Or(*(self.boolean(v) for v in node.values))
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            return sympy.Not(self.boolean(node.operand))
         if isinstance(node, ast.Compare):
             parts, left = [], self.term(node.left)
             for op, right_node in zip(node.ops, node.comparators):
@@ -158,36 +192,105 @@ class _Parser:
 
 
 def parse_assumption(text: str) -> Assumption:
+    """Raises UsageError, one line, for anything but a well-formed fact about input sizes
+    (including nesting deep enough to exhaust Python's recursion limit)."""
     parser = _Parser(text)
     try:
         tree = ast.parse(text.strip(), mode="eval")
+        expr = parser.boolean(tree.body)
     except SyntaxError as exc:
         raise parser.fail(f"not a Python expression ({exc.msg})") from None
-    expr = parser.boolean(tree.body)
+    except (RecursionError, MemoryError):
+        raise parser.fail("nested too deeply to read") from None
     if not parser.placeholders:
         raise parser.fail("names no input size")
-    if expr in (sympy.true, sympy.false):
-        raise parser.fail("is a constant")
-    return Assumption(text, expr, {sym: src for src, sym in parser.placeholders.items()})
+    if expr is sympy.true:
+        raise parser.fail("is always true, so it declares nothing")
+    if expr is sympy.false:
+        raise parser.fail("is never true, so no input satisfies it")
+    return Assumption(text, expr, {sym: src for src, sym in parser.placeholders.items()}, tuple(parser.divisors))
+
+
+# ---------------------------------------------------------------- bounds
+
+
+def linear_bound(fact: sympy.Basic) -> tuple[sympy.Symbol, int | None, int | None] | None:
+    """``(symbol, lower, upper)`` for a comparison that is linear in its one symbol with
+    integer coefficients (``2 * s + 1 > 8`` gives ``(s, 4, None)``, ``Eq(s, 8)`` gives
+    ``(s, 8, 8)``), so that equivalent ways of writing a bound give the same bound; None
+    for anything else (those facts constrain the space as facts only)."""
+    if not isinstance(fact, (sympy.Le, sympy.Lt, sympy.Ge, sympy.Gt, sympy.Eq)) or len(fact.free_symbols) != 1:
+        return None
+    (sym,) = fact.free_symbols
+    try:
+        poly = sympy.Poly(sympy.expand(fact.lhs - fact.rhs), sym)
+    except sympy.PolynomialError:
+        return None
+    if poly.degree() != 1 or not all(c.is_Integer for c in poly.all_coeffs()):
+        return None
+    a, b = (int(c) for c in poly.all_coeffs())  # fact: a * sym + b  REL  0
+    if isinstance(fact, sympy.Eq):
+        return (sym, -b // a, -b // a) if b % a == 0 else None  # no integer solution: left to the solver
+    if isinstance(fact, (sympy.Ge, sympy.Gt)):
+        at_least = -b + (1 if isinstance(fact, sympy.Gt) else 0)  # a * sym >= at_least
+        return (sym, -(-at_least // a), None) if a > 0 else (sym, None, at_least // a)
+    at_most = -b - (1 if isinstance(fact, sympy.Lt) else 0)  # a * sym <= at_most
+    return (sym, None, at_most // a) if a > 0 else (sym, -(-at_most // a), None)
 
 
 def bounds_from_assumption(a: Assumption) -> dict[str, tuple[int | None, int | None]]:
-    """Simple one-source bounds (``lo <= src``, ``src <= hi``) an assumption states; used
-    to widen the default ``[2, oo)`` when the user declares smaller sizes."""
+    """The one-source bounds an assumption states (the tightest, whatever the order or
+    form of its conjuncts); used to widen the default ``[2, oo)`` when the user declares
+    smaller sizes, and to show the declared space."""
     out: dict[str, tuple[int | None, int | None]] = {}
     for fact in sympy.And.make_args(a.expr):
-        if not isinstance(fact, (sympy.Le, sympy.Lt, sympy.Ge, sympy.Gt)) or len(fact.free_symbols) != 1:
+        found = linear_bound(fact)
+        if found is None:
             continue
-        (sym,) = fact.free_symbols
+        sym, lo, hi = found
         src = a.sources[sym]
-        lhs, rhs = fact.lhs, fact.rhs
-        lo, hi = out.get(src, (None, None))
-        if isinstance(fact, (sympy.Ge, sympy.Gt)):
-            lhs, rhs = rhs, lhs
-        strict = isinstance(fact, (sympy.Lt, sympy.Gt))
-        if lhs == sym and rhs.is_Integer:
-            hi = int(rhs) - strict
-        elif rhs == sym and lhs.is_Integer:
-            lo = int(lhs) + strict
-        out[src] = (lo, hi)
+        old_lo, old_hi = out.get(src, (None, None))
+        lows = [v for v in (old_lo, lo) if v is not None]
+        highs = [v for v in (old_hi, hi) if v is not None]
+        out[src] = (max(lows) if lows else None, min(highs) if highs else None)
     return out
+
+
+# ---------------------------------------------------------------- the space must exist
+
+
+def contradiction(labelled: list[tuple[str, sympy.Basic]], prove: Callable[..., Any]) -> list[str] | None:
+    """The labels of a minimal set of facts that no input satisfies, or None when the
+    solver does not prove them contradictory (satisfiable, or unknown).
+
+    ``prove`` is ``solvers.Prover.prove`` (passed in so that parsing stays light).  The
+    solver reads a fact that has no value at a point (a zero divisor) as false there, so an
+    undefined fact shows up here as a contradiction too."""
+    import solvers
+
+    facts = [f for _, f in labelled]
+    if prove(sympy.false, facts).status != solvers.PROVED:
+        return None
+    core = list(labelled)
+    for item in list(core):  # drop every fact the contradiction does not need
+        rest = [x for x in core if x is not item]
+        if prove(sympy.false, [f for _, f in rest]).status == solvers.PROVED:
+            core = rest
+    return [label for label, _ in core]
+
+
+def check_assumptions_consistent(assumptions: Sequence[Assumption], prove: Callable[..., Any]) -> None:
+    """Before running anything: the ``--assume`` facts, with every size >= 0, must admit
+    at least one input.  (Each frame's space, with its own declarations, is checked again
+    once the script has run.)"""
+    symbol_of_source: dict[str, sympy.Symbol] = {}
+    for a in assumptions:
+        for src in a.sources.values():
+            symbol_of_source.setdefault(src, sympy.Symbol(f"size_{len(symbol_of_source)}", integer=True))
+    labelled = [(f"--assume {short(a.text)!r}", a.for_frame(symbol_of_source)) for a in assumptions]
+    labelled += [(f"{src} >= 0", sympy.Ge(sym, 0)) for src, sym in symbol_of_source.items()]
+    core = contradiction(labelled, prove)
+    if core is not None:
+        named = [c for c in core if c.startswith("--assume")] or core
+        raise UsageError(f"the declared input space is empty: no input satisfies {' and '.join(named)}"
+                         + (" (sizes are never negative)" if len(named) < len(core) else ""))

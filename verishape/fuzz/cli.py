@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import math
+import os
 import sys
 from typing import Any
 
-from ..cli import UsageError
+from ..cli_errors import UsageError, check_writable
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -40,24 +42,48 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
+def _check_arguments(args: argparse.Namespace) -> None:
+    """Everything that can be checked without torch: refused in a fraction of a second,
+    never after a campaign whose results it would lose."""
+    if args.max_examples < 1:
+        raise UsageError(f"--max-examples must be at least 1, got {args.max_examples}")
+    if args.jobs < 1:
+        raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
+    if args.time_budget is not None and not (math.isfinite(args.time_budget) and args.time_budget > 0):
+        raise UsageError(f"--time-budget must be a positive number of seconds, got {args.time_budget}")
+    if not args.all and not any(n.strip() for n in args.ops.split(",")):
+        raise UsageError("--ops needs at least one op name")
+    if args.resume is not None:
+        check_writable(args.resume, "--resume")
+    if args.json is not None:
+        check_writable(args.json, "--json")
+
+
+def _import_user_modules(modules: list[str]) -> None:
+    """Import each ``--import`` module as ``python -m`` would find it: the current folder
+    comes first on ``sys.path`` (the installed ``verishape`` script does not put it there;
+    worker processes are spawned with the parent's ``sys.path``, so they find it too).
+    Whatever the module raises is the user's error, reported in one line."""
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's module failed: one line, exit 2
+            text = str(exc).strip().splitlines()
+            raise UsageError(f"--import {module}: {type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")) from None
+
+
 def run(args: argparse.Namespace) -> int:
+    _check_arguments(args)
+    _import_user_modules(args.imports)
     from .campaign import run_campaign
     from .fuzzer import MODES, FuzzConfig
     from .ops import UnknownOp, resolve
     from .report import dump, text_summary
 
-    if args.max_examples < 1:
-        raise UsageError(f"--max-examples must be at least 1, got {args.max_examples}")
-    if args.jobs < 1:
-        raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
-    for module in args.imports:
-        try:
-            importlib.import_module(module)
-        except ImportError as exc:
-            raise UsageError(f"--import {module}: {exc}") from None
     names = None if args.all else [n.strip() for n in args.ops.split(",") if n.strip()]
-    if names is not None and not names:
-        raise UsageError("--ops needs at least one op name")
     try:
         targets = resolve(names, args.imports)
     except UnknownOp as exc:
