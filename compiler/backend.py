@@ -25,13 +25,13 @@ import functools
 import hashlib
 import threading
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import Any
 
 import torch
 import z3
 
 import solvers
+from solvers.encoding import hash_sources, package_sources
 from verishape._version import __version__
 from verishape.shape_env import current_prover, minimization_enabled
 
@@ -46,17 +46,14 @@ def answer_sources() -> list[tuple[str, bytes]]:
     top-level modules of ``verishape/`` (its ``audit``/``fuzz`` subpackages only read
     answers).  Taking whole packages errs on the side of a new tag: a new module there
     is covered without anyone remembering to list it."""
-    root = Path(solvers.__file__).resolve().parent.parent
-    files = sorted(p for pkg in _PACKAGES for p in (root / pkg).glob("*.py"))
-    return [(p.relative_to(root).as_posix(), p.read_bytes()) for p in files]
+    return package_sources(_PACKAGES)
 
 
 def fingerprint(*, sources: Iterable[tuple[str, bytes]], limits: solvers.Limits, z3_version: str,
                 version: str) -> str:
     """A short hash of everything the answers depend on (see the module docstring)."""
     h = hashlib.sha256()
-    for name, text in sources:
-        h.update(b"file\0" + name.encode() + b"\0" + hashlib.sha256(text).digest())
+    hash_sources(h, sources)
     h.update(b"limits\0" + repr(sorted(dataclasses.asdict(limits).items())).encode())
     h.update(b"z3\0" + z3_version.encode() + b"\0package\0" + version.encode())
     return h.hexdigest()[:16]

@@ -228,7 +228,8 @@ class ProofRecord:
             line += f"; it {how} at {cex}"
         if res.status == solvers.UNKNOWN and res.reason:
             line += f" ({res.reason})"
-        line += f"  [from {premises}; {res.time_s * 1e3:.1f} ms{', cached' if res.cached else ''}]"
+        origin = ", from store" if res.from_store else ", cached" if res.cached else ""
+        line += f"  [from {premises}; {res.time_s * 1e3:.1f} ms{origin}]"
         if ob.source:
             line += f"  at {ob.source}"
         return line

@@ -12,17 +12,28 @@ shared context, term ids (and with them Z3's internal orderings) depend on every
 asked before in the process, so the same query could finish under the resource limit
 after one history and give up after another.  A fresh context (made ahead of need by
 :mod:`solvers.contexts`) makes each answer a function of the query and the limits alone.
+
+That is what lets answers persist: before solving, a prover looks the obligation up in
+the proof store (:mod:`proofs.store`, keyed by the obligation's text, the encoding hash,
+the solver and the limits); a hit answers with no solver call.  After solving, the answer
+is stored with the SMT-LIB script of the query.  ``asked_by`` names who asks (compile,
+export, audit, fuzz, minimize, query), for the records.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
+import contextvars
 import dataclasses
+import json
 import logging
+import sqlite3
 import struct
 import threading
 import time
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Iterator
+from typing import TYPE_CHECKING
 
 import sympy
 import z3
@@ -32,7 +43,34 @@ from .contexts import fresh_context
 from .query import Query, as_boolean, build_query, to_smtlib
 from .result import PROVED, REFUTED, UNKNOWN, Limits, SolveResult, Value
 
+if TYPE_CHECKING:
+    from proofs.store import ProofStore
+
 log = logging.getLogger("verishape.solvers")
+
+#: Who is asking, recorded with each stored obligation: ``compile``, ``export``, ``audit``,
+#: ``fuzz``, ``minimize`` or ``query`` (anything else: a direct call).
+_asker: contextvars.ContextVar[str] = contextvars.ContextVar("verishape_asker", default="query")
+
+
+@contextlib.contextmanager
+def asked_by(kind: str) -> Iterator[None]:
+    """Queries made inside this block are recorded as asked by ``kind``."""
+    token = _asker.set(kind)
+    try:
+        yield
+    finally:
+        _asker.reset(token)
+
+
+def current_asker() -> str:
+    return _asker.get()
+
+
+#: ``Prover(store=AUTO_STORE)``: use the process's store (``$VERISHAPE_PROOF_STORE``).
+AUTO_STORE = "auto"
+#: ``unknown`` reasons that depend on the machine (load, a crash): never stored.
+_LOAD_DEPENDENT = ("solver: timeout", "solver: canceled", "solver error")
 
 #: Held by every use of Z3's shared (main) context: translation, copying terms out of it,
 #: and freeing them (a query's terms die before the lock is released).
@@ -50,6 +88,10 @@ class Stats:
     unconfirmed_models: int = 0
     #: answers cut by the wall-clock backstop instead of the rlimit: load-dependent
     wall_clock_stops: int = 0
+    #: answers read from the proof store (no solver call)
+    store_hits: int = 0
+    #: queries sent to the solver (neither cache nor store had the answer)
+    solver_calls: int = 0
 
     @property
     def hit_rate(self) -> float:
@@ -62,14 +104,22 @@ class Stats:
 
 
 class Prover:
-    """A solver front end: one cache, one set of statistics, one lock."""
+    """A solver front end: one cache, one set of statistics, one lock.
 
-    def __init__(self, limits: Limits | None = None, *, cache_size: int = 65536) -> None:
+    ``store``: where answers persist: :data:`AUTO_STORE` (the process's store, which
+    ``$VERISHAPE_PROOF_STORE`` configures), a :class:`proofs.store.ProofStore`, or None
+    (no store: every new question goes to the solver)."""
+
+    def __init__(self, limits: Limits | None = None, *, cache_size: int = 65536,
+                 store: ProofStore | str | None = AUTO_STORE) -> None:
         self.limits = limits or Limits()
         self.stats = Stats()
         self._cache: collections.OrderedDict[Hashable, SolveResult] = collections.OrderedDict()
         self._cache_size = cache_size
         self._lock = threading.RLock()
+        if isinstance(store, str) and store != AUTO_STORE:
+            raise ValueError(f"store must be {AUTO_STORE!r}, a proofs.store.ProofStore or None, got {store!r}")
+        self._store = store
 
     # ------------------------------------------------------------------ API
 
@@ -98,14 +148,35 @@ class Prover:
                 self._cache.move_to_end(key)
                 self.stats.cache_hits += 1
                 return dataclasses.replace(hit, cached=True)
+            store = self.store()
+            texts = None
+            if store is not None:
+                texts = _texts(goal_b, assumptions_b)
+                result = self._from_store(store, texts, limits)
+                if result is not None:
+                    self.stats.store_hits += 1
+                    self._remember(key, result)
+                    return result
+            script: list[str] | None = [] if store is not None else None
             with _SHARED_CONTEXT_LOCK:
-                result = self._solve(goal_b, assumptions_b, limits, witness)
-            self._cache[key] = result
-            if len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
+                result = self._solve(goal_b, assumptions_b, limits, witness, script=script)
+            self.stats.solver_calls += 1
             self.stats.solver_time_s += result.time_s
-            setattr(self.stats, result.status, getattr(self.stats, result.status) + 1)
+            self._remember(key, result)
+            if store is not None and texts is not None:
+                store.note_solver_call()
+                self._to_store(store, goal_b, texts, limits, result, script)
             return result
+
+    def store(self) -> ProofStore | None:
+        """The proof store this prover reads and writes now (None: off or unusable)."""
+        if isinstance(self._store, str):
+            from proofs.store import process_store
+
+            return process_store()
+        if self._store is not None and self._store.broken:
+            return None
+        return self._store
 
     def smtlib(self, goal: object, assumptions: Iterable[object] = ()) -> str:
         """The query :meth:`prove` would send, as an SMT-LIB2 script."""
@@ -120,6 +191,54 @@ class Prover:
         with self._lock:
             self._cache.clear()
 
+    # ------------------------------------------------------------------ cache and store
+
+    def _remember(self, key: Hashable, result: SolveResult) -> None:
+        self._cache[key] = result
+        if len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+        setattr(self.stats, result.status, getattr(self.stats, result.status) + 1)
+
+    def _from_store(self, store: ProofStore, texts: tuple[str, list[str]], limits: Limits) -> SolveResult | None:
+        from proofs import store as store_mod
+
+        start = time.perf_counter()
+        try:
+            found = store.lookup(store_mod.obligation_key(texts[0], texts[1], limits))
+        except sqlite3.Error as exc:
+            store_mod.disable(store, exc)
+            return None
+        if found is None:
+            return None
+        try:
+            return found.to_result(time_s=time.perf_counter() - start)
+        except json.JSONDecodeError as exc:  # a damaged record: ask the solver instead
+            log.warning("verishape: proof store record %s is unreadable (%s); solving again", found.id, exc)
+            return None
+
+    def _to_store(self, store: ProofStore, goal: sympy.Basic, texts: tuple[str, list[str]], limits: Limits,
+                  result: SolveResult, script: list[str] | None) -> None:
+        """Persist ``result`` unless it depends on the machine (a wall-clock stop or a
+        solver error) or the query never reached the solver (no script)."""
+        from proofs import store as store_mod
+
+        if not script or (result.status == UNKNOWN and result.reason.startswith(_LOAD_DEPENDENT)):
+            return
+        goal_srepr, premises = texts[0], store_mod.premise_texts(texts[1])
+        record = store_mod.StoredProof(
+            key=store_mod.obligation_key(goal_srepr, premises, limits), kind=current_asker(), goal=str(goal),
+            goal_srepr=goal_srepr, premises_srepr=json.dumps(premises), verdict=result.status,
+            vacuous=result.vacuous, undefined_goal=result.undefined_goal,
+            counterexample=None if result.counterexample is None else json.dumps(result.counterexample),
+            reason=result.reason or None, solver=store_mod.SOLVER, rlimit=limits.rlimit,
+            timeout_ms=limits.timeout_ms, seed=limits.seed, time_s=result.time_s,
+            verishape_version=store_mod.VERSION, encoding_hash=store_mod.ENCODING_HASH, smtlib=script[0],
+            created=time.time(), exact=result.exact)
+        try:
+            store.add(record)
+        except sqlite3.Error as exc:
+            store_mod.disable(store, exc)
+
     # ------------------------------------------------------------------ internals
 
     def _solver(self, limits: Limits, ctx: z3.Context) -> z3.Solver:
@@ -130,7 +249,8 @@ class Prover:
         return s
 
     def _solve(self, goal: sympy.Basic, assumptions: tuple[sympy.Basic, ...], limits: Limits,
-               witness: dict[sympy.Symbol, Value] | None = None) -> SolveResult:
+               witness: dict[sympy.Symbol, Value] | None = None, *, script: list[str] | None = None) -> SolveResult:
+        """``script``: when given, the query's SMT-LIB text is appended to it (for the store)."""
         start = time.perf_counter()
         try:
             query = build_query(goal, assumptions)
@@ -138,6 +258,8 @@ class Prover:
             ctx = fresh_context()
             s = self._solver(limits, ctx)
             s.add(*(a.translate(ctx) for a in query.assertions))
+            if script is not None:
+                script.append(to_smtlib(query, solver=s))
             answer = s.check()
             if answer == z3.unsat:
                 vacuous = not _satisfied_by(assumptions, witness) and self._is_vacuous(query, limits)
@@ -187,6 +309,13 @@ class Prover:
                                time_s=elapsed)
         return SolveResult(REFUTED, counterexample=cex, undefined_goal=verdict == "undefined",
                            exact=exact, time_s=elapsed)
+
+
+def _texts(goal: sympy.Basic, assumptions: tuple[sympy.Basic, ...]) -> tuple[str, list[str]]:
+    """The obligation as the store keys it: the goal's and the premises' srepr text."""
+    from proofs.record import dump_expr
+
+    return dump_expr(goal), [dump_expr(a) for a in assumptions]
 
 
 def _satisfied_by(assumptions: tuple[sympy.Basic, ...], witness: dict[sympy.Symbol, Value] | None) -> bool:

@@ -56,15 +56,28 @@ def build_query(goal: sympy.Basic, assumptions: Sequence[sympy.Basic]) -> Query:
     return Query(goal, tuple(assumptions), tr, premises, z3.Not(strict_goal))
 
 
-def to_smtlib(query: Query, *, rlimit: int | None = None, seed: int | None = None) -> str:
-    """An SMT-LIB2 script of the query; ``unsat`` means proved."""
-    s = z3.Solver()
-    for a in query.assertions:
-        s.add(a)
-    header = [f"; verishape query: does {' and '.join(map(str, query.assumptions)) or 'True'} imply {query.goal}?",
+def to_smtlib(query: Query, *, rlimit: int | None = None, seed: int | None = None,
+              solver: z3.Solver | None = None) -> str:
+    """An SMT-LIB2 script of the query; ``unsat`` means proved.
+
+    Self-contained: every symbol and function is declared, then the premises, the
+    negated goal and ``(check-sat)``; without ``rlimit``/``seed`` it sets no option, so
+    any SMT-LIB solver (cvc5 included) reads it.  ``solver``: a solver that already holds
+    the query's assertions (in its own context), printed instead of building one in Z3's
+    shared context.  It opens with ``(set-logic ALL)`` (standard SMT-LIB; cvc5 reads it
+    without complaint)."""
+    s = solver
+    if s is None:
+        s = z3.Solver()
+        for a in query.assertions:
+            s.add(a)
+    asked = f"does {' and '.join(map(str, query.assumptions)) or 'True'} imply {query.goal}?"
+    header = [f"; verishape query: {' '.join(asked.split())}",  # one comment line, whatever str() printed
               "; unsat = proved, sat = refuted (model is a counterexample)"]
     if rlimit is not None:
         header.append(f"(set-option :rlimit {rlimit})")
     if seed is not None:
         header.append(f"(set-option :smt.random_seed {seed})")
+    # Standard SMT-LIB: every theory (integers, bit-vectors, IEEE floats) may occur.
+    header.append("(set-logic ALL)")
     return "\n".join(header) + "\n" + s.to_smt2()

@@ -44,6 +44,11 @@ class SolveResult:
       counterexample has been re-checked by concrete evaluation.
     * unknown: the solver gave up (``reason`` says why); callers must act as if they
       had never asked.
+
+    ``cached``: answered from this prover's in-memory cache.  ``from_store``: answered
+    from the persistent proof store (:mod:`proofs.store`) without a solver call; the
+    answer is the one the solver gave when it was stored, and ``time_s`` is then the
+    time the lookup took.
     """
 
     status: Status
@@ -54,6 +59,7 @@ class SolveResult:
     reason: str = ""
     time_s: float = 0.0
     cached: bool = False
+    from_store: bool = False
 
     @property
     def proved(self) -> bool:
@@ -73,6 +79,7 @@ class SolveResult:
             "reason": self.reason,
             "time_s": self.time_s,
             "cached": self.cached,
+            "from_store": self.from_store,
         }
 
     @classmethod

@@ -1,4 +1,8 @@
-"""The solver front end: cache, statistics, limits, SMT-LIB export, failure handling."""
+"""The solver front end: cache, statistics, limits, SMT-LIB export, failure handling.
+
+Tests about what the solver itself does build ``Prover(store=None)``: the session's proof
+store (tests/conftest.py) would otherwise answer a question an earlier test asked, and the
+solver would never run."""
 
 from __future__ import annotations
 
@@ -63,7 +67,7 @@ def test_resource_limit_gives_unknown_not_an_answer():
 
 def test_limits_are_deterministic():
     goal = sympy.Le(tf.FloorDiv(x + y, 2), sympy.Max(x, y))
-    answers = {Prover().prove(goal).status for _ in range(3)}
+    answers = {Prover(store=None).prove(goal).status for _ in range(3)}
     assert answers == {"proved"}
 
 
@@ -81,7 +85,7 @@ def test_every_check_gets_its_own_context(monkeypatch):
         seen.append(self.ctx)
 
     monkeypatch.setattr(z3.Solver, "__init__", spy)
-    p = Prover()
+    p = Prover(store=None)
     p.prove(sympy.Gt(x, 5), [sympy.Gt(x, 6)])       # proved, plus a vacuity check
     p.prove(sympy.Gt(x, 5), [sympy.Gt(x, 4)])       # refuted
     p.prove(sympy.Ge(x * y, x), [sympy.Ge(y, 1), sympy.Ge(x, 0)])
@@ -95,7 +99,7 @@ def test_solver_exception_is_unknown(monkeypatch):
         raise z3.Z3Exception("injected failure")
 
     monkeypatch.setattr(z3.Solver, "check", boom)
-    r = Prover().prove(sympy.Gt(x, 5), [sympy.Gt(x, 6)])
+    r = Prover(store=None).prove(sympy.Gt(x, 5), [sympy.Gt(x, 6)])
     assert r.status == "unknown" and "injected failure" in r.reason
 
 
@@ -151,12 +155,12 @@ def answer(prover, goal, assumptions):
     r = prover.prove(goal, assumptions)
     return (r.status, tuple(sorted((r.counterexample or {}).items())))
 
-sequential = [answer(Prover(), g, a) for g, a in queries]
+sequential = [answer(Prover(store=None), g, a) for g, a in queries]
 results, errors = {}, []
 
 def hammer(name, order):
     try:
-        prover = Prover()
+        prover = Prover(store=None)
         results[name] = {i: answer(prover, *queries[i]) for i in order}
     except BaseException as exc:
         errors.append(repr(exc))
@@ -215,7 +219,7 @@ def test_shared_context_work_is_never_concurrent(monkeypatch):
         for k in range(10):
             p.prove(sympy.Gt(x, k + offset), [sympy.Gt(x, k + offset + 1)])
 
-    threads = [threading.Thread(target=work, args=(Prover(), 100 * i)) for i in range(2)]
+    threads = [threading.Thread(target=work, args=(Prover(store=None), 100 * i)) for i in range(2)]
     for t in threads:
         t.start()
     for t in threads:

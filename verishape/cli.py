@@ -54,6 +54,9 @@ def _build_parser() -> argparse.ArgumentParser:
     from .fuzz.cli import add_parser as add_fuzz_meta_parser
 
     add_fuzz_meta_parser(sub)
+    from .proofs_cli import add_parser as add_proofs_parser
+
+    add_proofs_parser(sub)
     return parser
 
 
@@ -86,6 +89,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .fuzz.cli import run as run_fuzz_meta
 
             return run_fuzz_meta(args)
+        if args.command == "proofs":
+            from .proofs_cli import run as run_proofs
+
+            return run_proofs(args)
         if args.command == "demo":
             from .demo import run_demo
 

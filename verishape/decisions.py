@@ -44,6 +44,21 @@ class DecisionLog:
         self.records.append(record)
         log.debug("verishape decision: %s", record)
 
+    def proofs(self) -> list[ProofRecord]:
+        """Every answer this env acted on: the decisions, then each minimization's
+        rewrites, drops, range tightenings and equivalence proof."""
+        out = list(self.records)
+        for m in self.minimizations:
+            out += [*m.rewrites, *m.dropped, *(t.proof for t in m.tightened)]
+            if m.equivalence is not None:
+                out.append(m.equivalence)
+        return out
+
+    def from_store(self) -> tuple[int, int]:
+        """(answers read from the proof store, all answers) among :meth:`proofs`."""
+        proofs = self.proofs()
+        return sum(p.result.from_store for p in proofs), len(proofs)
+
     def counts(self) -> dict[str, int]:
         return dict(collections.Counter(r.obligation.kind for r in self.records))
 
@@ -52,6 +67,9 @@ class DecisionLog:
         parts = [f"{n} {kind}" for kind, n in sorted(counts.items())] or ["no decisions"]
         text = (f"{', '.join(parts)}; {self.undecided} undecided (stock behaviour); "
                 f"solver {self.solver_time_s * 1e3:.1f} ms")
+        stored, total = self.from_store()
+        if stored:
+            text += f"; {stored} of {total} answers from the proof store"
         if self.errors:
             text += f"; {len(self.errors)} solver failures fell back to stock"
         if self.vacuous:

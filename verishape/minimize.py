@@ -100,6 +100,7 @@ def divisor_symbols(exprs: Sequence[sympy.Basic], prover: solvers.Prover,
     return out
 
 
+@solvers.asked_by("minimize")  # the proof store records who asked
 def minimize(guards: Sequence[sympy.Basic], ranges: dict[sympy.Symbol, object],
              prover: solvers.Prover, *, size_like: set[sympy.Symbol] | frozenset[sympy.Symbol] = frozenset(),
              witness: dict[sympy.Symbol, int] | None = None, tighten_ranges: bool = False) -> Minimization:

@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import sympy
+import torch
 from torch.fx.experimental.recording import ShapeEnvEvent, record_shapeenv_event
 from torch.fx.experimental.symbolic_shapes import ShapeEnv, StrictMinMaxConstraint
 from torch.utils._sympy.numbers import int_oo
@@ -188,7 +189,8 @@ class VeriShapeEnv(ShapeEnv):
         prover = current_prover()
         for value, target in candidates:
             start = time.perf_counter()
-            result = prover.prove(target, premises, witness=witness)
+            with solvers.asked_by("export" if torch.compiler.is_exporting() else "compile"):
+                result = prover.prove(target, premises, witness=witness)
             self.verishape_log.solver_time_s += time.perf_counter() - start
             if result.status != solvers.PROVED:
                 continue

@@ -58,6 +58,7 @@ def holds(conditions: Sequence[sympy.Basic], env: Mapping[sympy.Symbol, int]) ->
     return True
 
 
+@solvers.asked_by("fuzz")  # the proof store records who asked
 def _solve(assumptions: list[sympy.Basic]) -> dict[str, int] | None:
     result = solvers.prove(sympy.false, assumptions)
     if result.status != solvers.REFUTED or result.counterexample is None:
