@@ -14,6 +14,14 @@ The decision is made from the frame's own backend, so a plain ``torch.compile`` 
 reached after a graph break keeps the stock ShapeEnv even when it runs inside a
 verishape-compiled call, and a context variable is per thread.  Nothing is patched for
 the duration of a call.
+
+``torch.export`` builds its ShapeEnv in two more places, both as module globals: the fake
+inputs of non-strict export (``torch._export.non_strict_utils``) and the fallback fake
+mode of the ATen re-trace (``torch.export._trace``); strict export goes through Dynamo's
+``OutputGraph``.  A factory is installed at those two sites, and :func:`exporting` (used
+by ``verishape.export``) makes them and ``OutputGraph`` build the export's VeriShapeEnv
+subclass for the duration of one export call on this thread; every other export keeps the
+stock class at the export sites (audit mode included).
 """
 
 from __future__ import annotations
@@ -71,9 +79,81 @@ def is_verishape_backend(compiler_fn: Any, depth: int = 8) -> bool:
     return False
 
 
+#: Inside ``verishape.export`` on this thread: the VeriShapeEnv class to build and the
+#: list that collects every ShapeEnv the export builds, in construction order.
+_export_envs: contextvars.ContextVar[tuple[type[VeriShapeEnv], list[Any]] | None] = contextvars.ContextVar(
+    "verishape_export_envs", default=None)
+
+
+@contextlib.contextmanager
+def exporting(envs: list[Any], env_class: type[VeriShapeEnv] = VeriShapeEnv) -> Iterator[None]:
+    """Every ShapeEnv built on this thread inside the block (export's fake inputs, a strict
+    export's Dynamo frame, the re-trace's fallback fake mode) is an ``env_class``, appended
+    to ``envs``.  Raises :class:`UnsupportedTorch` when the export sites could not be hooked:
+    exporting with the stock env would silently drop what the caller asked for."""
+    install()
+    require_export_hooks()
+    token = _export_envs.set((env_class, envs))
+    try:
+        yield
+    finally:
+        _export_envs.reset(token)
+
+
 def _shape_env_factory(*args: Any, **kwargs: Any) -> ShapeEnv:
+    """Dynamo's ``OutputGraph``: the export's class inside ``exporting`` (a strict export's
+    frame), VeriShapeEnv for a verishape backend's frame or in audit mode, else stock."""
+    if _export_envs.get() is not None:
+        return _export_site_factory(*args, **kwargs)
     cls = VeriShapeEnv if (_building_verishape_frame.get() or _audit_sink.get() is not None) else ShapeEnv
     return cls(*args, **kwargs)
+
+
+def _export_site_factory(*args: Any, **kwargs: Any) -> ShapeEnv:
+    """``torch.export``'s own sites: the export's class inside ``exporting``, else stock
+    (also in audit mode: an export's premises differ from a frame's, see
+    ``compiler.export.ExportShapeEnv``)."""
+    export = _export_envs.get()
+    if export is None:
+        return ShapeEnv(*args, **kwargs)
+    env_class, envs = export
+    env = env_class(*args, **kwargs)
+    envs.append(env)
+    return env
+
+
+#: Modules of ``torch.export`` that build a ShapeEnv from their module global ``ShapeEnv``.
+EXPORT_SITES = ("torch._export.non_strict_utils", "torch.export._trace")
+_export_hook_error: str | None = "verishape's torch.export hooks are not installed (call compiler.frames.install())"
+
+
+def require_export_hooks() -> None:
+    """Refuse to export when a site could not be hooked (a torch whose internals moved)."""
+    if _export_hook_error is not None:
+        from verishape._compat import UnsupportedTorch
+
+        raise UnsupportedTorch(f"verishape.export cannot run on this torch: {_export_hook_error}")
+
+
+def _install_export_hooks() -> str | None:
+    """Point each export site's ``ShapeEnv`` global at the factory.  Returns why it could
+    not (nothing is changed then), or None.  ``torch.compile`` does not need these sites,
+    so a failure here is reported only when ``verishape.export`` is called."""
+    import importlib
+
+    modules = []
+    for name in EXPORT_SITES:
+        try:
+            module = importlib.import_module(name)
+        except ImportError as exc:
+            return f"cannot import {name} ({exc})"
+        current = getattr(module, "ShapeEnv", None)
+        if current is not ShapeEnv and current is not _export_site_factory:
+            return f"{name}.ShapeEnv is {current!r}, not torch's ShapeEnv class"
+        modules.append(module)
+    for module in modules:
+        module.ShapeEnv = _export_site_factory  # type: ignore[attr-defined]
+    return None
 
 
 #: The VeriShapeEnvs of recent verishape frames, by code object (for ``verishape.explain``).
@@ -96,7 +176,7 @@ def _remember(code: Any, env: Any) -> None:
 
 def install() -> None:
     """Install the hooks (idempotent, thread-safe)."""
-    global _installed
+    global _installed, _export_hook_error
     with _install_lock:
         if _installed:
             return
@@ -113,13 +193,15 @@ def install() -> None:
             sink = _audit_sink.get()
             if sink is not None or isinstance(self.shape_env, VeriShapeEnv):
                 bound = dict(signature.bind(self, code_options, compiler_fn, *args, **kwargs).arguments)
-                if isinstance(self.shape_env, VeriShapeEnv):
+                if isinstance(self.shape_env, VeriShapeEnv) and _export_envs.get() is None:
+                    # (a strict export's frame is explained through its ExportedProgram)
                     _remember(bound.get("f_code"), self.shape_env)
                 if sink is not None:
                     sink(self, bound)
 
         output_graph.OutputGraph.__init__ = init  # type: ignore[method-assign]
         output_graph.ShapeEnv = _shape_env_factory  # type: ignore[attr-defined, assignment]
+        _export_hook_error = _install_export_hooks()
         _installed = True
 
 

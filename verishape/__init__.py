@@ -5,7 +5,9 @@ top-level ``solvers``, ``compiler`` and ``proofs`` packages):
 
 * :func:`compile` - a drop-in for ``torch.compile``;
 * :class:`VeriShapeEnv` - the ShapeEnv that asks Z3 where SymPy gives up;
-* :func:`explain` - what verishape changed in a compiled function's frames.
+* :func:`export` - a drop-in for ``torch.export.export``; :func:`export_decisions` gives
+  the proof records of an export;
+* :func:`explain` - what verishape changed in a compiled function's frames or an export.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ try:
 except _metadata.PackageNotFoundError:  # pragma: no cover - torch is a hard dependency
     raise UnsupportedTorch("verishape needs torch (2.11 to 2.13); install it with: pip install torch==2.13.0") from None
 
-__all__ = ["UnsupportedTorch", "VeriShapeEnv", "__version__", "compile", "explain"]
+__all__ = ["UnsupportedTorch", "VeriShapeEnv", "__version__", "compile", "explain", "export", "export_decisions"]
 
 
 def __getattr__(name: str):  # lazy: `verishape --version` should not import torch
@@ -32,6 +34,10 @@ def __getattr__(name: str):  # lazy: `verishape --version` should not import tor
         from compiler import compile
 
         return compile
+    if name in ("export", "export_decisions"):
+        import importlib
+
+        return getattr(importlib.import_module("compiler.export"), name)
     if name == "explain":
         from .explanation import explain
 

@@ -2,8 +2,9 @@
 
 Per frame: the stock guard list against the installed one, what each dropped guard is
 implied by, the guards rewritten as cheaper equivalents, the range checks tightened
-(guards folded into them), the runtime asserts discharged, every solver decision with its time, and the
-reasons Dynamo gave for recompiling.
+(guards folded into them), the runtime asserts discharged, every solver decision with its
+time ("from store" when the proof store answered instead of the solver), and the reasons
+Dynamo gave for recompiling.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ def _frame_text(index: int, env: Any) -> list[str]:
         verdict = ("installed (equivalence proved)" if m.applied
                    else "not applied (equivalence not proved), stock list installed" if m.dropped
                    else "nothing to drop")
+        stored = sum(p.result.from_store for p in (*m.dropped, *([m.equivalence] if m.equivalence else ())))
         lines.append(f"  guards: {len(m.stock)} stock -> {len(m.kept) if m.applied else len(m.stock)} installed, "
-                     f"{verdict}; {m.time_s * 1e3:.1f} ms")
+                     f"{verdict}; {m.time_s * 1e3:.1f} ms" + (f", {stored} proof(s) from store" if stored else ""))
         for rec in m.dropped:
             implied_by = "; ".join(sources.describe(p, env) for p in rec.obligation.premises)
             lines.append(f"    dropped {sources.describe(rec.obligation.goal, env)}")
@@ -46,10 +48,17 @@ def _frame_text(index: int, env: Any) -> list[str]:
         asked = rec.obligation.goal if rec.decided else sympy.Not(rec.obligation.goal)
         where = f"  [{rec.obligation.source.strip()}]" if rec.obligation.source else ""
         lines.append(f"  decided {rec.obligation.kind}: {sources.describe(asked, env)} is {bool(rec.decided)} "
-                     f"({rec.result.time_s * 1e3:.1f} ms{', cached' if rec.result.cached else ''}){where}")
+                     f"({_timing(rec.result)}){where}")
     for expr, value, where in log.fallbacks:
         lines.append(f"  unproved fallback: {expr} assumed {value}" + (f"  [{where}]" if where else ""))
     return lines
+
+
+def _timing(result: Any) -> str:
+    """A decision's time and where its answer came from (solver, this process's cache,
+    or the proof store written by an earlier run)."""
+    source = ", from store" if result.from_store else ", cached" if result.cached else ""
+    return f"{result.time_s * 1e3:.1f} ms{source}"
 
 
 def recompile_reasons(co_name: str) -> list[str]:
@@ -65,12 +74,13 @@ def recompile_reasons(co_name: str) -> list[str]:
     return out
 
 
-def explain_envs(name: str, envs: list[Any], numbers: list[int] | None = None) -> str:
+def explain_envs(name: str, envs: list[Any], numbers: list[int] | None = None, verb: str = "compiled") -> str:
     """``numbers``: each frame's number, unique across the whole run (a script's frames are
-    numbered in compile order, as ``verify-guards`` numbers them); by default 0, 1, ..."""
+    numbered in compile order, as ``verify-guards`` numbers them); by default 0, 1, ...
+    ``verb``: "compiled", or "exported" for the programs of ``torch.export``."""
     if not envs:
-        return f"{name}: no frame compiled with verishape yet (call the compiled function first)"
-    lines = [f"{name}: {len(envs)} frame(s) compiled with verishape"]
+        return f"{name}: no frame {verb} with verishape yet (call the compiled function first)"
+    lines = [f"{name}: {len(envs)} frame(s) {verb} with verishape"]
     for number, env in zip(numbers if numbers is not None else range(len(envs)), envs):
         lines += _frame_text(number, env)
     reasons = recompile_reasons(name.split(" ")[0])
@@ -92,18 +102,36 @@ def explain_script(script: str, script_args: list[str]) -> tuple[str, int, str |
     run = run_script(Path(script), script_args, lambda _m: None)
     groups: dict[Any, list[Any]] = {}
     for f in run.frames:
-        groups.setdefault(f.code, []).append(f)
-    parts = [explain_envs(f"{fs[0].name} ({fs[0].location})", [f.env for f in fs], [f.index for f in fs])
-             for fs in groups.values()]
+        groups.setdefault((f.kind, f.code), []).append(f)
+    parts = [explain_envs(f"{fs[0].name} ({fs[0].location})", [f.env for f in fs], [f.index for f in fs],
+                          verb="exported" if kind == "export" else "compiled")
+             for (kind, _code), fs in groups.items()]
     if run.script_error:
         stopped = f"the script stopped on a compile error: {run.script_error}"
         return "\n\n".join([*parts, stopped]), 1, stopped
     return "\n\n".join(parts), 0, None
 
 
+def explain_export(ep: Any) -> str:
+    """The decisions of ``ep``'s export (``ep`` from ``verishape.export`` in this process)."""
+    from compiler.export import export_env
+
+    env = export_env(ep)
+    if env is None:
+        return "exported program: its export traced no symbolic shapes (nothing to decide)"
+    name = (env.co_fields or {}).get("co_name", "forward")
+    return "\n".join([f"exported program ({name}): exported with verishape", *_frame_text(0, env)])
+
+
 def explain(compiled_fn: Any) -> str:
-    """Explain a function or module returned by ``verishape.compile`` (after it ran)."""
+    """Explain a function or module returned by ``verishape.compile`` (after it ran), or
+    an ExportedProgram returned by ``verishape.export``."""
+    from torch.export import ExportedProgram
+
     from compiler.frames import envs_for
+
+    if isinstance(compiled_fn, ExportedProgram):
+        return explain_export(compiled_fn)
 
     original = getattr(compiled_fn, "_torchdynamo_orig_callable", compiled_fn)
     original = getattr(original, "forward", original)

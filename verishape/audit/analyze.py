@@ -98,7 +98,7 @@ class FrameAuditor:
         self.frame = frame
         self.env = frame.env
         self.prover = prover
-        self.sources = symbol_sources(self.env)
+        self.sources = self._symbol_sources()
         self.symbol_of_source = {src: sym for sym in self.env.var_to_range
                                  for src in self.sources.get(str(sym), [])}
         self.declared_bounds = self._declared_bounds(assumptions)
@@ -125,7 +125,7 @@ class FrameAuditor:
         in any order and form).  An undeclared dimension keeps stock torch's [2, oo) unless
         an ``--assume`` gives it a lower bound (declaring sizes 0 or 1 on purpose widens the
         default); an upper bound alone never moves the default lower bound."""
-        marked = declared_from_locals(self.frame.local_scope)
+        marked = self._marked()
         stated: dict[str, tuple[list[int], list[int], list[str]]] = {}
         for a in assumptions:
             for src, (lo, hi) in bounds_from_assumption(a).items():
@@ -148,6 +148,18 @@ class FrameAuditor:
             origin = " and ".join(([base.origin] if base.lower is not None or base.upper is not None else []) + texts)
             out[src] = Bounds(max(lows) if lows else None, min(highs) if highs else None, origin)
         return out
+
+    def describe(self, expr: sympy.Basic) -> str:
+        """``expr`` in the words of the report: each sized symbol as its input source."""
+        return describe(expr, self.env)
+
+    def _symbol_sources(self) -> dict[str, list[str]]:
+        """Symbol -> the input sizes it stands for (an export names them its own way)."""
+        return symbol_sources(self.env)
+
+    def _marked(self) -> dict[str, Bounds]:
+        """Bounds the script declared on the frame's inputs (``mark_dynamic``, ...)."""
+        return declared_from_locals(self.frame.local_scope)
 
     def labelled_space(self) -> list[tuple[str, sympy.Basic]]:
         """The declared space's facts about input sizes, each with the words that name it
@@ -182,7 +194,7 @@ class FrameAuditor:
                 if r.status != solvers.PROVED:
                     at = f" (e.g. at {self.keyed(r.counterexample)})" if r.counterexample else ""
                     raise UsageError(f"--assume {short(a.text)!r} may divide by zero in {where}: "
-                                     f"{describe(d, self.env)} can be 0 in the declared space{at}, where the "
+                                     f"{self.describe(d)} can be 0 in the declared space{at}, where the "
                                      f"fact has no value")
 
     def declared_lines(self) -> list[str]:
@@ -190,7 +202,7 @@ class FrameAuditor:
         facts that are not simple bounds (a bound written another way shows as the bound)."""
         lines = [b.describe(src) for src, b in sorted(self.declared_bounds.items())]
         for _, fact in self.frame_assumptions:
-            lines += [f"{describe(part, self.env)}  (--assume)" for part in sympy.And.make_args(fact)
+            lines += [f"{self.describe(part)}  (--assume)" for part in sympy.And.make_args(fact)
                       if part is not sympy.true and linear_bound(part) is None]
         return list(dict.fromkeys(lines))
 
@@ -246,7 +258,7 @@ class FrameAuditor:
         if result.status == solvers.PROVED and result.vacuous:
             status = "vacuous"  # the premises contradict each other: the proof says nothing
         cex = self.keyed(result.counterexample) if result.counterexample else None
-        check = Check(kind, describe(goal, self.env), where, status, result, cex)
+        check = Check(kind, self.describe(goal), where, status, result, cex)
         if result.status == solvers.REFUTED and others is not None:
             self._isolate(check, goal, premises, others)
         return check
@@ -290,7 +302,7 @@ class FrameAuditor:
             except concrete.Unevaluable:
                 continue
             if not holds:
-                out.append(describe(g, self.env))
+                out.append(self.describe(g))
         return out
 
     def other_guards(self, goal: sympy.Basic) -> list[sympy.Basic]:
@@ -343,21 +355,21 @@ class FrameAuditor:
         declared = self.declared_lines()
         log = self.env.verishape_log
         minimizations = [{
-            "stock_guards": [describe(g, self.env) for g in m.stock],
-            "installed_guards": [describe(g, self.env) for g in (m.kept if m.applied else m.stock)],
-            "dropped": [{"guard": describe(r.obligation.goal, self.env),
-                         "implied_by": [describe(p, self.env) for p in r.obligation.premises]} for r in m.dropped],
-            "rewritten": [{"guard": describe(old, self.env), "as": describe(new, self.env)}
+            "stock_guards": [self.describe(g) for g in m.stock],
+            "installed_guards": [self.describe(g) for g in (m.kept if m.applied else m.stock)],
+            "dropped": [{"guard": self.describe(r.obligation.goal),
+                         "implied_by": [self.describe(p) for p in r.obligation.premises]} for r in m.dropped],
+            "rewritten": [{"guard": self.describe(old), "as": self.describe(new)}
                           for old, new in (m.rewritten.items() if m.applied else ())],
-            "tightened_ranges": [{"range": describe(sympy.And(*t.facts()), self.env),
-                                  "folded": [describe(g, self.env) for g in t.folded],
+            "tightened_ranges": [{"range": self.describe(sympy.And(*t.facts())),
+                                  "folded": [self.describe(g) for g in t.folded],
                                   "proof": t.proof.to_json()} for t in (m.tightened if m.applied else [])],
             "equivalence": m.equivalence.to_json() if m.equivalence else None,
             "applied": m.applied,
         } for m in log.minimizations]
         # Divisibility facts the compiler relied on (Inductor's masks, tt.divisibility):
         # each is a proof record; a claim without one was never relied on.
-        divisibility = [{"fact": describe(r.obligation.goal if r.decided else sympy.Not(r.obligation.goal), self.env),
+        divisibility = [{"fact": self.describe(r.obligation.goal if r.decided else sympy.Not(r.obligation.goal)),
                          "value": r.decided, "status": r.result.status, "kind": r.obligation.kind}
                         for r in log.records if r.obligation.goal.atoms(sympy.Mod, *_MODS)]
         return FrameAudit(self.frame, self.sources, declared, checks, findings, list(log.records), fallbacks,
@@ -382,7 +394,7 @@ class FrameAuditor:
         out = [Finding("vacuous_proof", self.frame.index, c.expr, c.source_line, None, detail=why)
                for c in checks if c.kind == "runtime_assert" and c.status == "vacuous"]
         for expr, where in getattr(self.env.verishape_log, "vacuous", ()):
-            out.append(Finding("vacuous_proof", self.frame.index, describe(expr, self.env), where, None,
+            out.append(Finding("vacuous_proof", self.frame.index, self.describe(expr), where, None,
                                detail=f"while compiling: {why}; verishape refused it and kept stock behaviour"))
         return out
 
@@ -434,7 +446,7 @@ class FrameAuditor:
             goal = expr if value else sympy.Not(expr)
             r = self.prover.prove(goal, premises)
             vacuous = r.status == solvers.PROVED and r.vacuous  # premises contradict: proves nothing
-            entry = {"expr": describe(expr, self.env), "assumed": value, "source_line": where,
+            entry = {"expr": self.describe(expr), "assumed": value, "source_line": where,
                      "status": "vacuous" if vacuous else r.status, "kind": kind.replace("_unproved", ""),
                      "counterexample": self.keyed(r.counterexample) if r.counterexample else None}
             out.append(entry)
@@ -457,12 +469,21 @@ def _distinct_values(a: Bounds, b: Bounds) -> tuple[int, int] | None:
     return None
 
 
+def auditor_for(frame: Frame, assumptions: Sequence[Assumption], prover: solvers.Prover) -> FrameAuditor:
+    """The auditor for a frame's kind: a compiled frame, or an export (``exports.py``)."""
+    if getattr(frame, "kind", "compile") == "export":
+        from .exports import ExportAuditor
+
+        return ExportAuditor(frame, assumptions, prover)
+    return FrameAuditor(frame, assumptions, prover)
+
+
 def require_declared_space(frames: Sequence[Frame], assumptions: Sequence[Assumption], prover: solvers.Prover) -> None:
     """Before auditing anything: every ``--assume`` must name sizes some compiled frame has
     as symbols (an input the script never compiles with, or a dimension that is static in
     every frame, would be silently ignored), and each frame's declared space must hold an
     input on which every fact has a value (``FrameAuditor.require_space``)."""
-    auditors = [FrameAuditor(frame, assumptions, prover) for frame in frames]
+    auditors = [auditor_for(frame, assumptions, prover) for frame in frames]
     known = set().union(*(a.symbol_of_source for a in auditors))
     for a in assumptions:
         missing = sorted(set(a.sources.values()) - known)

@@ -76,6 +76,8 @@ class Frame:
     #: Dynamo's recompile limit, hit by the script for this frame's code: later calls ran
     #: eagerly and were never compiled, so never audited
     recompile_limit: str | None = None
+    #: "compile" (a Dynamo frame) or "export" (a torch.export call: ``exports.ExportFrame``)
+    kind: str = "compile"
 
     @property
     def name(self) -> str:
@@ -115,7 +117,11 @@ def run_script(path: Path, args: Sequence[str], progress: Callable[[str], None])
     graphs: dict[int, Any] = {}  # frame index -> its OutputGraph, read once the run is over
     by_compile: dict[Any, int] = {}  # compile id -> frame index
 
+    from . import exports
+
     def sink(output_graph: Any, init_args: dict[str, Any]) -> None:
+        if exports.inside_export():
+            return  # a strict export's Dynamo frame: audited as part of its export
         _keep_artifacts(run.frames)  # earlier frames have finished compiling by now
         code = init_args.get("f_code")
         trace = CompileContext.current_trace_id()
@@ -146,7 +152,7 @@ def run_script(path: Path, args: Sequence[str], progress: Callable[[str], None])
     sys.path.insert(0, str(path.parent.resolve()))
     dynamo_log.addHandler(limits)
     try:
-        with frames.audit(sink):
+        with frames.audit(sink), exports.capturing(str(path), lambda f: _add_export(run, f, progress)):
             runpy.run_path(str(path), run_name="__main__")
     except SystemExit as exc:
         if exc.code not in (None, 0):
@@ -168,8 +174,19 @@ def run_script(path: Path, args: Sequence[str], progress: Callable[[str], None])
     _note_compiles(run.frames, graphs)
     limits.attach(run.frames)
     if not run.frames:
-        raise UsageError(f"{path.name} ran, but no frame was compiled by torch.compile or verishape.compile")
+        raise UsageError(f"{path.name} ran, but no frame was compiled by torch.compile or verishape.compile, "
+                         "and nothing was exported")
     return run
+
+
+def _add_export(run: Run, frame: Any, progress: Callable[[str], None]) -> None:
+    """An export the script made: a frame of its own (one that failed before building a
+    ShapeEnv has nothing to audit; its error still stops or reaches the script)."""
+    if frame.env is None:
+        return
+    frame.index = len(run.frames)
+    run.frames.append(frame)
+    progress(f"exported frame {frame.index}: {frame.name} ({frame.location})")
 
 
 # ---------------------------------------------------------------- what was compiled, and what was not
@@ -197,7 +214,7 @@ def _note_compiles(frames_: Sequence[Frame], graphs: dict[int, Any]) -> None:
     frame ran eagerly, and its guards belong to no compiled code.  A frame that ended at
     a graph break audits only the code before it: say where."""
     for frame in frames_:
-        if frame.error:
+        if frame.error or frame.kind != "compile":
             continue
         reason = getattr(graphs.get(frame.index), "compile_subgraph_reason", None)
         if reason is None and frame.artifact is None:

@@ -6,6 +6,8 @@ JSON schema (``verishape verify-guards --json``)::
       "script": str, "argv": [str], "assumptions": [str],
       "frames": [{
         "id": int, "name": str, "location": "file.py:line",
+        "kind": "compile"|"export",               # an export: torch.export.export / verishape.export
+        "range_constraints": [same fields as guards],   # export only: ep.range_constraints bounds
         "compiled": bool, "error": str|null,     # false also when Dynamo gave up and ran the frame eagerly
         "compile_id": str|null,                   # Dynamo's compile id ("0/1"), whose cache entry is replayed
         "notes": [str],                           # what the run could not audit here (a graph break)
@@ -31,12 +33,14 @@ JSON schema (``verishape verify-guards --json``)::
                     "replay": {"outcome", "reason", "mode": "cache_entry", "compile_id", "graph_calls": int,
                                "inputs": {arg: shape}, "eager_error", "compiled_error"}|null}],
       "summary": {"frames", "guards", "guards_implied", "runtime_asserts", "findings",
-                  "findings_by_kind": {kind: n}, "exit_status": 0|1}
+                  "findings_by_kind": {kind: n}, "exit_status": 0|1,
+                  "answers": int, "answers_from_store": int}   # solver answers; those read from the proof store
     }
 
 Finding kinds: ``guard_not_implied``, ``guard_undecided``, ``specialization_01``,
 ``duck_sizing``, ``contradictory_facts``, ``vacuous_proof``, ``fallback_unproved``, ``size_oblivious_unproved``,
-``constraint_violation``,
+``constraint_violation``, ``range_not_implied`` and ``runtime_assert_not_implied`` (an exported
+program's range constraint or input-size assert rejects declared inputs),
 ``data_dependent_error``, ``compile_failed``, ``recompile_limit`` (the script hit Dynamo's
 recompile limit: later calls ran eagerly, never compiled, so never audited).
 
@@ -48,7 +52,8 @@ Replays run the cache entry Dynamo made for the audited compile (its transformed
 called directly: no guard check, no recompile, no cache change) against the frame's own
 bytecode run eagerly; ``graph_calls`` counts calls of the audited graph.  Outcomes:
 ``agree``, ``differ``, ``compiled_fails``, ``compiled_accepts_what_eager_rejects``,
-``both_fail``, ``not_replayed`` (with ``reason``: no isolated counterexample, the sizes
+``both_fail``, ``compiled_rejects`` (an export: ``ep.module()`` refused the input with its own
+range/guard/assert check; mode ``exported_program``), ``not_replayed`` (with ``reason``: no isolated counterexample, the sizes
 cannot be rebuilt, the cache entry is gone, the graph was not reached).
 """
 
@@ -74,10 +79,12 @@ def build(script: str, argv: list[str], assumptions: list[str], audits: list[Fra
     for a in audits:
         f = a.frame
         frames.append({
-            "id": f.index, "name": f.name, "location": f.location, "compiled": f.error is None, "error": f.error,
+            "id": f.index, "name": f.name, "location": f.location, "kind": f.kind,
+            "compiled": f.error is None, "error": f.error,
             "compile_id": None if f.compile_id is None else str(f.compile_id), "notes": list(f.notes),
             "symbols": a.symbols, "declared_space": a.declared,
             "guards": [_check_json(c) for c in a.checks if c.kind == "guard"],
+            "range_constraints": [_check_json(c) for c in a.checks if c.kind == "range_constraint"],
             "runtime_asserts": [_check_json(c) for c in a.checks if c.kind == "runtime_assert"],
             "decisions": [r.to_json() for r in a.decisions],
             "fallbacks": a.fallbacks,
@@ -87,6 +94,7 @@ def build(script: str, argv: list[str], assumptions: list[str], audits: list[Fra
         findings += [dataclasses.asdict(x) for x in a.findings]
     guards = [g for fr in frames for g in fr["guards"]]
     by_kind = collections.Counter(x["kind"] for x in findings)
+    answers = [r for fr in frames for r in _answers(fr)]
     return {
         "script": script, "argv": argv, "assumptions": assumptions, "frames": frames, "findings": findings,
         "summary": {
@@ -95,8 +103,20 @@ def build(script: str, argv: list[str], assumptions: list[str], audits: list[Fra
             "runtime_asserts": sum(len(fr["runtime_asserts"]) for fr in frames),
             "findings": len(findings), "findings_by_kind": dict(by_kind),
             "exit_status": 1 if findings else 0,
+            "answers": len(answers), "answers_from_store": sum(bool(r.get("from_store")) for r in answers),
         },
     }
+
+
+def _answers(frame: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every SolveResult JSON of a frame: the audit's own proofs, the decisions made while
+    compiling and the minimization's equivalence proofs (each says whether it came from
+    the proof store)."""
+    out = [c[key] for c in (*frame["guards"], *frame["runtime_asserts"])
+           for key in ("proof", "isolation_proof") if c.get(key)]
+    out += [d["result"] for d in frame["decisions"]]
+    out += [m["equivalence"]["result"] for m in frame["minimizations"] if m.get("equivalence")]
+    return out
 
 
 def _cex(c: dict[str, Any] | None) -> str:
@@ -141,7 +161,9 @@ def _replay_table(findings: list[dict[str, Any]]) -> list[str]:
         return []
     head = ("#", "finding", "counterexample", "replay without guards")
     widths = [min(max(len(r[c]) for r in [head, *rows]), cap) for c, cap in enumerate((3, 44, 40, 0))]
-    out = ["", "replays (eager against the audited graph, guards skipped):"]
+    exports = any((x.get("replay") or {}).get("mode") == "exported_program" for x in findings)
+    out = ["", "replays (eager against the audited graph, guards skipped" +
+           ("; an export: against ep.module()):" if exports else "):")]
     for r in [head, *rows]:
         cells = [_clip(r[c], widths[c]).ljust(widths[c]) for c in range(3)]
         out.append("  " + "  ".join(cells) + "  " + r[3])
@@ -154,24 +176,32 @@ def render(report: dict[str, Any]) -> str:
         lines.append("assumptions: " + "; ".join(report["assumptions"]))
     for fr in report["frames"]:
         lines.append("")
-        state = "compiled" if fr["compiled"] else f"did not compile: {fr['error']}"
+        export = fr.get("kind") == "export"
+        if fr["compiled"]:
+            state = "exported" if export else "compiled"
+        else:
+            state = f"did not {'export' if export else 'compile'}: {fr['error']}"
         lines.append(f"frame {fr['id']}: {fr['name']} ({fr['location']}), {state}")
         for n in fr.get("notes", []):
             lines.append(f"  note: {n}")
         for d in fr["declared_space"]:
             lines.append(f"  declared: {d}")
-        for kind, key in (("guard", "guards"), ("runtime assert", "runtime_asserts")):
-            for g in fr[key]:
+        for kind, key in (("range constraint", "range_constraints"), ("guard", "guards"),
+                          ("runtime assert", "runtime_asserts")):
+            for g in fr.get(key, []):
                 mark = {"implied": "implied", "not_implied": "NOT implied", "undecided": "undecided",
                         "vacuous": "VACUOUS proof (premises contradict), not counted as implied"}[g["status"]]
                 where = f"   [{g['source_line']}]" if g["source_line"] else ""
-                lines.append(f"  {kind}: {g['guard']}: {mark}{where}")
+                stored = " (from store)" if g["proof"].get("from_store") else ""
+                lines.append(f"  {kind}: {g['guard']}: {mark}{stored}{where}")
                 if g["counterexample"]:
                     lines.append(f"      counterexample: {_cex(g['counterexample'])}")
                 if g.get("isolation_note"):
                     lines.append(f"      {g['isolation_note']}")
         if fr["decisions"]:
-            lines.append(f"  solver decisions while compiling: {len(fr['decisions'])}")
+            stored = sum(bool(d["result"].get("from_store")) for d in fr["decisions"])
+            lines.append(f"  solver decisions while compiling: {len(fr['decisions'])}"
+                         + (f" ({stored} from store)" if stored else ""))
         for m in fr["minimizations"]:
             if m["dropped"]:
                 state = "proved equivalent, installed" if m["applied"] else "NOT proved equivalent, stock installed"
@@ -196,11 +226,14 @@ def render(report: dict[str, Any]) -> str:
             if x.get("replay"):
                 r = x["replay"]
                 extra = r.get("compiled_error") or r.get("eager_error") or r.get("reason") or ""
-                lines.append(f"      replay without guards: {r['outcome']}" + (f" ({extra})" if extra else ""))
+                how = "replay of the exported program" if r.get("mode") == "exported_program" else "replay without guards"
+                lines.append(f"      {how}: {r['outcome']}" + (f" ({extra})" if extra else ""))
         lines += _replay_table(report["findings"])
     else:
         lines.append("no findings: every compiled artifact is valid for the whole declared input space")
     s = report["summary"]
     lines.append(f"summary: {s['frames']} frame(s), {s['guards']} guard(s) ({s['guards_implied']} implied), "
-                 f"{s['runtime_asserts']} runtime assert(s), {s['findings']} finding(s)")
+                 f"{s['runtime_asserts']} runtime assert(s), {s['findings']} finding(s)"
+                 + (f"; {s['answers_from_store']} of {s['answers']} solver answers from the proof store"
+                    if s.get("answers_from_store") else ""))
     return "\n".join(lines)

@@ -12,17 +12,24 @@ import solvers
 
 from verishape.cli_errors import UsageError, check_script, check_writable
 
-from .analyze import FrameAuditor, require_declared_space
+from .analyze import auditor_for, require_declared_space
 from .capture import run_script
+from .exports import replay_export
 from .replay import replay
 from .report import build, render
 from .space import check_assumptions_consistent, parse_assumption
+
+
+#: Findings whose counterexample is an input worth running: eager against the artifact.
+REPLAYED = ("guard_not_implied", "specialization_01", "duck_sizing", "fallback_unproved",
+            "range_not_implied", "runtime_assert_not_implied")
 
 
 def _progress(message: str) -> None:
     print(f"verishape: {message}", file=sys.stderr, flush=True)
 
 
+@solvers.asked_by("audit")  # the proof store records who asked (compiles inside say "compile")
 def verify_guards(script: str | Path, script_args: Sequence[str] = (), *, assume: Sequence[str] = (),
                   json_path: str | Path | None = None, progress: bool = True) -> tuple[int, dict[str, Any]]:
     """Audit ``script``; returns (exit status, report).  Raises UsageError on bad input:
@@ -43,10 +50,9 @@ def verify_guards(script: str | Path, script_args: Sequence[str] = (), *, assume
     audits = []
     for frame in run.frames:
         say(f"auditing frame {frame.index}: {frame.name} ({frame.location}), {len(frame.env.guards)} guard(s)")
-        audit = FrameAuditor(frame, assumptions, prover).run()
+        audit = auditor_for(frame, assumptions, prover).run()
         for finding in audit.findings:
-            if finding.counterexample and finding.kind in ("guard_not_implied", "specialization_01", "duck_sizing",
-                                                           "fallback_unproved"):
+            if finding.counterexample and finding.kind in REPLAYED:
                 if finding.isolation is not None and finding.isolation != "only_this_guard":
                     # Its counterexample also breaks other guards of the frame: replaying it
                     # would blame this guard for what those guards protect.
@@ -56,7 +62,8 @@ def verify_guards(script: str | Path, script_args: Sequence[str] = (), *, assume
                     finding.replay = {"outcome": "not_replayed", "reason": alone}
                     continue
                 say(f"replaying {finding.kind} at {finding.counterexample}")
-                finding.replay = replay(frame, finding.counterexample)
+                finding.replay = (replay_export(frame, finding.counterexample) if frame.kind == "export"
+                                  else replay(frame, finding.counterexample))
         audits.append(audit)
     report = build(str(path), list(script_args), list(assume), audits)
     if json_path is not None:

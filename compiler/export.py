@@ -1,0 +1,378 @@
+"""``verishape.export``: ``torch.export.export`` with VeriShapeEnv as every ShapeEnv it builds.
+
+The export itself is stock: the same call, the same passes, a plain ``ExportedProgram``.
+What changes is who answers shape questions while it traces.  Non-strict export builds its
+ShapeEnv for the fake inputs in ``torch._export.non_strict_utils``; strict export builds it
+in Dynamo's ``OutputGraph``; both then re-trace to ATen with the same env (the fake mode
+is detected from the traced graph).  :func:`compiler.frames.exporting` makes each of those
+sites build an :class:`ExportShapeEnv` (a :class:`VeriShapeEnv` whose premises are what an
+exported program checks) for this call, on this thread, and nothing else.
+
+The artifact carries nothing of verishape (no attribute, no custom op): the decisions are
+kept here, in a weak mapping from the ExportedProgram to its env, so saving, loading,
+``run_decompositions`` and AOTInductor see a stock program.
+
+Guard minimization is off inside an export: an exported program installs no guard list
+(its checks are the range constraints and the runtime asserts), and stock's constraint
+checks in ``produce_guards`` must see stock's own guards to report what stock reports.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+import threading
+import weakref
+from collections.abc import Mapping
+from typing import Any
+
+import sympy
+import torch
+from torch._dynamo.source import TensorProperty, TensorPropertySource
+from torch.export import ExportedProgram
+from torch.utils._sympy.numbers import int_oo
+from torch.utils._sympy.printers import PythonPrinter
+from torch.utils._sympy.symbol import SymT, symbol_is_type
+from torch.utils._sympy.value_ranges import ValueRanges
+
+import solvers
+from verishape import facts, sources
+from verishape.decisions import DecisionLog
+from verishape.shape_env import VeriShapeEnv, current_prover, guard_minimization
+
+from . import frames
+
+log = logging.getLogger("verishape")
+
+#: An exported program checks an input size's lower bound only above this value: sizes 0
+#: and 1 are accepted at runtime whatever was declared (``_check_symint`` in
+#: ``torch._export.utils``; ``_get_input_guards_for_graph`` in ``torch.export._unlift``).
+_RUNTIME_CHECKED_ABOVE = 2
+
+
+class ExportShapeEnv(VeriShapeEnv):
+    """The VeriShapeEnv of one export: premises are only what the exported program checks.
+
+    A compiled frame installs its guards, including the ``2 <= s`` of 0/1 specialization;
+    an exported program installs none.  Its checks are the runtime asserts in its graph
+    (deferred asserts, and the range asserts emitted where an unbacked symbol is bound)
+    and, on each input, the range constraints, of which only an upper bound and a lower
+    bound above 2 are checked: a size of 0 or 1 is accepted whatever the ShapeEnv assumed
+    while tracing.  So here:
+
+    * the env's guards are no premises (nothing checks them at runtime);
+    * a backed symbol's lower bound is a premise only above 2; otherwise a tensor size or
+      stride is known only to be >= 0 and any other backed integer is unbounded below;
+    * deferred runtime asserts (rule 4 as in compile) and unbacked ranges stay premises.
+    """
+
+    def _premises(self, goal: sympy.Basic, kind: str, axioms: tuple[sympy.Basic, ...] | None,
+                  var_to_range: tuple[tuple[sympy.Symbol, Any], ...] | None,
+                  size_oblivious: bool) -> tuple[list[sympy.Basic], dict[sympy.Symbol, sympy.Symbol]] | None:
+        if axioms is None:
+            axioms = tuple(self._emitted_asserts(goal, kind))
+        ranges = dict(var_to_range) if var_to_range is not None else dict(self.var_to_range)
+        checked = tuple((s, self._checked_range(s, vr)) for s, vr in ranges.items())
+        return super()._premises(goal, kind, axioms, checked, size_oblivious)
+
+    def _emitted_asserts(self, goal: sympy.Basic, kind: str) -> list[sympy.Basic]:
+        """The deferred runtime asserts (the graph's ``_assert_scalar`` nodes); when an
+        assert is being discharged, only those emitted no later than it (rule 4)."""
+        limit = facts.newest_unbacked(goal) if kind == "assert_discharged" else None
+        pool: list[sympy.Basic] = []
+        for key, asserts in self.deferred_runtime_asserts.items():
+            if limit is not None and key is not None:
+                index = facts.unbacked_index(key)
+                if index is None or index > limit:
+                    continue
+            pool.extend(ra.expr for ra in asserts)
+        return pool
+
+    def _checked_range(self, symbol: sympy.Symbol, vr: Any) -> Any:
+        if getattr(vr, "is_bool", False) or not symbol_is_type(symbol, (SymT.SIZE, SymT.FLOAT)):
+            return vr  # unbacked symbols: bound in the graph, their ranges asserted there
+        if symbol_is_type(symbol, SymT.FLOAT):
+            return ValueRanges.unknown()  # nothing checks a backed float input's range
+        if _finite_number(vr.lower) and vr.lower > _RUNTIME_CHECKED_ABOVE:
+            return vr
+        lower = 0 if self._is_tensor_size(symbol) else -int_oo
+        if _finite_number(vr.lower) and vr.lower < lower:
+            lower = vr.lower
+        return ValueRanges(lower, vr.upper)
+
+    def _is_tensor_size(self, symbol: sympy.Symbol) -> bool:
+        sources = self.var_to_sources.get(symbol) or []
+        return bool(sources) and all(
+            isinstance(src, TensorPropertySource) and src.prop in (TensorProperty.SIZE, TensorProperty.STRIDE)
+            for src in sources)
+
+
+def _finite_number(bound: Any) -> bool:
+    return isinstance(bound, sympy.Integer)
+
+
+_envs_lock = threading.Lock()
+#: ExportedProgram -> the VeriShapeEnvs its export built (the program's own env last).
+_export_envs: weakref.WeakKeyDictionary[ExportedProgram, list[VeriShapeEnv]] = weakref.WeakKeyDictionary()
+
+
+def export(mod: torch.nn.Module, args: tuple[Any, ...], kwargs: Mapping[str, Any] | None = None, *,
+           dynamic_shapes: Any = None, strict: bool = False, preserve_module_call_signature: tuple[str, ...] = (),
+           **rest: Any) -> ExportedProgram:
+    """A drop-in for :func:`torch.export.export`: same arguments, passed through unchanged;
+    returns a plain :class:`torch.export.ExportedProgram`.  Shape questions the export asks
+    are decided with proofs where stock gives up; see :func:`export_decisions`."""
+    built: list[Any] = []
+    with frames.exporting(built, ExportShapeEnv), guard_minimization(False):
+        try:
+            ep = torch.export.export(mod, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict,
+                                     preserve_module_call_signature=preserve_module_call_signature, **rest)
+        except Exception as exc:
+            _add_proved_reason(exc, [e for e in built if isinstance(e, VeriShapeEnv)], dynamic_shapes)
+            raise
+    envs = _ordered_envs(ep, [e for e in built if isinstance(e, VeriShapeEnv)])
+    with _envs_lock:
+        _export_envs[ep] = envs
+    return ep
+
+
+def _ordered_envs(ep: ExportedProgram, built: list[VeriShapeEnv]) -> list[VeriShapeEnv]:
+    """``built`` with the program's own env (the one its graph's fake values belong to) last."""
+    own = program_shape_env(ep)
+    return [e for e in built if e is not own] + ([own] if own is not None and any(e is own for e in built) else [])
+
+
+def program_shape_env(ep: ExportedProgram) -> Any:
+    """The ShapeEnv of ``ep``'s graph (from its fake values), or None for a graph without any."""
+    from torch._guards import detect_fake_mode
+
+    vals = [n.meta.get("val") for n in ep.graph.nodes if n.op == "placeholder"]
+    fake_mode = detect_fake_mode([v for v in vals if isinstance(v, torch.Tensor)])
+    if fake_mode is not None and fake_mode.shape_env is not None:
+        return fake_mode.shape_env
+    for v in vals:
+        if isinstance(v, torch.SymInt):
+            return v.node.shape_env
+    return None
+
+
+def export_envs(ep: ExportedProgram) -> list[VeriShapeEnv]:
+    """The VeriShapeEnvs ``verishape.export`` built for ``ep``, the program's own env last
+    (earlier ones belong to restarted Dynamo analyses of a strict export).  Raises
+    TypeError for a program that ``verishape.export`` did not produce in this process."""
+    if not isinstance(ep, ExportedProgram):
+        raise TypeError(f"expected a torch.export.ExportedProgram, got {type(ep).__name__}")
+    with _envs_lock:
+        envs = _export_envs.get(ep)
+    if envs is None:
+        raise TypeError("this ExportedProgram was not produced by verishape.export in this process "
+                        "(a loaded or stock-exported program has no proof records)")
+    return list(envs)
+
+
+def export_env(ep: ExportedProgram) -> VeriShapeEnv | None:
+    """The program's own VeriShapeEnv (None when its export traced no fake values)."""
+    envs = export_envs(ep)
+    own = program_shape_env(ep)
+    return envs[-1] if envs and envs[-1] is own else None
+
+
+def export_decisions(ep: ExportedProgram) -> DecisionLog:
+    """The decision log of ``ep``'s export: the proof records of the env its graph was traced
+    with (an empty log when the export built no ShapeEnv that traced the program)."""
+    env = export_env(ep)
+    return env.verishape_log if env is not None else DecisionLog()
+
+
+# ---------------------------------------------------------------------------- constraint violations
+
+_VIOLATED = re.compile(r"Constraints violated \(([^)]*)\)")
+#: The most values of a declared range scanned to propose a tighter bound; the bound is
+#: then proved by the solver (the scan only proposes, the proof decides).
+_SCAN_LIMIT = 4096
+#: Facts beyond this many are all listed rather than reduced to a minimal set.
+_CORE_LIMIT = 12
+
+
+@dataclasses.dataclass(frozen=True)
+class ProvedReason:
+    """``premises`` (each with the user's line when torch recorded it) imply ``conclusion``."""
+
+    conclusion: sympy.Basic
+    premises: tuple[tuple[sympy.Basic, str | None], ...]
+
+    def text(self, names: Mapping[sympy.Symbol, str]) -> str:
+        facts = ", ".join(_show(p, names) + (f" [{where.strip()}]" if where else "") for p, where in self.premises)
+        return f"verishape: proved from {facts or 'the declared ranges'}: {_show(self.conclusion, names)}"
+
+
+def _add_proved_reason(exc: BaseException, envs: list[VeriShapeEnv], dynamic_shapes: Any) -> None:
+    """Append, to a ``Constraints violated`` error, the proved reason of each violation the
+    solver can decide: which recorded facts force which range or value.  The exception
+    object, its type and stock's text are kept; nothing is appended when nothing is proved."""
+    text = exc.args[0] if exc.args and isinstance(exc.args[0], str) else None
+    match = _VIOLATED.search(text) if text else None
+    if match is None or not envs:
+        return
+    names = [n.strip() for n in match.group(1).split(",") if n.strip()]
+    try:
+        lines = violation_reasons(envs[-1], names, declared_ranges(dynamic_shapes))
+    except Exception as err:  # noqa: BLE001 - an explanation must never replace stock's error
+        log.warning("verishape: could not explain the constraint violation; stock's error is raised "
+                    "unchanged (this is a verishape bug): %r", err)
+        return
+    if lines:
+        exc.args = (text + "\n" + "\n".join(lines), *exc.args[1:])
+
+
+def declared_ranges(dynamic_shapes: Any) -> dict[str, tuple[int, Any]]:
+    """``Dim`` name -> (min, max) for each plain (not derived) ``Dim`` in ``dynamic_shapes``."""
+    out: dict[str, tuple[int, Any]] = {}
+
+    def walk(spec: Any) -> None:
+        if isinstance(spec, Mapping):
+            for v in spec.values():
+                walk(v)
+        elif isinstance(spec, (list, tuple)):
+            for v in spec:
+                walk(v)
+        elif isinstance(spec, torch.export.Dim) and not hasattr(spec, "fn"):
+            out[spec.__name__] = (int(spec.min), spec.max)
+
+    walk(dynamic_shapes)
+    return out
+
+
+def violation_reasons(env: VeriShapeEnv, names: list[str],
+                      declared: Mapping[str, tuple[int, Any]]) -> list[str]:
+    """A proved reason for each violated ``Dim`` (by name) whose forced value or range the
+    recorded facts imply, as message lines."""
+    by_name = _symbols_by_debug_name(env)
+    symbols = {n: by_name[n] for n in names if n in by_name and n in declared}
+    display = {s: n for n, s in by_name.items()}
+    ranges = {s: ValueRanges(declared[n][0], declared[n][1]) for n, s in symbols.items()}
+    lines = []
+    for symbol in symbols.values():
+        reason = _prove_forced(env, symbol, ranges)
+        if reason is not None:
+            lines.append(reason.text(display))
+    return lines
+
+
+def _symbols_by_debug_name(env: VeriShapeEnv) -> dict[str, sympy.Symbol]:
+    debug = env.source_name_to_debug_name
+    out = {}
+    for symbol, srcs in env.var_to_sources.items():
+        for src in srcs:
+            name = debug.get(sources.source_name(src))
+            if name is not None:
+                out.setdefault(name, symbol)
+    return out
+
+
+def _prove_forced(env: VeriShapeEnv, symbol: sympy.Symbol,
+                  declared: Mapping[sympy.Symbol, Any]) -> ProvedReason | None:
+    """What the facts force on ``symbol`` beyond its declared range, proved.  Facts: the
+    env's guards and deferred runtime asserts as recorded (un-replaced), the declared
+    ranges of the violated dims, and the ranges torch derived for every other symbol."""
+    pool: list[tuple[sympy.Basic, str | None]] = [(g.expr, getattr(g.sloc, "maybe_user_loc", None))
+                                                  for g in env.guards]
+    for asserts in env.deferred_runtime_asserts.values():
+        pool.extend((ra.expr, None) for ra in asserts)
+    ranges = {**env.var_to_range, **declared}
+    conclusion = _forced_conclusion(env, symbol, ranges[symbol], [e for e, _ in pool])
+    if conclusion is None:
+        return None
+    chosen = facts.relevant(conclusion, (e for e, _ in pool))
+    where = dict(reversed(pool))  # first recorded location of each fact
+    core = _proved_core(env, conclusion, chosen, ranges)
+    if core is None:
+        return None
+    return ProvedReason(conclusion, tuple((f, where.get(f)) for f in core))
+
+
+def _forced_conclusion(env: VeriShapeEnv, symbol: sympy.Symbol, declared: Any,
+                       pool: list[sympy.Basic]) -> sympy.Basic | None:
+    """The value (specialization) or the tighter range to prove, proposed from stock's
+    replacement and derived range and a scan of the single-symbol facts."""
+    value = env.replacements.get(symbol)
+    if isinstance(value, sympy.Integer):
+        return sympy.Eq(symbol, value)
+    derived = env.var_to_range.get(symbol, declared)
+    lows = [b for b in (_int_or_none(declared.lower), _int_or_none(derived.lower)) if b is not None]
+    highs = [b for b in (_int_or_none(declared.upper), _int_or_none(derived.upper)) if b is not None]
+    low, high = (max(lows) if lows else None), (min(highs) if highs else None)
+    own = [f for f in pool if f.free_symbols == {symbol}]
+    if own and low is not None:
+        last = min(high, low + _SCAN_LIMIT) if high is not None else low + _SCAN_LIMIT
+        ok = [v for v in range(low, last + 1) if _holds(own, symbol, v)]
+        if ok:
+            low = ok[0]
+            if high is not None and high <= last:
+                high = ok[-1]
+    if low is not None and low == high:
+        return sympy.Eq(symbol, low)
+    declared_low, declared_high = _int_or_none(declared.lower), _int_or_none(declared.upper)
+    parts = []
+    if low is not None and (declared_low is None or low > declared_low):
+        parts.append(sympy.Le(low, symbol))
+    if high is not None and (declared_high is None or high < declared_high):
+        parts.append(sympy.Le(symbol, high))
+    return sympy.And(*parts) if parts else None
+
+
+def _int_or_none(bound: Any) -> int | None:
+    return int(bound) if isinstance(bound, (int, sympy.Integer)) and not isinstance(bound, bool) else None
+
+
+def _holds(conditions: list[sympy.Basic], symbol: sympy.Symbol, value: int) -> bool:
+    for c in conditions:
+        try:
+            if c.xreplace({symbol: sympy.Integer(value)}) is not sympy.true:
+                return False
+        except (ZeroDivisionError, TypeError):
+            return False
+    return True
+
+
+def _proved_core(env: VeriShapeEnv, goal: sympy.Basic, chosen: list[sympy.Basic],
+                 ranges: Mapping[sympy.Symbol, Any]) -> list[sympy.Basic] | None:
+    """The facts of ``chosen`` and the range facts of their symbols that the solver needs to
+    prove ``goal``; reduced to a minimal set (one solver call per fact) when there are few.
+    None when the goal is not proved."""
+    symbols = set(goal.free_symbols).union(*(f.free_symbols for f in chosen))
+    range_of = {s: ranges[s] for s in symbols if s in ranges}
+    to_plain = facts.plain_symbols([goal, *chosen], range_of.keys())
+    if to_plain is None:
+        return None
+    back = {v: k for k, v in to_plain.items()}
+    # Range facts are built over the plain symbols: SymPy would fold ``0 <= s`` for a
+    # positive ``s`` (see VeriShapeEnv._premises); shown over the caller's symbols.
+    plain_ranges = {to_plain.get(s, s): vr for s, vr in range_of.items()}
+    ranged = [f for f in facts.range_facts(plain_ranges.keys(), plain_ranges) if f is not sympy.true]
+    candidates = [f.xreplace(to_plain) for f in chosen] + ranged
+    goal_plain = goal.xreplace(to_plain)
+
+    def proves(premises: list[sympy.Basic]) -> bool:
+        result = current_prover().prove(goal_plain, premises)
+        return result.status == solvers.PROVED and not result.vacuous
+
+    if not proves(candidates):
+        return None
+    core = list(candidates)
+    if len(candidates) <= _CORE_LIMIT:
+        for fact in candidates:
+            trial = [f for f in core if f is not fact]
+            if proves(trial):
+                core = trial
+    return [f.xreplace(back) for f in core]
+
+
+def _show(expr: sympy.Basic, names: Mapping[sympy.Symbol, str]) -> str:
+    """``expr`` in Python syntax over the ``Dim`` names (other symbols keep theirs)."""
+    by_name = {s.name: n for s, n in names.items()}
+    renamed = expr.xreplace({s: sympy.Symbol(by_name[s.name]) for s in expr.free_symbols if s.name in by_name})
+    if isinstance(renamed, sympy.And):
+        return " and ".join(_show(a, {}) for a in renamed.args)
+    return PythonPrinter().doprint(renamed)

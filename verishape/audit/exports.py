@@ -1,0 +1,567 @@
+"""Audit of ``torch.export`` calls: an export is a frame of kind ``"export"``.
+
+An exported program has no guards to fall back on: what it accepts is its
+``range_constraints``, the shape guards it checks when called (``ep.module()`` raises
+``Guard failed: ...``) and its ``_assert_scalar`` nodes.  The audit asks, for each of them,
+whether the *declared* input space implies it: the ``Dim(min=, max=)`` ranges of the
+export's ``dynamic_shapes`` (``Dim.AUTO`` / ``Dim.DYNAMIC`` without a range count as
+undeclared, ``[2, oo)``) intersected with ``--assume``.  A check the space does not imply
+comes with a counterexample, replayed by calling ``ep.module()`` against the eager module
+at those sizes: a program that refuses a declared input is ``compiled_rejects``.
+
+Inputs are named as for compiled frames: ``L['x'].size()[0]`` for a dimension of the
+forward's parameter ``x`` (``--assume "x.size(0) <= 64"``), ``L['xs_1']`` for the second
+tensor of a list/tuple parameter ``xs``, ``L['d_k']`` for key ``k`` of a dict parameter.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import inspect
+import os
+import sys
+import types
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import sympy
+import torch
+import torch.utils._pytree as pytree
+
+from compiler import frames as frames_mod
+
+from .capture import Frame, classify_compile_error
+from .space import DEFAULT_BACKED, Bounds, linear_bound, parse_source, source_for
+
+#: what ``torch.export.export`` and ``verishape.export`` both call (``torch/export/_trace.py``)
+_TRACE_MODULE = "torch.export._trace"
+
+
+@dataclasses.dataclass
+class ExportFrame(Frame):
+    """One export made by the audited script: its inputs, declarations and program."""
+
+    kind: str = "export"
+    module: Any = None
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    dynamic_shapes: Any = None
+    strict: bool = False
+    program: Any = None  # the ExportedProgram, None when the export failed
+    call_site: str = "?"
+    #: input name -> (pytree key path into (args, kwargs), example value)
+    leaves: dict[str, tuple[tuple[Any, ...], Any]] = dataclasses.field(default_factory=dict)
+    #: source -> declared bounds (from Dim ranges), and source -> the Dim's words
+    declared: dict[str, Bounds] = dataclasses.field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return f"export({type(self.module).__name__}{', strict' if self.strict else ''})"
+
+    @property
+    def location(self) -> str:
+        return self.call_site
+
+
+# ---------------------------------------------------------------- input names and declarations
+
+
+def _leaf_name(path: tuple[Any, ...], params: list[str]) -> str | None:
+    """A key path into ``(args, kwargs)`` as an identifier: positional argument i takes
+    the forward's parameter name, a keyword argument its key; nested keys are appended
+    with ``_``.  None when a part cannot be spelled as an identifier."""
+    if len(path) < 2:
+        return None
+    top, first, *rest = path
+    index = getattr(top, "idx", None)
+    if index == 0:
+        pos = getattr(first, "idx", None)
+        if pos is None:
+            return None
+        name = params[pos] if pos < len(params) else f"arg{pos}"
+    else:
+        name = str(getattr(first, "key", ""))
+    for part in rest:
+        key = getattr(part, "idx", getattr(part, "key", getattr(part, "name", None)))
+        name += f"_{key}"
+    return name if name.isidentifier() else None
+
+
+def _forward_params(module: Any) -> list[str]:
+    fn = getattr(module, "forward", module)
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return []
+    return [p.name for p in sig.parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
+def input_leaves(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, tuple[tuple[Any, ...], Any]]:
+    """Every leaf of ``(args, kwargs)`` in pytree order (the order of the exported
+    program's user inputs), by name."""
+    params = _forward_params(module)
+    out: dict[str, tuple[tuple[Any, ...], Any]] = {}
+    for path, value in pytree.tree_flatten_with_path((tuple(args), dict(kwargs or {})))[0]:
+        name = _leaf_name(path, params)
+        if name is not None:
+            out[name] = (tuple(path), value)
+    return out
+
+
+def _dim_words(spec: Any) -> str:
+    """How the script declared a dimension: ``Dim('b', min=2, max=64)``, ``Dim.AUTO``."""
+    lo, hi = getattr(spec, "min", None), getattr(spec, "max", None)
+    name = getattr(spec, "__name__", None)
+    if name:
+        return f"Dim({name!r}, min={lo}, max={hi})"
+    hint = getattr(getattr(spec, "type", None), "name", None)
+    if hint:
+        bounds = ", ".join(f"{k}={b}" for k, b in (("min", lo), ("max", hi)) if b is not None)
+        return f"Dim.{hint}" + (f"({bounds})" if bounds else "")
+    return str(spec)
+
+
+def _bounds_of(spec: Any) -> Bounds | None:
+    """A ``Dim`` / ``Dim.AUTO(min=..)`` as declared bounds; None for a static dimension.
+    Without a range, a dynamic dimension is undeclared: stock torch's ``[2, oo)``."""
+    if spec is None:
+        return None
+    hint = getattr(spec, "type", None)
+    if hint is not None and getattr(hint, "name", "") == "STATIC":
+        return None
+    if isinstance(spec, int):
+        return None
+    lo, hi = getattr(spec, "min", None), getattr(spec, "max", None)
+    hi = None if hi is None or not _finite(hi) else int(hi)
+    lo = None if lo is None else int(lo)
+    if lo is None and hi is None:
+        return Bounds(DEFAULT_BACKED.lower, None, f"{_dim_words(spec)}: undeclared range, stock torch's [2, oo)")
+    return Bounds(lo if lo is not None else DEFAULT_BACKED.lower, hi, _dim_words(spec))
+
+
+def _finite(value: Any) -> bool:
+    """An integer bound (torch's ``int_oo`` and SymPy's infinities are not)."""
+    return isinstance(value, (int, sympy.Integer)) and not isinstance(value, bool)
+
+
+def _tensor_specs(spec: Any, rank: int) -> dict[int, Any]:
+    """A tensor's dynamic-shape spec (dict by dim, or one entry per dim) as dim -> spec."""
+    if isinstance(spec, dict):
+        return {int(d): s for d, s in spec.items()}
+    if isinstance(spec, (list, tuple)) and len(spec) == rank:
+        return dict(enumerate(spec))
+    return {}
+
+
+def declared_dims(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+                  dynamic_shapes: Any) -> dict[str, Bounds]:
+    """Source -> bounds of every dimension ``dynamic_shapes`` makes dynamic.  Walks the
+    spec alongside the forward's arguments (a dict keyed by parameter name, or one entry
+    per argument in signature order); a derived dim (``2 * d``) declares its own range."""
+    if dynamic_shapes is None:
+        return {}
+    fn = getattr(module, "forward", module)
+    try:
+        bound = inspect.signature(fn).bind(*args, **(kwargs or {}))
+    except (TypeError, ValueError):
+        return {}
+    combined = dict(bound.arguments)
+    if isinstance(dynamic_shapes, dict):
+        pairs = [(n, combined[n], s) for n, s in dynamic_shapes.items() if n in combined]
+    else:
+        pairs = list(zip(combined, combined.values(), dynamic_shapes))
+    out: dict[str, Bounds] = {}
+    for name, value, spec in pairs:
+        _declare(name, value, spec, out)
+    return out
+
+
+def _declare(name: str, value: Any, spec: Any, out: dict[str, Bounds]) -> None:
+    if spec is None:
+        return
+    if isinstance(value, torch.Tensor):
+        for dim, s in _tensor_specs(spec, value.dim()).items():
+            b = _bounds_of(s)
+            if b is not None:
+                out[source_for(name, dim)] = b
+        return
+    if isinstance(value, (list, tuple)) and isinstance(spec, (list, tuple)):
+        for i, (v, s) in enumerate(zip(value, spec)):
+            _declare(f"{name}_{i}", v, s, out)
+    elif isinstance(value, dict) and isinstance(spec, dict):
+        for k, v in value.items():
+            if k in spec:
+                _declare(f"{name}_{k}", v, spec[k], out)
+
+
+def program_sources(frame: ExportFrame) -> dict[str, list[str]]:
+    """Symbol -> the input dimensions it is the size of, read off the exported program's
+    user-input placeholders (the same names in strict and non-strict export, whose
+    ShapeEnvs name sources differently).  Falls back to the ShapeEnv's own sources
+    when the program is missing or its inputs do not line up with the leaves."""
+    from verishape.sources import symbol_sources
+
+    ep = frame.program
+    if ep is None:
+        return _renamed_env_sources(frame, symbol_sources(frame.env))
+    user = set(ep.graph_signature.user_inputs)
+    placeholders = [n for n in ep.graph.find_nodes(op="placeholder") if n.name in user]
+    if len(placeholders) != len(frame.leaves):
+        return symbol_sources(frame.env)
+    out: dict[str, list[str]] = {}
+    for node, name in zip(placeholders, frame.leaves):
+        val = node.meta.get("val")
+        if not isinstance(val, torch.Tensor):
+            continue
+        for dim, size in enumerate(val.shape):
+            expr = getattr(getattr(size, "node", None), "expr", None)
+            if isinstance(expr, sympy.Symbol):
+                out.setdefault(str(expr), []).append(source_for(name, dim))
+    return out
+
+
+def _renamed_env_sources(frame: ExportFrame, sources: dict[str, list[str]]) -> dict[str, list[str]]:
+    """A failed export has no program: keep the env's sources that already use the
+    forward's names (non-strict export names them ``L['x'].size()[0]``)."""
+    return {sym: [s for s in srcs if (p := parse_source(s)) and p[0] in frame.leaves] or srcs
+            for sym, srcs in sources.items()}
+
+
+# ---------------------------------------------------------------- checks of the program
+
+
+def runtime_asserts(ep: Any) -> list[sympy.Basic]:
+    """The conditions of the program's ``_assert_scalar`` nodes, in the ShapeEnv's symbols."""
+    out = []
+    for node in ep.graph.nodes:
+        if node.op == "call_function" and node.target is torch.ops.aten._assert_scalar.default:
+            cond = node.args[0] if node.args else None
+            val = cond.meta.get("val") if isinstance(cond, torch.fx.Node) else None
+            expr = getattr(getattr(val, "node", None), "expr", None)
+            if isinstance(expr, sympy.Basic):
+                out.append(expr)
+    return out
+
+
+def range_facts(ep: Any, sources: dict[str, list[str]]) -> list[tuple[sympy.Symbol, sympy.Basic]]:
+    """Each finite bound of ``range_constraints`` on an input size, as a fact."""
+    out = []
+    for sym, vr in ep.range_constraints.items():
+        if str(sym) not in sources:
+            continue
+        for bound, make in ((vr.lower, lambda b: sympy.Le(b, sym, evaluate=False)),
+                            (vr.upper, lambda b: sympy.Le(sym, b, evaluate=False))):
+            if _finite(bound):
+                out.append((sym, make(sympy.Integer(int(bound)))))
+    return out
+
+
+def is_range_guard(expr: sympy.Basic) -> bool:
+    """A guard that bounds one size linearly: export folds it into ``range_constraints``,
+    whose own check reports it."""
+    return all(linear_bound(p) is not None for p in sympy.And.make_args(expr))
+
+
+# ---------------------------------------------------------------- capture
+
+
+_in_export: contextvars.ContextVar[bool] = contextvars.ContextVar("verishape_audit_in_export", default=False)
+
+
+def _call_site(script: str) -> str:
+    """``file.py:line`` of the script's line that exported (else the innermost user frame)."""
+    f = sys._getframe(2)
+    fallback = None
+    here = os.path.abspath(script)
+    while f is not None:
+        fname = os.path.abspath(f.f_code.co_filename)
+        if fname == here:
+            return f"{os.path.basename(fname)}:{f.f_lineno}"
+        if fallback is None and "site-packages" not in fname and "/torch/" not in fname:
+            fallback = f"{os.path.basename(fname)}:{f.f_lineno}"
+        f = f.f_back
+    return fallback or "?"
+
+
+@contextlib.contextmanager
+def capturing(script: str, add: Callable[[ExportFrame], None]) -> Iterator[None]:
+    """For the audit run: every export (``torch.export.export``, ``verishape.export``,
+    anything that reaches ``torch.export._trace._export``) builds VeriShapeEnvs and is
+    reported to ``add`` as an :class:`ExportFrame` before it returns or raises.  Nested
+    calls (an export inside an export) belong to the outer one."""
+    import importlib
+
+    trace = importlib.import_module(_TRACE_MODULE)
+    original = trace._export
+    signature = inspect.signature(original)
+
+    def _export(*a: Any, **k: Any) -> Any:
+        if _in_export.get():
+            return original(*a, **k)
+        bound = signature.bind(*a, **k)
+        bound.apply_defaults()
+        arguments = dict(bound.arguments)
+        outer = _current_export_envs()
+        envs: list[Any] = [] if outer is None else outer
+        start = len(envs)
+        frame = ExportFrame(0, _forward_code(arguments["mod"]), {}, None, module=arguments["mod"],
+                            args=tuple(arguments["args"]), kwargs=dict(arguments.get("kwargs") or {}),
+                            dynamic_shapes=arguments.get("dynamic_shapes"), strict=bool(arguments.get("strict")),
+                            call_site=_call_site(script))
+        frame.leaves = input_leaves(frame.module, frame.args, frame.kwargs)
+        frame.declared = declared_dims(frame.module, frame.args, frame.kwargs, frame.dynamic_shapes)
+        token = _in_export.set(True)
+        try:
+            with (_as_verishape_export(envs) if outer is None else contextlib.nullcontext()):
+                frame.program = original(*a, **k)
+        except BaseException as exc:
+            # Kept on the frame even when the script catches it and goes on.
+            text = str(exc).strip().splitlines()
+            frame.error = f"{type(exc).__name__}: {text[0] if text else ''}"
+            frame.error_kind = classify_compile_error(exc)
+            raise
+        finally:
+            _in_export.reset(token)
+            frame.env = _program_env(frame.program) or _last_verishape(envs[start:])
+            add(frame)
+        return frame.program
+
+    trace._export = _export
+    try:
+        yield
+    finally:
+        trace._export = original
+
+
+def _current_export_envs() -> list[Any] | None:
+    """The env list of the ``verishape.export`` call in progress on this thread, if any."""
+    accessor = getattr(frames_mod, "current_export_envs", None)
+    if accessor is not None:
+        return accessor()
+    current = frames_mod._export_envs.get()
+    return current[1] if isinstance(current, tuple) else current
+
+
+@contextlib.contextmanager
+def _as_verishape_export(envs: list[Any]) -> Iterator[None]:
+    """A plain ``torch.export.export`` of the audited script runs as ``verishape.export``
+    runs it: the export's own VeriShapeEnv (premises only what an exported program checks),
+    no guard minimization."""
+    from compiler.export import ExportShapeEnv
+    from verishape.shape_env import guard_minimization
+
+    with frames_mod.exporting(envs, ExportShapeEnv), guard_minimization(False):
+        yield
+
+
+def inside_export() -> bool:
+    """True while the audited script's export runs (its strict Dynamo frame is not a frame
+    of its own)."""
+    return _in_export.get()
+
+
+def _forward_code(module: Any) -> types.CodeType | None:
+    fn = getattr(module, "forward", module)
+    return getattr(fn, "__code__", None)
+
+
+def _program_env(ep: Any) -> Any:
+    """The ShapeEnv of the program's fake inputs (the one its asserts and ranges use)."""
+    if ep is None:
+        return None
+    for node in ep.graph.find_nodes(op="placeholder"):
+        val = node.meta.get("val")
+        env = getattr(getattr(val, "fake_mode", None), "shape_env", None)
+        if env is not None:
+            return env
+    return None
+
+
+def _last_verishape(envs: list[Any]) -> Any:
+    from verishape.shape_env import VeriShapeEnv
+
+    mine = [e for e in envs if isinstance(e, VeriShapeEnv)]
+    return mine[-1] if mine else None
+
+
+# ---------------------------------------------------------------- the audit of one export
+
+
+from .analyze import Check, FrameAudit, FrameAuditor, Finding  # noqa: E402  (analyze imports this module lazily)
+
+
+class ExportAuditor(FrameAuditor):
+    """:class:`FrameAuditor` for an export: sources from the program's inputs, the declared
+    space from ``Dim`` ranges, and the program's own checks (range constraints, shape
+    guards, runtime asserts) against that space."""
+
+    frame: ExportFrame
+
+    def __init__(self, frame: ExportFrame, assumptions: Any, prover: Any) -> None:
+        if frame.env is None:
+            raise RuntimeError("internal error (a verishape bug): an audited export has no ShapeEnv")
+        super().__init__(frame, assumptions, prover)
+
+    def _symbol_sources(self) -> dict[str, list[str]]:
+        return program_sources(self.frame)
+
+    def describe(self, expr: sympy.Basic) -> str:
+        """With the program's input names (a strict export's ShapeEnv calls them
+        ``L['flat_args'][0]``)."""
+        mapping = {s: sympy.Symbol(self.sources[str(s)][0]) for s in expr.free_symbols if str(s) in self.sources}
+        return str(expr.xreplace(mapping)) if mapping else str(expr)
+
+    def _marked(self) -> dict[str, Bounds]:
+        return dict(self.frame.declared)
+
+    def _specializations(self) -> list[Finding]:
+        # A declared size the program does not accept (0 or 1 included) breaks one of its
+        # range constraints, checked (and replayed) there.
+        return []
+
+    def _duck_sizing(self) -> list[Finding]:
+        """Two inputs declared with one named ``Dim`` share a symbol on purpose."""
+        return [f for f in super()._duck_sizing() if not self._same_dim(f.counterexample or {})]
+
+    def _same_dim(self, pair: dict[str, Any]) -> bool:
+        origins = {self.frame.declared[s].origin if s in self.frame.declared else None for s in pair}
+        return len(origins) == 1 and None not in origins and "undeclared" not in next(iter(origins))
+
+    def run(self) -> FrameAudit:
+        space = self.space_facts()
+        index = self.frame.index
+        checks: list[Check] = []
+        findings: list[Finding] = []
+        ep = self.frame.program
+        if ep is not None:
+            for _sym, fact in range_facts(ep, self.sources):
+                c = self.check("range_constraint", fact, None, space)
+                checks.append(c)
+                findings += self._finding("range_not_implied", c,
+                                          "the exported program rejects these declared inputs (range_constraints)")
+        for g in self.env.guards:
+            expr = self.env.replace(g.expr)
+            if expr is sympy.true or (is_range_guard(expr) and ep is not None):
+                continue  # folded into range_constraints, checked above
+            c = self.check("guard", g.expr, _where(g.sloc), space, self.other_guards(expr))
+            checks.append(c)
+            findings += self._finding("guard_not_implied", c, c.isolation_note or
+                                      "the exported program checks this guard and rejects these declared inputs")
+        asserts = runtime_asserts(ep) if ep is not None else [
+            ra.expr for ras in self.env.deferred_runtime_asserts.values() for ra in ras]
+        for expr in asserts:
+            c = self.check("runtime_assert", expr, None, space)
+            checks.append(c)
+            if ep is not None and all(str(s) in self.sources for s in expr.free_symbols):
+                # On input sizes only: the program refuses declared inputs.  (An assert on a
+                # data-dependent value checks data, the user's torch._check: reported above.)
+                findings += self._finding("runtime_assert_not_implied", c,
+                                          "the exported program asserts this at run time and rejects these "
+                                          "declared inputs")
+        findings += self._contradictions(space, asserts)
+        findings += self._refuted_checks()
+        findings += self._vacuous_findings(checks)
+        findings += self._duck_sizing()
+        fallbacks = self._fallbacks(space + asserts, findings)
+        if self.frame.error:
+            findings.append(Finding(self.frame.error_kind or "compile_failed", index, self.frame.error, None, None,
+                                    detail="the export failed"))
+        log = self.env.verishape_log
+        return FrameAudit(self.frame, self.sources, self.declared_lines(), checks, findings, list(log.records),
+                          fallbacks)
+
+    def _finding(self, kind: str, c: Check, detail: str) -> list[Finding]:
+        if c.status == "implied":
+            return []
+        if c.status == "vacuous":
+            kind = "vacuous_proof"
+        elif c.status != "not_implied":
+            kind = kind.replace("_not_implied", "_undecided")
+        return [Finding(kind, self.frame.index, c.expr, c.source_line, c.counterexample, detail=detail,
+                        isolation=c.isolation, also_breaks=c.also_breaks, isolation_note=c.isolation_note)]
+
+
+def _where(sloc: Any) -> str | None:
+    if sloc is None:
+        return None
+    return getattr(sloc, "maybe_user_loc", None) or str(sloc)
+
+
+# ---------------------------------------------------------------- replay
+
+
+#: What ``ep.module()`` raises when it refuses an input: its input checks
+#: (``Guard failed: x.size()[0] >= 17``) and its ``_assert_scalar`` nodes.
+_REJECTIONS = ("Guard failed", "Runtime assertion failed", "Expected input at")
+
+
+def _inputs_at(frame: ExportFrame, cex: dict[str, int | float], seed: int = 0) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    from .replay import NotReplayable, _rebuild
+
+    sizes: dict[str, dict[int, int]] = {}
+    for src, value in cex.items():
+        parsed = parse_source(src)
+        if parsed is None:
+            raise NotReplayable(f"{src} comes from tensor data, not from an input size")
+        name, dim = parsed
+        if name not in frame.leaves:
+            raise NotReplayable(f"input {name!r} of {src} was not captured")
+        sizes.setdefault(name, {})[dim] = int(value)
+    gen = torch.Generator().manual_seed(seed)
+    by_path = {path: name for name, (path, _) in frame.leaves.items()}
+
+    def rebuild(path: Any, value: Any) -> Any:
+        name = by_path.get(tuple(path))
+        return value if name is None else _rebuild(value, name, sizes.get(name, {}), gen)
+
+    args, kwargs = pytree.tree_map_with_path(rebuild, (tuple(frame.args), dict(frame.kwargs)))
+    return tuple(args), dict(kwargs)
+
+
+def replay_export(frame: ExportFrame, cex: dict[str, int | float] | None) -> dict[str, Any]:
+    """Call the exported program (``ep.module()``) and the eager module at ``cex``."""
+    from .replay import NotReplayable, _one_line, _same
+
+    if not cex:
+        return {"outcome": "not_replayed", "reason": "no counterexample"}
+    if frame.program is None:
+        return {"outcome": "not_replayed", "reason": "the export failed: there is no program to run"}
+    try:
+        eager_args = _inputs_at(frame, cex)
+        program_args = _inputs_at(frame, cex)
+    except NotReplayable as exc:
+        return {"outcome": "not_replayed", "reason": str(exc)}
+    want, eager_error = _call(frame.module, eager_args, _one_line)
+    got, compiled_error = _call(frame.program.module(), program_args, _one_line)
+    out: dict[str, Any] = {"mode": "exported_program", "compile_id": None, "graph_calls": None,
+                           "inputs": {n: list(v.shape) for n, (p, _) in frame.leaves.items()
+                                      if isinstance(v := _at(eager_args, p), torch.Tensor)},
+                           "eager_error": eager_error, "compiled_error": compiled_error}
+    if eager_error and compiled_error:
+        out["outcome"] = "both_fail"
+    elif eager_error:
+        out["outcome"] = "compiled_accepts_what_eager_rejects"
+    elif compiled_error:
+        rejected = any(compiled_error.split(": ", 1)[-1].startswith(r) or r in compiled_error for r in _REJECTIONS)
+        out["outcome"] = "compiled_rejects" if rejected else "compiled_fails"
+    else:
+        out["outcome"] = "agree" if _same(got, want) else "differ"
+    return out
+
+
+def _at(tree: Any, path: tuple[Any, ...]) -> Any:
+    for key in path:
+        tree = tree[getattr(key, "idx", getattr(key, "key", None))]
+    return tree
+
+
+def _call(fn: Any, inputs: tuple[tuple[Any, ...], dict[str, Any]], one_line: Callable[[BaseException], str]) -> tuple[Any, str | None]:
+    args, kwargs = inputs
+    try:
+        with torch.no_grad():
+            return fn(*args, **kwargs), None
+    except Exception as exc:  # noqa: BLE001 - what either side raises is its reported behaviour
+        return None, one_line(exc)
