@@ -81,6 +81,14 @@ def test_premises_keep_the_range_lower_bound():
         assert sympy.Le(0, n) is sympy.true and sympy.Le(0, plain) in premises
 
 
+def test_a_bare_size_is_not_a_question_for_the_solver():
+    # sympy.Symbol subclasses Boolean; Inductor passes bare sizes through static evaluation.
+    env, n = _env_with_size(5)
+    before = env.verishape_log.undecided, len(env.verishape_log.records)
+    assert env._maybe_evaluate_static(n) is None
+    assert (env.verishape_log.undecided, len(env.verishape_log.records)) == before  # never asked
+
+
 # ---------------------------------------------------------------- end to end
 
 

@@ -150,8 +150,7 @@ class VeriShapeEnv(ShapeEnv):
             # Decided by assuming size-like symbols are >= 2: keep it for the audit.
             self.verishape_log.size_oblivious.setdefault(expr, (stock is sympy.true, None))
         if (stock is not None or unbacked_only or compute_hint or self._vs_busy
-                or axioms == () or not isinstance(expr, sympy.logic.boolalg.Boolean)
-                or not expr.free_symbols):
+                or axioms == () or not _is_question(expr) or not expr.free_symbols):
             return stock
         self._vs_busy = True  # stock helpers we call may re-enter; they get stock answers
         try:
@@ -413,6 +412,16 @@ def _stock_fields(env: ShapeEnv) -> ShapeEnv:
     view = object.__new__(ShapeEnv)
     view.__dict__.update({k: v for k, v in vars(env).items() if not _is_own_field(k)})
     return view
+
+
+def _is_question(expr: sympy.Basic) -> bool:
+    """Whether ``expr`` is a yes/no question.  SymPy's ``Symbol`` subclasses ``Boolean``,
+    so a bare integer size (``s17``, which Inductor's size queries pass through static
+    evaluation) would otherwise reach the solver as an opaque proposition: a wasted call
+    whose answer can only be "unknown"."""
+    if not isinstance(expr, sympy.logic.boolalg.Boolean):
+        return False
+    return not (isinstance(expr, sympy.Symbol) and (expr.is_integer or expr.is_real))
 
 
 def _has_strict_constraints(input_contexts: Any) -> bool:
