@@ -32,6 +32,7 @@ import z3
 
 import solvers
 from solvers.encoding import hash_sources, package_sources
+from verishape import torch_seam
 from verishape._version import __version__
 from verishape.shape_env import current_prover, minimization_enabled
 
@@ -136,7 +137,7 @@ class VerishapeBackend:
         if backend == "inductor":
             # torch.compile builds this wrapper for "inductor" itself; we build the same
             # one so mode and options mean exactly what they mean there.
-            self._inner: Any = torch._TorchCompileInductorWrapper(mode or "default", options, dynamic)
+            self._inner: Any = torch_seam.inductor_wrapper_class()(mode or "default", options, dynamic)
         else:
             from torch._dynamo.backends.registry import lookup_backend
 

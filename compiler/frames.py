@@ -10,6 +10,11 @@ once, two small hooks:
 * the module global ``ShapeEnv`` becomes a factory that builds :class:`VeriShapeEnv` when
   that variable is set, and the stock class otherwise.
 
+Both hooks go through :mod:`verishape.torch_seam`, which binds ``OutputGraph.__init__``'s
+arguments by name (no position is assumed) and whose probe, run when VeriShapeEnv is
+imported, has checked that ``__init__`` takes those arguments and builds the frame's
+ShapeEnv by calling that module global.
+
 The decision is made from the frame's own backend, so a plain ``torch.compile`` function
 reached after a graph break keeps the stock ShapeEnv even when it runs inside a
 verishape-compiled call, and a context variable is per thread.  Nothing is patched for
@@ -28,16 +33,14 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import functools
-import inspect
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import torch._dynamo.output_graph as output_graph
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-from verishape.shape_env import VeriShapeEnv
+from verishape import torch_seam
+from verishape.shape_env import FEATURES, VeriShapeEnv
 
 MARKER = "_verishape_backend"
 
@@ -123,37 +126,23 @@ def _export_site_factory(*args: Any, **kwargs: Any) -> ShapeEnv:
 
 
 #: Modules of ``torch.export`` that build a ShapeEnv from their module global ``ShapeEnv``.
-EXPORT_SITES = ("torch._export.non_strict_utils", "torch.export._trace")
+EXPORT_SITES = torch_seam.EXPORT_SITES
 _export_hook_error: str | None = "verishape's torch.export hooks are not installed (call compiler.frames.install())"
 
 
 def require_export_hooks() -> None:
     """Refuse to export when a site could not be hooked (a torch whose internals moved)."""
     if _export_hook_error is not None:
-        from verishape._compat import UnsupportedTorch
-
-        raise UnsupportedTorch(f"verishape.export cannot run on this torch: {_export_hook_error}")
+        raise torch_seam.UnsupportedTorch(f"verishape.export cannot run on this torch: {_export_hook_error}")
 
 
 def _install_export_hooks() -> str | None:
     """Point each export site's ``ShapeEnv`` global at the factory.  Returns why it could
     not (nothing is changed then), or None.  ``torch.compile`` does not need these sites,
     so a failure here is reported only when ``verishape.export`` is called."""
-    import importlib
-
-    modules = []
-    for name in EXPORT_SITES:
-        try:
-            module = importlib.import_module(name)
-        except ImportError as exc:
-            return f"cannot import {name} ({exc})"
-        current = getattr(module, "ShapeEnv", None)
-        if current is not ShapeEnv and current is not _export_site_factory:
-            return f"{name}.ShapeEnv is {current!r}, not torch's ShapeEnv class"
-        modules.append(module)
-    for module in modules:
-        module.ShapeEnv = _export_site_factory  # type: ignore[attr-defined]
-    return None
+    if FEATURES.export_sites_missing is not None:
+        return f"this torch lacks {FEATURES.export_sites_missing}"
+    return torch_seam.set_export_sites_shape_env(_export_site_factory, EXPORT_SITES)
 
 
 #: The VeriShapeEnvs of recent verishape frames, by code object (for ``verishape.explain``).
@@ -180,29 +169,26 @@ def install() -> None:
     with _install_lock:
         if _installed:
             return
-        original_init = output_graph.OutputGraph.__init__
-        signature = inspect.signature(original_init)
-
-        @functools.wraps(original_init)
-        def init(self: Any, code_options: Any, compiler_fn: Any, *args: Any, **kwargs: Any) -> None:
-            token = _building_verishape_frame.set(is_verishape_backend(compiler_fn))
-            try:
-                original_init(self, code_options, compiler_fn, *args, **kwargs)
-            finally:
-                _building_verishape_frame.reset(token)
-            sink = _audit_sink.get()
-            if sink is not None or isinstance(self.shape_env, VeriShapeEnv):
-                bound = dict(signature.bind(self, code_options, compiler_fn, *args, **kwargs).arguments)
-                if isinstance(self.shape_env, VeriShapeEnv) and _export_envs.get() is None:
-                    # (a strict export's frame is explained through its ExportedProgram)
-                    _remember(bound.get("f_code"), self.shape_env)
-                if sink is not None:
-                    sink(self, bound)
-
-        output_graph.OutputGraph.__init__ = init  # type: ignore[method-assign]
-        output_graph.ShapeEnv = _shape_env_factory  # type: ignore[attr-defined, assignment]
+        torch_seam.hook_output_graph_init(_around_output_graph_init)
+        torch_seam.set_output_graph_shape_env(_shape_env_factory)
         _export_hook_error = _install_export_hooks()
         _installed = True
+
+
+def _around_output_graph_init(graph: Any, arguments: dict[str, Any], run: Callable[[], None]) -> None:
+    """Runs the stock ``OutputGraph.__init__`` (``run``) with the frame's backend choosing
+    the ShapeEnv class; arguments are read by name (the seam binds them)."""
+    token = _building_verishape_frame.set(is_verishape_backend(arguments.get("compiler_fn")))
+    try:
+        run()
+    finally:
+        _building_verishape_frame.reset(token)
+    sink = _audit_sink.get()
+    if isinstance(graph.shape_env, VeriShapeEnv) and _export_envs.get() is None:
+        # (a strict export's frame is explained through its ExportedProgram)
+        _remember(arguments.get("f_code"), graph.shape_env)
+    if sink is not None:
+        sink(graph, arguments)
 
 
 def installed() -> bool:

@@ -136,10 +136,14 @@ class _Evaluator:
 
     def _pow(self, e: sympy.Pow) -> Number:
         base, exp = e.args
-        if not isinstance(exp, sympy.Integer):
-            raise Unevaluable("non-integer exponent")
+        if isinstance(exp, sympy.Integer):
+            n = int(exp)
+        else:  # a symbolic exponent (torch 2.11's shifts): its value, when an integer
+            value = self.eval(exp)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise Unevaluable("non-integer exponent")
+            n = value
         b = _exact(self.eval(base))
-        n = int(exp)
         if n < 0:
             _require(b != 0, "zero to a negative power")
             return _norm(fractions.Fraction(1) / (fractions.Fraction(b) ** -n))

@@ -409,7 +409,7 @@ class Translator:
     def _pow(self, expr: sympy.Pow) -> z3.ExprRef:
         base_expr, exp_expr = expr.args
         if not isinstance(exp_expr, sympy.Integer):
-            raise _Opaque
+            return self._pow_symbolic_exponent(base_expr, exp_expr)
         base = self._term(base_expr)
         if z3.is_fp(base) or z3.is_bool(base):
             raise _Opaque
@@ -419,6 +419,21 @@ class Translator:
         self._require(base != 0)
         real_base = z3.ToReal(base) if z3.is_int(base) else base
         return 1 / pyarith.int_pow(real_base, -n)
+
+    def _pow_symbolic_exponent(self, base_expr: sympy.Basic, exp_expr: sympy.Basic) -> z3.ExprRef:
+        """``b ** e`` (sympy ``Pow``) with a symbolic exponent, as torch 2.11 builds
+        ``LShift``/``RShift`` (``x * 2**u``, ``x // 2**u``).  Exact only when ``e`` is a
+        natural number by its symbols' assumptions (the sign facts we already assert as
+        axioms, and what 2.11 itself checked before building the power) and ``b`` is an
+        integer: then it is Python's ``b ** e``, an integer.  A possibly negative exponent
+        gives a rational in sympy, which this Int encoding cannot hold: opaque."""
+        if not (exp_expr.is_integer and exp_expr.is_nonnegative):
+            raise _Opaque
+        base, exp = self._term(base_expr), self._term(exp_expr)
+        if not (z3.is_int(base) and z3.is_int(exp)):
+            raise _Opaque
+        self._require(exp >= 0)  # implied by the sign axioms; kept so a proof never leans on sympy alone
+        return self._natural_power(base, exp)
 
     def _floor_div(self, expr: sympy.Basic) -> z3.ExprRef:
         a, b = self._exact_args(expr)

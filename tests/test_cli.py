@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from verishape import __version__
-from verishape._compat import UnsupportedTorch, check_supported, parse_version, probe
+from verishape._compat import UnsupportedTorch, parse_version, probe
 
 
 def _run(*args):
@@ -36,60 +36,38 @@ def test_unknown_command_is_one_line_exit_2():
     assert out.returncode == 2 and "Traceback" not in out.stderr and "invalid choice" in out.stderr
 
 
-def test_version_parsing_and_range():
+def test_version_parsing_and_floor():
+    """No upper bound any more: 2.14/2.15/3.0 are judged by the probe of their internals
+    (tests/test_torch_seam.py); below 2.11 is refused by version."""
     assert parse_version("2.13.0+cpu") == (2, 13)
     assert parse_version("2.11.0a0+git1234") == (2, 11)
-    assert check_supported("2.12.1") == (2, 12)
-    for bad in ("2.10.0", "2.14.0", "3.0.0"):
-        try:
-            check_supported(bad)
-        except UnsupportedTorch as exc:
-            assert "verishape supports torch 2.11 to 2.13" in str(exc) and bad in str(exc)
-        else:
-            raise AssertionError(bad)
+    from test_torch_seam import fake_torch
+
+    for ok in ("2.11.0", "2.12.1", "2.14.1", "2.15.0", "3.0.0"):
+        assert probe(fake_torch(), ok)[1] == []
+    with pytest.raises(UnsupportedTorch, match=r"^verishape cannot run on torch 2\.10\.0: missing torch >= 2\.11"):
+        from verishape._compat import require
+
+        require(fake_torch(), "2.10.0")
 
 
 def test_feature_probe_on_installed_torch():
-    f = probe()
+    f, missing = probe()
+    assert missing == []
     assert {"axioms", "var_to_range", "unbacked_only", "compute_hint", "size_oblivious"} <= f.maybe_evaluate_static_params
     assert f.has_guard_or_defer_runtime_assert
 
 
-class _FakeSource:
-    @property
-    def name(self):
-        return "L['x']"
-
-
-class _OldSource:
-    def name(self):
-        return "L['x']"
-
-
-def _fake_env(params):
-    ns = {}
-    exec(f"def _maybe_evaluate_static(self, {', '.join(params)}): pass", ns)
-    members = {m: (lambda self: None) for m in ("evaluate_expr", "guard_or_defer_runtime_assert",
-                                                "produce_guards_verbose", "replace", "_get_sloc")}
-    return type("FakeShapeEnv", (), {"_maybe_evaluate_static": ns["_maybe_evaluate_static"], **members})
-
-
 def test_feature_detection_on_fake_torch_internals():
-    import pytest
-
+    from test_torch_seam import FakeOldSource, fake_shape_env, fake_torch
     from verishape._compat import require
 
-    full = _fake_env(["expr", "*", "unbacked_only=False", "compute_hint=False", "size_oblivious=False",
-                      "axioms=None", "var_to_range=None"])
-    f = require(full, _FakeSource, "2.11.0")
+    f = require(fake_torch(), "2.11.0")
     assert f.torch_version == (2, 11) and f.static_eval_knows_size_oblivious and not f.source_name_is_method
-    assert require(full, _OldSource, "2.12.0").source_name_is_method
-    lacking = _fake_env(["expr", "*", "unbacked_only=False", "compute_hint=False", "axioms=None",
-                         "var_to_range=None"])
+    assert require(fake_torch(source=FakeOldSource), "2.12.0").source_name_is_method
     with pytest.raises(UnsupportedTorch, match=r"_maybe_evaluate_static\(size_oblivious=...\)"):
-        require(lacking, _FakeSource, "2.13.0")
-    with pytest.raises(UnsupportedTorch, match="torch 2.10.0 is installed"):
-        require(full, _FakeSource, "2.10.0")
+        require(fake_torch(fake_shape_env("expr, *, unbacked_only=False, compute_hint=False, axioms=None, "
+                                         "var_to_range=None")), "2.13.0")
 
 
 # ------------------------------------------------------------------ bad input (issue 10, item 9)

@@ -94,7 +94,21 @@ def test_graph_break_into_plain_torch_compile_keeps_stock_shape_env():
     assert outer_envs and all(type(e) is VeriShapeEnv for e in outer_envs)
 
 
-def test_other_threads_keep_stock_shape_env():
+@pytest.fixture
+def restore_dynamo_config():
+    """Concurrent compiles with ``dynamic=True`` enter and leave Dynamo's config patches out
+    of order; on torch 2.11 that can leave ``assume_static_by_default`` flipped for every
+    later test (a torch quirk).  Put back every entry this test changed."""
+    config = torch._dynamo.config
+    before = config.get_config_copy()
+    yield
+    after = config.get_config_copy()
+    for key, value in before.items():
+        if after.get(key) != value:
+            setattr(config, key, value)
+
+
+def test_other_threads_keep_stock_shape_env(restore_dynamo_config):
     plain_envs, vs_envs = [], []
     plain = torch.compile(lambda x: x.cos() * x.shape[0], backend=capturing(plain_envs), dynamic=True)
     proved = verishape.compile(lambda x: x.sin() * x.shape[0], backend=capturing(vs_envs), dynamic=True)

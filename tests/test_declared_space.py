@@ -208,3 +208,12 @@ def _envs(cf):
     from compiler.frames import envs_for
 
     return envs_for(cf._torchdynamo_orig_callable.__code__)
+
+
+def test_mark_dynamic_without_a_range_entry_is_labelled_mark_dynamic(capsys, tmp_path):
+    """torch 2.15 stores ``mark_dynamic(x, 0)`` without min/max only in
+    ``_dynamo_dynamic_indices``: the space is still the user's declaration, not "undeclared"."""
+    status, report, out, err = audit(capsys, tmp_path, "mark_dynamic_no_range.py")
+    assert status in (0, 1) and report is not None, out + err
+    space = report["frames"][0]["declared_space"][0]
+    assert space.startswith(f"2 <= {X0}") and "mark_dynamic(" in space and "undeclared" not in space, space

@@ -308,3 +308,37 @@ def report_unknown_rate():
         print(f"\ndifferential translation [{family}]: {total} queries, 0 wrong, "
               f"{unknown} unknown ({unknown / total:.2%}); {dict(counts)}")
         assert unknown / total <= MAX_UNKNOWN[family], (family, dict(counts))
+
+
+# ---------------------------------------------------------------- torch 2.11's shifts (issue 14)
+
+N = sympy.Symbol("n0", integer=True, nonnegative=True)
+
+
+@settings(max_examples=120)
+@given(a=SMALL, n=st.integers(0, 9), base=st.sampled_from([2, 3, -2, 0]),
+       shape=st.sampled_from(["lshift", "rshift", "pow"]))
+def test_sympy_power_of_a_natural_exponent_matches_python(a, n, base, shape):
+    """torch 2.11 builds ``LShift``/``RShift`` as ``x * 2**u`` and ``x // 2**u`` (sympy
+    ``Pow``, exponent natural by its assumptions): decided exactly, as Python computes it."""
+    power = sympy.Pow(base, N, evaluate=False)
+    expr = {"lshift": sympy.Mul(X[0], power, evaluate=False), "rshift": tf.FloorDiv(X[0], power, evaluate=False),
+            "pow": power}[shape]
+    if shape == "rshift" and base ** n == 0:
+        value = U
+    else:
+        value = {"lshift": a * base ** n, "rshift": a // base ** n if base ** n else 0, "pow": base ** n}[shape]
+    pins = [sympy.Eq(X[0], a), sympy.Eq(N, n)]
+    if value is U:
+        _expect(sympy.Eq(expr, 0, evaluate=False), pins, {solvers.REFUTED}, "int", "undefined")
+        return
+    _expect(sympy.Eq(expr, value, evaluate=False), pins, {solvers.PROVED}, "int", "true")
+    _expect(sympy.Eq(expr, value + 1, evaluate=False), pins, {solvers.REFUTED}, "int", "false")
+
+
+def test_sympy_power_of_a_possibly_negative_exponent_stays_opaque():
+    """``2**x`` with ``x == -1`` is 1/2 in sympy: never proved to be an integer fact."""
+    power = sympy.Pow(2, X[1], evaluate=False)
+    for goal in (sympy.Ge(power, 1), sympy.Eq(power, 0), sympy.Ne(power, sympy.Rational(1, 2))):
+        r = solvers.prove(goal, [sympy.Eq(X[1], -1)])
+        assert r.status != solvers.PROVED, goal

@@ -12,15 +12,11 @@ top-level ``solvers``, ``compiler`` and ``proofs`` packages):
 
 from __future__ import annotations
 
-from importlib import metadata as _metadata
-
-from ._compat import UnsupportedTorch, check_supported
+# No torch check here: ``import verishape`` (and ``verishape --version``) must work on any
+# torch.  The probe of torch's internals (verishape.torch_seam) runs when the first module
+# that needs them is imported, and refuses in one line (UnsupportedTorch).
 from ._version import __version__
-
-try:
-    check_supported(_metadata.version("torch"))
-except _metadata.PackageNotFoundError:  # pragma: no cover - torch is a hard dependency
-    raise UnsupportedTorch("verishape needs torch (2.11 to 2.13); install it with: pip install torch==2.13.0") from None
+from .torch_seam import UnsupportedTorch
 
 __all__ = ["UnsupportedTorch", "VeriShapeEnv", "__version__", "compile", "explain", "export", "export_decisions"]
 

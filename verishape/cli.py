@@ -14,6 +14,7 @@ from ._version import __version__
 
 
 from .cli_errors import UsageError, check_script, check_writable
+from .torch_seam import UnsupportedTorch
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -97,7 +98,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .demo import run_demo
 
             return run_demo(verbose=args.verbose, backend=args.backend)
-    except UsageError as exc:
+    except (UsageError, UnsupportedTorch) as exc:
+        # UnsupportedTorch: the probe of torch's internals failed (one line naming what is
+        # missing and the torch version); nothing ran with the stock ShapeEnv instead.
         print(f"verishape: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -63,15 +63,10 @@ def _timing(result: Any) -> str:
 
 def recompile_reasons(co_name: str) -> list[str]:
     """Dynamo's recompile reasons for frames named ``co_name``, oldest first."""
-    from torch._dynamo.utils import get_compilation_metrics
+    from .torch_seam import recompiles
 
-    out = []
-    for m in get_compilation_metrics():
-        if m.co_name == co_name and m.recompile_reason:
-            guard = m.recompile_reason.split("#")[0].strip()
-            out.append(f"compile {m.compile_id}: recompiled because the guard {guard.split(': ', 1)[-1]!r} "
-                       f"of an earlier compile failed")
-    return out
+    return [f"compile {r.compile_id}: recompiled because the guard {r.guard!r} of an earlier compile failed"
+            for r in recompiles(co_name)]
 
 
 def explain_envs(name: str, envs: list[Any], numbers: list[int] | None = None, verb: str = "compiled") -> str:

@@ -53,6 +53,8 @@ from torch.fx.experimental.symbolic_shapes import CallMethodKey, ShapeEnv, resol
 from torch.types import py_sym_types
 from torch.utils._sympy.symbol import SymT, symbol_is_type
 
+from . import torch_seam
+
 log = logging.getLogger("verishape")
 
 #: Replacements that do not come from a check: ``find`` re-resolves an existing one; the
@@ -109,9 +111,8 @@ _installed = False
 
 #: Modules that bound ``insert_deferred_runtime_asserts`` at import time (Dynamo's output
 #: graph, export's final pass, ``run_decompositions``), and the defining module for
-#: callers that import it at call time.
-_ASSERT_PASS_USERS = ("torch.fx.passes.runtime_assert", "torch._dynamo.output_graph", "torch._export.utils",
-                      "torch.export.exported_program")
+#: callers that import it at call time; the list lives in the seam, which probes it.
+_ASSERT_PASS_USERS = torch_seam.ASSERT_PASS_MODULES
 
 
 def install() -> None:

@@ -36,12 +36,12 @@ from torch.utils._sympy.value_ranges import ValueRanges
 import solvers
 from proofs import Obligation, ProofRecord
 
-from . import _compat, facts, locations, replacement_asserts
+from . import facts, locations, replacement_asserts, torch_seam
 from .decisions import DecisionLog
 from .minimize import Tightening
 from .minimize import minimize as minimize_guards
 
-FEATURES = _compat.require()
+FEATURES = torch_seam.features()  # refuses, in one line, a torch whose internals moved
 
 log = logging.getLogger("verishape")
 

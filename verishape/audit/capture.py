@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 from torch._guards import CompileContext
 
 from compiler import frames
+from verishape import torch_seam
 from verishape.cli_errors import UsageError, check_script
 
 #: Exceptions that mean "compiling a frame failed" rather than "the script is broken".
@@ -201,7 +201,7 @@ def _keep_artifacts(frames_: Sequence[Frame]) -> None:
     for frame in frames_:
         if frame.artifact is not None or frame.compile_id is None or frame.global_scope is None or frame.error:
             continue
-        for entry in _debug_get_cache_entry_list(frame.code):
+        for entry in torch_seam.cache_entries(frame.code):
             if entry.compile_id == frame.compile_id:
                 names = [n for n in entry.code.co_names if n.startswith(GRAPH_PREFIX) and n in frame.global_scope]
                 frame.artifact = Artifact(entry.code, {n: frame.global_scope[n] for n in names})

@@ -65,6 +65,10 @@ def declared_from_locals(local_scope: Mapping[str, Any]) -> dict[str, Bounds]:
             out[source_for(name, r.dim)] = Bounds(lower, r.max, f"{origin}(min={r.min}, max={r.max})")
         for dim in unbacked:
             out.setdefault(source_for(name, dim), Bounds(0, None, "mark_unbacked"))
+        # torch 2.15 stores ``mark_dynamic(x, d)`` without min/max only as an index (no
+        # range entry): still the user's declaration, stock torch's [2, oo).
+        for dim in getattr(value, "_dynamo_dynamic_indices", None) or set():
+            out.setdefault(source_for(name, dim), Bounds(2, None, "mark_dynamic(min=None, max=None)"))
     return out
 
 

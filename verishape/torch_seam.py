@@ -1,0 +1,328 @@
+"""The one seam between verishape and torch's private internals.
+
+verishape replaces or reads a handful of private torch names (ShapeEnv methods, the
+class Dynamo's ``OutputGraph`` builds, export's ShapeEnv sites, two FX passes, Inductor's
+backend wrapper, the cache-entry list of a code object, Dynamo's compilation metrics).
+Every such name is listed here, once, and this module is also the probe of item 1 of
+issue 14: instead of trusting a version string, :func:`probe` checks each name, signature
+and construction site verishape relies on, so a torch that moved one of them is refused in
+one line naming what is missing, never compiled silently with the stock ShapeEnv.
+
+Why one module (and not the probe in ``_compat`` and the patches elsewhere): the probe is
+only as good as its list, and the list stays right only when the code that patches a name
+and the check that the name is there sit side by side.  ``_compat`` re-exports the probe
+for older imports.
+
+Nothing here imports torch at module import: ``verishape --version`` and the CLI's input
+checks must work whatever torch is installed (or not).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib
+import inspect
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+#: The oldest torch whose internals verishape was written against; newer ones are accepted
+#: when the probe passes.
+MIN_VERSION = (2, 11)
+
+
+class UnsupportedTorch(ImportError):
+    """The installed torch lacks an internal verishape relies on (or is older than 2.11)."""
+
+
+def parse_version(text: str) -> tuple[int, int]:
+    """``"2.13.0+cpu"`` -> ``(2, 13)``; raises ValueError on anything else."""
+    m = re.match(r"^(\d+)\.(\d+)", text)
+    if not m:
+        raise ValueError(f"cannot read a torch version from {text!r}")
+    return int(m.group(1)), int(m.group(2))
+
+
+# ---------------------------------------------------------------------------- the names
+
+SHAPE_ENV = "torch.fx.experimental.symbolic_shapes.ShapeEnv"
+SOURCE = "torch._guards.Source"
+OUTPUT_GRAPH_MODULE = "torch._dynamo.output_graph"
+OUTPUT_GRAPH = OUTPUT_GRAPH_MODULE + ".OutputGraph"
+#: Modules of ``torch.export`` that build a ShapeEnv from their module global ``ShapeEnv``.
+EXPORT_SITES = ("torch._export.non_strict_utils", "torch.export._trace")
+#: Modules that bound ``insert_deferred_runtime_asserts`` at import time (Dynamo's output
+#: graph, export's final pass, ``run_decompositions``) and, first, its defining module.
+ASSERT_PASS_MODULES = ("torch.fx.passes.runtime_assert", "torch._dynamo.output_graph", "torch._export.utils",
+                       "torch.export.exported_program")
+DEDUPE_SYMINTS = "torch._inductor.fx_passes.dedupe_symint_uses.dedupe_symints"
+INDUCTOR_WRAPPER = "torch._TorchCompileInductorWrapper"
+CACHE_ENTRIES = "torch._dynamo.eval_frame._debug_get_cache_entry_list"
+COMPILATION_METRICS = "torch._dynamo.utils.get_compilation_metrics"
+#: compiler/backend.py wraps it to carry the cache tag into the backward compile; it reads
+#: ``bw_compiler`` by keyword, as Dynamo's AOT backends pass it.
+AOT_MODULE_SIMPLIFIED = "torch._dynamo.backends.common.aot_module_simplified"
+#: Read, not patched: backend lookup (compiler/backend.py, demo), the tracing and compile
+#: contexts (locations.py, audit/capture.py).
+READ_NAMES = ("torch._dynamo.backends.registry.lookup_backend", "torch._guards.TracingContext",
+              "torch._guards.CompileContext")
+
+#: The arguments of ``ShapeEnv._maybe_evaluate_static`` whose meaning VeriShapeEnv honours.
+REQUIRED_STATIC_PARAMS = frozenset({"expr", "unbacked_only", "compute_hint", "size_oblivious", "axioms", "var_to_range"})
+#: ShapeEnv members VeriShapeEnv reads or overrides.
+REQUIRED_MEMBERS = ("evaluate_expr", "guard_or_defer_runtime_assert", "produce_guards_verbose", "replace",
+                    "_get_sloc", "_set_replacement", "check_equal", "_log_suppressed_dde")
+#: ``OutputGraph.__init__`` arguments frames.py reads by name.
+OUTPUT_GRAPH_PARAMS = ("code_options", "compiler_fn", "f_code", "local_scope", "global_scope")
+
+_MISSING = object()
+
+
+def resolve(dotted: str) -> Any:
+    """The object at ``dotted`` (longest importable module prefix, then attributes), or
+    ``_MISSING``.  Only ImportError/AttributeError mean "missing": anything else is a bug."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj: Any = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attr in parts[cut:]:
+            obj = getattr(obj, attr, _MISSING)
+            if obj is _MISSING:
+                return _MISSING
+        return obj
+    return _MISSING
+
+
+def _source_text(obj: Any) -> str | None:
+    try:
+        return inspect.getsource(obj)
+    except (OSError, TypeError):
+        return None
+
+
+# ---------------------------------------------------------------------------- the probe
+
+
+@dataclasses.dataclass(frozen=True)
+class Features:
+    """Probed facts about the installed torch's internals."""
+
+    torch_version: tuple[int, int]
+    maybe_evaluate_static_params: frozenset[str]
+    has_guard_or_defer_runtime_assert: bool
+    source_name_is_method: bool
+    #: Why ``verishape.export`` cannot hook export's ShapeEnv sites here (None: it can).
+    #: Optional: ``torch.compile`` does not need them, so only ``verishape.export`` refuses.
+    export_sites_missing: str | None = None
+
+    @property
+    def static_eval_knows_size_oblivious(self) -> bool:
+        return "size_oblivious" in self.maybe_evaluate_static_params
+
+
+def _check_shape_env(shape_env: Any) -> list[str]:
+    if shape_env is _MISSING:
+        return [SHAPE_ENV]
+    missing = []
+    static = getattr(shape_env, "_maybe_evaluate_static", None)
+    if static is None:
+        missing.append("ShapeEnv._maybe_evaluate_static")
+    else:
+        params = set(inspect.signature(inspect.unwrap(static)).parameters)
+        missing += [f"ShapeEnv._maybe_evaluate_static({p}=...)" for p in sorted(REQUIRED_STATIC_PARAMS - params)]
+        # VeriShapeEnv forwards cache_clear/cache_info of the stock ``_lru_cache`` wrapper.
+        missing += [f"ShapeEnv._maybe_evaluate_static.{a} (the _lru_cache wrapper)"
+                    for a in ("cache_clear", "cache_info") if not hasattr(static, a)]
+    missing += [f"ShapeEnv.{m}" for m in REQUIRED_MEMBERS if not hasattr(shape_env, m)]
+    # The _lru_cache helpers compare this instance counter; VeriShapeEnv bumps it.  It is
+    # an instance attribute, so look for it in the names the class's own code uses.
+    if not any("_version_counter" in getattr(getattr(fn, "__code__", None), "co_names", ())
+               for fn in vars(shape_env).values()):
+        missing.append("ShapeEnv._version_counter")
+    return missing
+
+
+def _check_output_graph(lookup: Callable[[str], Any], shape_env: Any) -> list[str]:
+    graph = lookup(OUTPUT_GRAPH)
+    if graph is _MISSING:
+        return [OUTPUT_GRAPH]
+    params = inspect.signature(graph.__init__).parameters
+    missing = [f"OutputGraph.__init__({p}=...)" for p in OUTPUT_GRAPH_PARAMS if p not in params]
+    # The frame's ShapeEnv must be built by calling the module global we replace: a torch
+    # that builds it elsewhere would silently compile with the stock class.
+    text = _source_text(inspect.unwrap(graph.__init__))
+    if text is None or not re.search(r"(?<![\w.])ShapeEnv\(", text):
+        missing.append("the ShapeEnv(...) call in OutputGraph.__init__")
+    if not _is_shape_env_global(lookup(OUTPUT_GRAPH_MODULE + ".ShapeEnv"), shape_env):
+        missing.append(OUTPUT_GRAPH_MODULE + ".ShapeEnv (module global)")
+    return missing
+
+
+def _is_shape_env_global(obj: Any, shape_env: Any) -> bool:
+    """The stock class, or a factory verishape already put there."""
+    return obj is shape_env or getattr(obj, "_verishape_factory", False)
+
+
+def _check_export_sites(lookup: Callable[[str], Any], shape_env: Any) -> str | None:
+    bad = [f"{site}.ShapeEnv" for site in EXPORT_SITES if not _is_shape_env_global(lookup(site + ".ShapeEnv"), shape_env)]
+    return ", ".join(bad) or None
+
+
+def _check_hooked_functions(lookup: Callable[[str], Any]) -> list[str]:
+    missing = [f"{m}.insert_deferred_runtime_asserts" for m in ASSERT_PASS_MODULES
+               if lookup(m + ".insert_deferred_runtime_asserts") is _MISSING]
+    missing += [name for name in (DEDUPE_SYMINTS, INDUCTOR_WRAPPER, CACHE_ENTRIES, COMPILATION_METRICS, *READ_NAMES)
+                if lookup(name) is _MISSING]
+    aot = lookup(AOT_MODULE_SIMPLIFIED)
+    if aot is _MISSING or "bw_compiler" not in inspect.signature(aot).parameters:
+        missing.append(f"{AOT_MODULE_SIMPLIFIED}(bw_compiler=...)")
+    return missing
+
+
+def probe(lookup: Callable[[str], Any] | Mapping[str, Any] | None = None,
+          version_text: str | None = None) -> tuple[Features | None, list[str]]:
+    """Read the facts off the installed torch (or off ``lookup``, a mapping from dotted
+    names to fake objects, for tests).  Returns the features and what is missing; the
+    features are None when the version itself is refused."""
+    if lookup is None:
+        lookup = resolve
+    elif isinstance(lookup, Mapping):
+        lookup = functools.partial(lambda table, name: table.get(name, _MISSING), dict(lookup))
+    if version_text is None:
+        import torch
+
+        version_text = torch.__version__
+    version = parse_version(version_text)
+    if version < MIN_VERSION:
+        return None, [f"torch >= {MIN_VERSION[0]}.{MIN_VERSION[1]}"]
+    shape_env = lookup(SHAPE_ENV)
+    missing = _check_shape_env(shape_env) + _check_output_graph(lookup, shape_env) + _check_hooked_functions(lookup)
+    source = lookup(SOURCE)
+    if source is _MISSING:
+        missing.append(SOURCE)
+    static = getattr(shape_env, "_maybe_evaluate_static", None)
+    name_attr = inspect.getattr_static(source, "name", None) if source is not _MISSING else None
+    features = Features(
+        torch_version=version,
+        maybe_evaluate_static_params=frozenset(inspect.signature(inspect.unwrap(static)).parameters) - {"self"}
+        if static is not None else frozenset(),
+        has_guard_or_defer_runtime_assert=hasattr(shape_env, "guard_or_defer_runtime_assert"),
+        source_name_is_method=callable(name_attr) and not isinstance(name_attr, property)
+        and not hasattr(name_attr, "__set_name__"),
+        export_sites_missing=_check_export_sites(lookup, shape_env),
+    )
+    return features, missing
+
+
+def require(lookup: Callable[[str], Any] | Mapping[str, Any] | None = None,
+            version_text: str | None = None) -> Features:
+    """Probe, and refuse in one line when anything verishape relies on is absent."""
+    if version_text is None:
+        import torch
+
+        version_text = torch.__version__
+    features, missing = probe(lookup, version_text)
+    if missing or features is None:
+        raise UnsupportedTorch(
+            f"verishape cannot run on torch {version_text}: missing {', '.join(missing)}"
+            f" (verishape needs torch >= {MIN_VERSION[0]}.{MIN_VERSION[1]} with these internals)"
+        )
+    return features
+
+
+@functools.cache
+def features() -> Features:
+    """The installed torch's features, probed once (raises UnsupportedTorch)."""
+    return require()
+
+
+# ---------------------------------------------------------------------------- the patches
+
+
+def stock_shape_env() -> type:
+    return resolve(SHAPE_ENV)
+
+
+def mark_factory(factory: Callable[..., Any]) -> Callable[..., Any]:
+    """Tag a ShapeEnv factory so that the probe (and re-installs) recognise it."""
+    factory._verishape_factory = True  # type: ignore[attr-defined]
+    return factory
+
+
+def hook_output_graph_init(hook: Callable[[Any, dict[str, Any], Callable[[], None]], None]) -> None:
+    """Wrap ``OutputGraph.__init__``: ``hook(graph, arguments, run)`` gets the call's
+    arguments by name (``inspect.signature(...).bind``, so no argument position is assumed)
+    and must call ``run()`` exactly once to run the original."""
+    module = importlib.import_module(OUTPUT_GRAPH_MODULE)
+    original = module.OutputGraph.__init__
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        bound = signature.bind(self, *args, **kwargs)
+        arguments = dict(bound.arguments)
+        arguments.pop(next(iter(signature.parameters)), None)  # self
+        hook(self, arguments, lambda: original(self, *args, **kwargs))
+
+    module.OutputGraph.__init__ = init
+
+
+def set_output_graph_shape_env(factory: Callable[..., Any]) -> None:
+    """Dynamo's frames build their ShapeEnv through this factory (checked by the probe)."""
+    module = importlib.import_module(OUTPUT_GRAPH_MODULE)
+    module.ShapeEnv = mark_factory(factory)  # type: ignore[attr-defined]
+
+
+def set_export_sites_shape_env(factory: Callable[..., Any], sites: tuple[str, ...] = EXPORT_SITES) -> str | None:
+    """Point each export site's ``ShapeEnv`` global at ``factory``.  Returns why it could
+    not (nothing is changed then), or None."""
+    stock = stock_shape_env()
+    modules = []
+    for name in sites:
+        try:
+            module = importlib.import_module(name)
+        except ImportError as exc:
+            return f"cannot import {name} ({exc})"
+        current = getattr(module, "ShapeEnv", None)
+        if not _is_shape_env_global(current, stock):
+            return f"{name}.ShapeEnv is {current!r}, not torch's ShapeEnv class"
+        modules.append(module)
+    for module in modules:
+        module.ShapeEnv = mark_factory(factory)  # type: ignore[attr-defined]
+    return None
+
+
+def source_name(source: Any) -> str:
+    """A Dynamo source's name: a method on some torch releases, a property on others."""
+    name = source.name
+    return name() if callable(name) else str(name)
+
+
+def inductor_wrapper_class() -> Any:
+    return resolve(INDUCTOR_WRAPPER)
+
+
+def cache_entries(code: Any) -> list[Any]:
+    """Dynamo's cache entries for a code object (the audit replays the audited one)."""
+    return resolve(CACHE_ENTRIES)(code)
+
+
+@dataclasses.dataclass(frozen=True)
+class Recompile:
+    compile_id: str
+    guard: str
+
+
+def recompiles(co_name: str) -> list[Recompile]:
+    """Dynamo's recompiles of frames named ``co_name``, oldest first, each with the text
+    of the guard that failed.  Dynamo's reason reads ``"<n>/<m>: <guard>  # <where>"``:
+    the guard is what sits between the first ``": "`` and the comment."""
+    out = []
+    for m in resolve(COMPILATION_METRICS)():
+        if m.co_name == co_name and m.recompile_reason:
+            guard = m.recompile_reason.split("#")[0].strip()
+            out.append(Recompile(str(m.compile_id), guard.split(": ", 1)[-1]))
+    return out
