@@ -9,9 +9,7 @@ other is reported, never counted as "implied".
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
-from pathlib import Path
 
 import pytest
 import sympy
@@ -19,11 +17,9 @@ import torch
 
 import solvers
 from verishape.audit.space import bounds_from_assumption, parse_assumption
-from verishape.cli import main
 from verishape.cli_errors import UsageError
 
-SCRIPTS = Path(__file__).parent / "scripts"
-X0 = "L['x'].size()[0]"
+from audit_helpers import X0, audit_in_process
 
 
 @pytest.fixture(autouse=True)
@@ -33,18 +29,7 @@ def _fresh_dynamo():
     torch._dynamo.reset()
 
 
-def audit(capsys, tmp_path: Path, script: str, *assume: str) -> tuple[int, dict | None, str, str]:
-    """Run the audit in-process through the CLI; returns (status, report, stdout, stderr)."""
-    out = tmp_path / "report.json"
-    if out.exists():
-        out.unlink()
-    args = ["verify-guards", str(SCRIPTS / script), "--json", str(out)]
-    for a in assume:
-        args += ["--assume", a]
-    status = main(args)
-    captured = capsys.readouterr()
-    report = json.loads(out.read_text()) if out.exists() and out.stat().st_size else None
-    return status, report, captured.out, captured.err
+audit = audit_in_process
 
 
 def one_error_line(err: str) -> str:

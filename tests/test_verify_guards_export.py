@@ -8,16 +8,12 @@ runtime asserts are checked against it; a counterexample is replayed by calling
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 
 import pytest
 import torch
 
-from verishape.cli import main
 
-SCRIPTS = Path(__file__).parent / "scripts"
-X0 = "L['x'].size()[0]"
+from audit_helpers import X0, audit_in_process
 
 
 @pytest.fixture(autouse=True)
@@ -27,15 +23,7 @@ def _fresh_dynamo():
     torch._dynamo.reset()
 
 
-def audit(capsys, tmp_path: Path, script: str, *assume: str) -> tuple[int, dict | None, str, str]:
-    out = tmp_path / "report.json"
-    args = ["verify-guards", str(SCRIPTS / script), "--json", str(out)]
-    for a in assume:
-        args += ["--assume", a]
-    status = main(args)
-    captured = capsys.readouterr()
-    report = json.loads(out.read_text()) if out.exists() and out.stat().st_size else None
-    return status, report, captured.out, captured.err
+audit = audit_in_process
 
 
 def only_export(report: dict) -> dict:
