@@ -47,7 +47,7 @@ def child(out: Path) -> None:
     from compile_helpers import capturing, is_dde
     from dde_corpus import PROGRAMS
 
-    import solvers
+    from verishape import solvers
     import verishape
 
     import_s = time.perf_counter() - t0

@@ -24,7 +24,7 @@ from torch.utils._sympy import functions as tf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import solvers  # noqa: E402
+from verishape import solvers  # noqa: E402
 
 S = [sympy.Symbol(f"s{i}", integer=True, positive=True) for i in range(4)]
 U = [sympy.Symbol(f"u{i}", integer=True, nonnegative=True) for i in range(3)]

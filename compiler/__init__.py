@@ -1,5 +1,5 @@
 """torch.compile and torch.export integration: VeriShapeEnv chosen per frame or per export,
-caches kept apart.  (``compiler.export`` is the module; its function is ``compiler.export.export``.)"""
+caches kept apart.  (``verishape.compiler.export`` is the module; its function is ``verishape.compiler.export.export``.)"""
 
 from .api import compile
 from .backend import CACHE_TAG, VerishapeBackend

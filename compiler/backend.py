@@ -30,15 +30,15 @@ from typing import Any
 import torch
 import z3
 
-import solvers
-from solvers.encoding import hash_sources, package_sources
+from verishape import solvers
+from verishape.proofs.encoding import hash_sources, package_sources
 from verishape import torch_seam
 from verishape._version import __version__
 from verishape.shape_env import current_prover, minimization_enabled
 
 from .frames import MARKER
 
-_PACKAGES = ("solvers", "compiler", "verishape")
+_PACKAGES = ("verishape", "verishape.compiler", "verishape.proofs", "verishape.solvers")
 
 
 def answer_sources() -> list[tuple[str, bytes]]:
@@ -126,7 +126,7 @@ def _under_tag(compiler: Callable[..., Any], tag: str) -> Callable[..., Any]:
 
 class VerishapeBackend:
     """Calls the user's backend; its presence in a frame's backend chain selects
-    VeriShapeEnv for that frame (see :mod:`compiler.frames`)."""
+    VeriShapeEnv for that frame (see :mod:`verishape.compiler.frames`)."""
 
     def __init__(self, backend: str | Callable[..., Any], *, mode: str | None, options: dict[str, Any] | None,
                  dynamic: bool | None) -> None:

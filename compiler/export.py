@@ -4,7 +4,7 @@ The export itself is stock: the same call, the same passes, a plain ``ExportedPr
 What changes is who answers shape questions while it traces.  Non-strict export builds its
 ShapeEnv for the fake inputs in ``torch._export.non_strict_utils``; strict export builds it
 in Dynamo's ``OutputGraph``; both then re-trace to ATen with the same env (the fake mode
-is detected from the traced graph).  :func:`compiler.frames.exporting` makes each of those
+is detected from the traced graph).  :func:`verishape.compiler.frames.exporting` makes each of those
 sites build an :class:`ExportShapeEnv` (a :class:`VeriShapeEnv` whose premises are what an
 exported program checks) for this call, on this thread, and nothing else.
 
@@ -36,7 +36,7 @@ from torch.utils._sympy.printers import PythonPrinter
 from torch.utils._sympy.symbol import SymT, symbol_is_type
 from torch.utils._sympy.value_ranges import ValueRanges
 
-import solvers
+from verishape import solvers
 from verishape import facts, sources
 from verishape.decisions import DecisionLog
 from verishape.shape_env import VeriShapeEnv, current_prover, guard_minimization

@@ -115,7 +115,7 @@ def _shape_env_factory(*args: Any, **kwargs: Any) -> ShapeEnv:
 def _export_site_factory(*args: Any, **kwargs: Any) -> ShapeEnv:
     """``torch.export``'s own sites: the export's class inside ``exporting``, else stock
     (also in audit mode: an export's premises differ from a frame's, see
-    ``compiler.export.ExportShapeEnv``)."""
+    ``verishape.compiler.export.ExportShapeEnv``)."""
     export = _export_envs.get()
     if export is None:
         return ShapeEnv(*args, **kwargs)
@@ -127,7 +127,7 @@ def _export_site_factory(*args: Any, **kwargs: Any) -> ShapeEnv:
 
 #: Modules of ``torch.export`` that build a ShapeEnv from their module global ``ShapeEnv``.
 EXPORT_SITES = torch_seam.EXPORT_SITES
-_export_hook_error: str | None = "verishape's torch.export hooks are not installed (call compiler.frames.install())"
+_export_hook_error: str | None = "verishape's torch.export hooks are not installed (call verishape.compiler.frames.install())"
 
 
 def require_export_hooks() -> None:

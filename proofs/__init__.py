@@ -1,5 +1,5 @@
 """Proof obligations and the records of their decisions (printable, JSON, SMT-LIB2), and the
-store that keeps every decision on disk (:mod:`proofs.store`)."""
+store that keeps every decision on disk (:mod:`verishape.proofs.store`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from .store import ProofStore, StoredProof, open_store, process_store
 
 #: Exported name -> the submodule defining it, imported on first use (PEP 562):
-#: ``proofs.record`` needs torch, ``proofs.store`` does not, and ``verishape proofs``
+#: ``verishape.proofs.record`` needs torch, ``verishape.proofs.store`` does not, and ``verishape proofs``
 #: reads the store without importing torch.
 _EXPORTS = {
     **dict.fromkeys(("Obligation", "ProofRecord", "dump_expr", "load_expr"), "record"),

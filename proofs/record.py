@@ -3,7 +3,7 @@
 A :class:`ProofRecord` is self-contained: the obligation is stored as sympy ``srepr``
 text, which :func:`load_expr` parses back exactly (torch's shape functions included), so a
 record saved as JSON can be re-checked later by an independent run of the solver
-(:meth:`ProofRecord.recheck`) or by any SMT solver from its SMT-LIB2 script.
+(:func:`verishape.solvers.recheck`) or by any SMT solver from its SMT-LIB2 script.
 """
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ from sympy.printing.repr import ReprPrinter
 from torch.utils._sympy import functions as torch_functions
 from torch.utils._sympy.numbers import IntInfinity, NegativeIntInfinity, int_oo
 
-import solvers
-from solvers.result import SolveResult
+from verishape.proofs.result import UNKNOWN, SolveResult
 
 
 def dump_expr(expr: sympy.Basic) -> str:
@@ -211,11 +210,6 @@ class ProofRecord:
     result: SolveResult
     decided: bool | None = None
 
-    @classmethod
-    def decide(cls, obligation: Obligation, prover: solvers.Prover | None = None) -> ProofRecord:
-        prover = prover or solvers.default_prover()
-        return cls(obligation, prover.prove(obligation.goal, obligation.premises))
-
     def __str__(self) -> str:
         ob, res = self.obligation, self.result
         premises = " and ".join(map(str, ob.premises)) or "nothing"
@@ -226,7 +220,7 @@ class ProofRecord:
             cex = ", ".join(f"{k}={v}" for k, v in res.counterexample.items())
             how = "raises" if res.undefined_goal else "is false"
             line += f"; it {how} at {cex}"
-        if res.status == solvers.UNKNOWN and res.reason:
+        if res.status == UNKNOWN and res.reason:
             line += f" ({res.reason})"
         origin = ", from store" if res.from_store else ", cached" if res.cached else ""
         line += f"  [from {premises}; {res.time_s * 1e3:.1f} ms{origin}]"
@@ -248,10 +242,3 @@ class ProofRecord:
     @classmethod
     def loads(cls, text: str) -> ProofRecord:
         return cls.from_json(json.loads(text))
-
-    def to_smtlib(self) -> str:
-        return solvers.smtlib(self.obligation.goal, self.obligation.premises)
-
-    def recheck(self) -> SolveResult:
-        """Decide the obligation again with a fresh prover (no shared cache)."""
-        return solvers.Prover().prove(self.obligation.goal, self.obligation.premises)

@@ -30,7 +30,7 @@ Schema (``meta.schema_version`` = 1)::
                                        --   solver and its version, and the limits (rlimit, timeout_ms, seed)
       kind TEXT NOT NULL,              -- who asked: compile | export | audit | fuzz | minimize | query
       goal TEXT NOT NULL,              -- str(goal), for people
-      goal_srepr TEXT NOT NULL,        -- proofs.record.dump_expr(goal); parse with proofs.record.load_expr
+      goal_srepr TEXT NOT NULL,        -- verishape.proofs.record.dump_expr(goal); parse with load_expr
       premises_srepr TEXT NOT NULL,    -- JSON list of dump_expr(premise), sorted, no duplicates
       verdict TEXT NOT NULL,           -- proved | refuted | unknown
       vacuous INTEGER NOT NULL,        -- 0/1: proved because the premises contradict each other
@@ -41,7 +41,7 @@ Schema (``meta.schema_version`` = 1)::
       rlimit INTEGER NOT NULL, timeout_ms INTEGER NOT NULL, seed INTEGER NOT NULL,
       time_s REAL NOT NULL,            -- solver time when it was decided
       verishape_version TEXT NOT NULL,
-      encoding_hash TEXT NOT NULL,     -- solvers.encoding.ENCODING_HASH (hash of solvers/*.py)
+      encoding_hash TEXT NOT NULL,     -- verishape.proofs.encoding.ENCODING_HASH (the solver modules)
       smtlib TEXT NOT NULL,            -- (set-logic ALL), declarations, premises, (assert (not goal)),
                                        --   (check-sat): unsat means proved; no set-option lines
       created REAL NOT NULL,           -- unix time
@@ -80,8 +80,8 @@ from typing import Any
 
 import z3
 
-from solvers.encoding import ENCODING_HASH
-from solvers.result import Limits, SolveResult
+from verishape.proofs.encoding import ENCODING_HASH
+from verishape.proofs.result import Limits, SolveResult
 from verishape._version import __version__
 
 log = logging.getLogger("verishape")

@@ -17,20 +17,22 @@ if TYPE_CHECKING:
         Stats,
         asked_by,
         current_asker,
+        decide,
         default_prover,
         prove,
+        recheck,
         smtlib,
         stats,
     )
-    from .result import PROVED, REFUTED, UNKNOWN, Limits, SolveResult
+    from verishape.proofs.result import PROVED, REFUTED, UNKNOWN, Limits, SolveResult
 
-#: Exported name -> the submodule defining it, imported on first use (PEP 562): the
-#: standard-library-only modules (``solvers.encoding``, ``solvers.result``) then load
-#: without Z3, SymPy or torch, so ``verishape proofs`` reads the proof store without them.
+#: Exported name -> the module defining it, imported on first use (PEP 562): importing
+#: ``verishape.solvers`` for its result types (which live in the standard-library-only
+#: :mod:`verishape.proofs.result`) then loads neither Z3, SymPy nor torch.
 _EXPORTS = {
-    **dict.fromkeys(("Prover", "Stats", "asked_by", "current_asker", "default_prover", "prove", "smtlib", "stats"),
-                    "prover"),
-    **dict.fromkeys(("PROVED", "REFUTED", "UNKNOWN", "Limits", "SolveResult"), "result"),
+    **dict.fromkeys(("Prover", "Stats", "asked_by", "current_asker", "decide", "default_prover", "prove", "recheck",
+                     "smtlib", "stats"), f"{__name__}.prover"),
+    **dict.fromkeys(("PROVED", "REFUTED", "UNKNOWN", "Limits", "SolveResult"), "verishape.proofs.result"),
 }
 
 
@@ -38,7 +40,7 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
 
@@ -53,8 +55,10 @@ __all__ = [
     "Stats",
     "asked_by",
     "current_asker",
+    "decide",
     "default_prover",
     "prove",
+    "recheck",
     "smtlib",
     "stats",
 ]

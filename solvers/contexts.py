@@ -1,7 +1,7 @@
 """Fresh Z3 contexts, made ahead of need.
 
 Every check runs in its own ``z3.Context`` so that its answer depends on the query and
-the limits alone, never on the queries asked before it (see :mod:`solvers.prover`).
+the limits alone, never on the queries asked before it (see :mod:`verishape.solvers.prover`).
 Making a context costs a few milliseconds of C++ set-up, which would double the cost of
 a typical guard query.  A daemon thread keeps a small stock of contexts ready; ctypes
 releases the GIL while Z3 builds one, so the work overlaps with the compiler's Python.

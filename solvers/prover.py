@@ -11,10 +11,10 @@ Each check runs in a fresh ``z3.Context`` that receives a copy of the query.  In
 shared context, term ids (and with them Z3's internal orderings) depend on every query
 asked before in the process, so the same query could finish under the resource limit
 after one history and give up after another.  A fresh context (made ahead of need by
-:mod:`solvers.contexts`) makes each answer a function of the query and the limits alone.
+:mod:`verishape.solvers.contexts`) makes each answer a function of the query and the limits alone.
 
 That is what lets answers persist: before solving, a prover looks the obligation up in
-the proof store (:mod:`proofs.store`, keyed by the obligation's text, the encoding hash,
+the proof store (:mod:`verishape.proofs.store`, keyed by the obligation's text, the encoding hash,
 the solver and the limits); a hit answers with no solver call.  After solving, the answer
 is stored with the SMT-LIB script of the query.  ``asked_by`` names who asks (compile,
 export, audit, fuzz, minimize, query), for the records.
@@ -38,13 +38,15 @@ from typing import TYPE_CHECKING
 import sympy
 import z3
 
+from verishape.proofs.record import Obligation, ProofRecord
+from verishape.proofs.result import PROVED, REFUTED, UNKNOWN, Limits, SolveResult, Value
+
 from . import concrete
 from .contexts import fresh_context
 from .query import Query, as_boolean, build_query, to_smtlib
-from .result import PROVED, REFUTED, UNKNOWN, Limits, SolveResult, Value
 
 if TYPE_CHECKING:
-    from proofs.store import ProofStore
+    from verishape.proofs.store import ProofStore
 
 log = logging.getLogger("verishape.solvers")
 
@@ -107,7 +109,7 @@ class Prover:
     """A solver front end: one cache, one set of statistics, one lock.
 
     ``store``: where answers persist: :data:`AUTO_STORE` (the process's store, which
-    ``$VERISHAPE_PROOF_STORE`` configures), a :class:`proofs.store.ProofStore`, or None
+    ``$VERISHAPE_PROOF_STORE`` configures), a :class:`verishape.proofs.store.ProofStore`, or None
     (no store: every new question goes to the solver)."""
 
     def __init__(self, limits: Limits | None = None, *, cache_size: int = 65536,
@@ -118,7 +120,7 @@ class Prover:
         self._cache_size = cache_size
         self._lock = threading.RLock()
         if isinstance(store, str) and store != AUTO_STORE:
-            raise ValueError(f"store must be {AUTO_STORE!r}, a proofs.store.ProofStore or None, got {store!r}")
+            raise ValueError(f"store must be {AUTO_STORE!r}, a verishape.proofs.store.ProofStore or None, got {store!r}")
         self._store = store
 
     # ------------------------------------------------------------------ API
@@ -171,7 +173,7 @@ class Prover:
     def store(self) -> ProofStore | None:
         """The proof store this prover reads and writes now (None: off or unusable)."""
         if isinstance(self._store, str):
-            from proofs.store import process_store
+            from verishape.proofs.store import process_store
 
             return process_store()
         if self._store is not None and self._store.broken:
@@ -200,7 +202,7 @@ class Prover:
         setattr(self.stats, result.status, getattr(self.stats, result.status) + 1)
 
     def _from_store(self, store: ProofStore, texts: tuple[str, list[str]], limits: Limits) -> SolveResult | None:
-        from proofs import store as store_mod
+        from verishape.proofs import store as store_mod
 
         start = time.perf_counter()
         try:
@@ -220,7 +222,7 @@ class Prover:
                   result: SolveResult, script: list[str] | None) -> None:
         """Persist ``result`` unless it depends on the machine (a wall-clock stop or a
         solver error) or the query never reached the solver (no script)."""
-        from proofs import store as store_mod
+        from verishape.proofs import store as store_mod
 
         if not script or (result.status == UNKNOWN and result.reason.startswith(_LOAD_DEPENDENT)):
             return
@@ -313,7 +315,7 @@ class Prover:
 
 def _texts(goal: sympy.Basic, assumptions: tuple[sympy.Basic, ...]) -> tuple[str, list[str]]:
     """The obligation as the store keys it: the goal's and the premises' srepr text."""
-    from proofs.record import dump_expr
+    from verishape.proofs.record import dump_expr
 
     return dump_expr(goal), [dump_expr(a) for a in assumptions]
 
@@ -369,7 +371,7 @@ def prove(
     *,
     timeout_ms: int | None = None,
 ) -> SolveResult:
-    """Do ``assumptions`` imply ``goal``?  See :class:`~solvers.result.SolveResult`."""
+    """Do ``assumptions`` imply ``goal``?  See :class:`~verishape.proofs.result.SolveResult`."""
     return _default.prove(goal, assumptions, timeout_ms=timeout_ms)
 
 
@@ -379,3 +381,17 @@ def stats() -> Stats:
 
 def smtlib(goal: object, assumptions: Iterable[object] = ()) -> str:
     return _default.smtlib(goal, assumptions)
+
+
+def decide(obligation: Obligation, prover: Prover | None = None) -> ProofRecord:
+    """The record of deciding ``obligation`` (with ``prover``, or the process's default).
+    Here rather than on :class:`~verishape.proofs.record.ProofRecord`: records are data
+    the solver layer produces, and the proofs layer never calls the solver."""
+    prover = prover or _default
+    return ProofRecord(obligation, prover.prove(obligation.goal, obligation.premises))
+
+
+def recheck(record: ProofRecord) -> SolveResult:
+    """Decide ``record``'s obligation again with a fresh prover (no shared cache, no store),
+    so the answer does not come from the record being checked."""
+    return Prover(store=None).prove(record.obligation.goal, record.obligation.premises)

@@ -608,7 +608,7 @@ class Translator:
 
     def _bitwise(self, expr: sympy.Basic) -> z3.ExprRef:
         """Python's ``& | ^`` on integers (bools count as 0/1): the split encoding of
-        :mod:`solvers.pyarith` (exact when one operand fits in
+        :mod:`verishape.solvers.pyarith` (exact when one operand fits in
         :data:`pyarith.BITWISE_LOW_BITS` bits and a sign, opaque beyond), with the
         sign and bound facts that hold everywhere.  Python's bitwise operators never
         raise, so the term is total."""

@@ -48,7 +48,7 @@ def test_every_replay_runs_the_audited_graph(tmp_path):
 
 def test_replay_outcomes_do_not_depend_on_order():
     """Replays leave no state behind: forward and reverse order give the same outcomes."""
-    import solvers
+    from verishape import solvers
     from verishape.audit.analyze import FrameAuditor
     from verishape.audit.capture import run_script
     from verishape.audit.replay import replay

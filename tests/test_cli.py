@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from verishape import __version__
-from verishape._compat import UnsupportedTorch, parse_version, probe
+from verishape.torch_seam import UnsupportedTorch, parse_version, probe
 
 
 def _run(*args):
@@ -46,7 +46,7 @@ def test_version_parsing_and_floor():
     for ok in ("2.11.0", "2.12.1", "2.14.1", "2.15.0", "3.0.0"):
         assert probe(fake_torch(), ok)[1] == []
     with pytest.raises(UnsupportedTorch, match=r"^verishape cannot run on torch 2\.10\.0: missing torch >= 2\.11"):
-        from verishape._compat import require
+        from verishape.torch_seam import require
 
         require(fake_torch(), "2.10.0")
 
@@ -60,7 +60,7 @@ def test_feature_probe_on_installed_torch():
 
 def test_feature_detection_on_fake_torch_internals():
     from test_torch_seam import FakeOldSource, fake_shape_env, fake_torch
-    from verishape._compat import require
+    from verishape.torch_seam import require
 
     f = require(fake_torch(), "2.11.0")
     assert f.torch_version == (2, 11) and f.static_eval_knows_size_oblivious and not f.source_name_is_method

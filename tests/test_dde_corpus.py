@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-import solvers
+from verishape import solvers
 from compile_helpers import guard_fingerprint, stock, vs
 from dde_corpus import PROGRAMS
 from verishape.shape_env import VeriShapeEnv, use_prover

@@ -15,7 +15,7 @@ import pytest
 import sympy
 import torch
 
-import solvers
+from verishape import solvers
 from verishape.audit.space import bounds_from_assumption, parse_assumption
 from verishape.cli_errors import UsageError
 
@@ -190,7 +190,7 @@ def test_a_vacuous_decision_while_compiling_is_refused_and_logged(monkeypatch):
 
 
 def _envs(cf):
-    from compiler.frames import envs_for
+    from verishape.compiler.frames import envs_for
 
     return envs_for(cf._torchdynamo_orig_callable.__code__)
 

@@ -11,9 +11,9 @@ import torch
 import z3
 from torch.utils._sympy import functions as tf
 
-import solvers
+from verishape import solvers
 import verishape
-from compiler import CACHE_TAG, backend
+from verishape.compiler import CACHE_TAG, backend
 from verishape._version import __version__
 from verishape.minimize import Tightening
 from verishape.shape_env import VeriShapeEnv, guard_minimization, use_prover
@@ -57,11 +57,12 @@ def _inputs(**change):
 def test_the_tag_is_derived_from_what_the_answers_depend_on():
     assert CACHE_TAG == f"verishape-{__version__}-{backend.fingerprint(**_inputs())}"
     names = {name for name, _ in backend.answer_sources()}
-    for module in ("solvers/translate.py", "solvers/pyarith.py", "solvers/query.py", "solvers/symbols.py",
-                   "verishape/facts.py", "verishape/minimize.py", "verishape/shape_env.py"):
+    for module in ("verishape.solvers/translate.py", "verishape.solvers/pyarith.py", "verishape.solvers/query.py",
+                   "verishape.solvers/symbols.py", "verishape/facts.py", "verishape/minimize.py",
+                   "verishape/shape_env.py", "verishape.compiler/frames.py", "verishape.proofs/store.py"):
         assert module in names
     base = backend.fingerprint(**_inputs())
-    edited = [(n, t + b"\n# one more line" if n == "solvers/translate.py" else t) for n, t in backend.answer_sources()]
+    edited = [(n, t + b"\n# one more line" if n == "verishape.solvers/translate.py" else t) for n, t in backend.answer_sources()]
     assert backend.fingerprint(**_inputs(sources=edited)) != base
     assert backend.fingerprint(**_inputs(limits=solvers.Limits(rlimit=2_000_000))) != base
     assert backend.fingerprint(**_inputs(z3_version="4.8.0")) != base

@@ -15,7 +15,7 @@ from torch._dynamo.source import ConstantSource
 from torch.fx.experimental.symbolic_shapes import DimDynamic
 from torch.utils._sympy import functions as tf
 
-import solvers
+from verishape import solvers
 from verishape import facts
 from verishape.shape_env import VeriShapeEnv
 

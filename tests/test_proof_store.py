@@ -21,10 +21,10 @@ import pytest
 import sympy
 from torch.utils._sympy import functions as tf
 
-import solvers
-from proofs import store as store_mod
-from proofs.store import StoredProof, open_store
-from solvers import encoding
+from verishape import solvers
+from verishape.proofs import store as store_mod
+from verishape.proofs.store import StoredProof, open_store
+from verishape.proofs import encoding
 from verishape.decisions import DecisionLog
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -143,11 +143,12 @@ def test_a_changed_encoding_hash_misses_the_store(tmp_path, monkeypatch):
 
 
 def test_the_encoding_hash_covers_every_solver_module():
-    sources = encoding.package_sources(("solvers",))
+    sources = encoding.package_sources(("verishape.solvers",))
     names = {n for n, _ in sources}
-    assert {"solvers/translate.py", "solvers/pyarith.py", "solvers/query.py", "solvers/encoding.py"} <= names
+    assert {"verishape.solvers/translate.py", "verishape.solvers/pyarith.py", "verishape.solvers/query.py",
+            "verishape.solvers/prover.py"} <= names
     assert encoding.encoding_hash(sources) == encoding.ENCODING_HASH
-    edited = [(n, t + b"\n# edited" if n == "solvers/pyarith.py" else t) for n, t in sources]
+    edited = [(n, t + b"\n# edited" if n == "verishape.solvers/pyarith.py" else t) for n, t in sources]
     assert encoding.encoding_hash(edited) != encoding.ENCODING_HASH
 
 
@@ -424,7 +425,7 @@ def test_a_lookup_is_far_cheaper_than_solving(tmp_path):
 
 
 def test_decision_log_counts_answers_from_the_store():
-    from proofs import Obligation, ProofRecord
+    from verishape.proofs import Obligation, ProofRecord
 
     log = DecisionLog()
     log.add(ProofRecord(Obligation(sympy.Gt(s0, 0), (), "guard_avoided"), solvers.SolveResult("proved"), True))

@@ -7,7 +7,8 @@ import json
 import sympy
 from torch.utils._sympy import functions as tf
 
-from proofs import Obligation, ProofRecord, dump_expr, load_expr
+from verishape import solvers
+from verishape.proofs import Obligation, ProofRecord, dump_expr, load_expr
 
 u0 = sympy.Symbol("u0", integer=True, nonnegative=True)
 s0 = sympy.Symbol("s0", integer=True, positive=True)
@@ -29,7 +30,7 @@ def test_expressions_round_trip_with_assumptions():
 def test_record_prints_json_and_rechecks():
     ob = Obligation(sympy.Eq(tf.Mod(32 * s0, 4096), 0), (sympy.Eq(tf.Mod(s0, 64), 0),), kind="divisibility",
                     source="model.py:12")
-    rec = ProofRecord.decide(ob)
+    rec = solvers.decide(ob)
     assert rec.result.status == "refuted"
     text = str(rec)
     assert "refuted" in text and "s0=" in text and "model.py:12" in text and "divisibility" in text
@@ -37,15 +38,15 @@ def test_record_prints_json_and_rechecks():
     assert data["obligation"]["kind"] == "divisibility"
     back = ProofRecord.loads(rec.dumps())
     assert back == rec
-    again = back.recheck()
+    again = solvers.recheck(back)
     assert again.status == "refuted" and not again.cached
     s0v = again.counterexample["s0"]
     assert s0v % 64 == 0 and (32 * s0v) % 4096 != 0
-    assert "(check-sat)" in rec.to_smtlib()
+    assert "(check-sat)" in solvers.smtlib(rec.obligation.goal, rec.obligation.premises)
 
 
 def test_proved_record_text():
-    rec = ProofRecord.decide(Obligation(sympy.Ge(u0 * s0, u0), kind="guard"))
+    rec = solvers.decide(Obligation(sympy.Ge(u0 * s0, u0), kind="guard"))
     assert rec.result.status == "proved"
     assert str(rec).startswith("[guard]") and "proved" in str(rec)
 
@@ -60,7 +61,7 @@ from hypothesis import strategies as st
 from test_translation_differential import bool_tree, environments, float_tree
 from torch.utils._sympy.numbers import int_oo
 
-from solvers import concrete
+from verishape.solvers import concrete
 
 
 def _value(expr, env):
@@ -120,7 +121,7 @@ def test_hostile_srepr_is_refused_without_running(tmp_path, text):
 
 def test_hostile_record_is_refused(tmp_path):
     ob = Obligation(sympy.Ge(u0 * s0, u0), (sympy.Ge(s0, 1),), kind="guard")
-    data = json.loads(ProofRecord.decide(ob).dumps())
+    data = json.loads(solvers.decide(ob).dumps())
     marker = tmp_path / "ran"
     data["obligation"]["goal_srepr"] = f"__import__('os').system('touch {marker}')"
     with pytest.raises(ValueError):

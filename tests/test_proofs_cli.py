@@ -14,8 +14,8 @@ import pytest
 import sympy
 from torch.utils._sympy.functions import FloorDiv, Max, Mod, PythonMod
 
-import solvers
-from proofs.store import open_store
+from verishape import solvers
+from verishape.proofs.store import open_store
 from verishape.cli import main
 
 s0, s1, s2 = sympy.symbols("s0 s1 s2", integer=True, positive=True)

@@ -14,8 +14,8 @@ import sympy
 import z3
 from torch.utils._sympy import functions as tf
 
-import solvers
-from solvers.prover import Prover
+from verishape import solvers
+from verishape.solvers.prover import Prover
 
 x = sympy.Symbol("x", integer=True)
 y = sympy.Symbol("y", integer=True)
@@ -141,7 +141,7 @@ _HAMMER = r"""
 import sys, threading
 import sympy
 from torch.utils._sympy import functions as tf
-from solvers import Prover
+from verishape.solvers import Prover
 
 x, y = sympy.symbols("x y", integer=True)
 queries = []
@@ -196,7 +196,7 @@ def test_shared_context_work_is_never_concurrent(monkeypatch):
     import threading
     import time
 
-    from solvers import prover as prover_module
+    from verishape.solvers import prover as prover_module
 
     active, overlaps = [0], [0]
     count = threading.Lock()

@@ -1,4 +1,4 @@
-"""Theorems and non-theorems of Python's integer semantics, decided by ``solvers.prove``.
+"""Theorems and non-theorems of Python's integer semantics, decided by ``verishape.solvers.prove``.
 
 Each refutation's counterexample is checked here again with plain Python arithmetic.
 """
@@ -11,7 +11,7 @@ import pytest
 import sympy
 from torch.utils._sympy import functions as tf
 
-import solvers
+from verishape import solvers
 
 x = sympy.Symbol("x", integer=True)
 y = sympy.Symbol("y", integer=True)
@@ -277,7 +277,7 @@ def test_bitwise_bound_facts_hold_for_python_ints():
 
     import z3
 
-    from solvers import pyarith
+    from verishape.solvers import pyarith
 
     for op, fn in (("and", operator.and_), ("or", operator.or_), ("xor", operator.xor)):
         for a in range(-40, 41, 3):
@@ -291,7 +291,7 @@ def test_bitwise_query_is_decided_by_the_rlimit_not_the_clock():
     two sizes used to run 2-6 s until a limit stopped it, so load could change the
     answer.  It must finish far inside the wall-clock backstop, with the same answer when
     the backstop is out of reach."""
-    from solvers.result import Limits
+    from verishape.proofs.result import Limits
 
     a = sympy.Symbol("s0", integer=True, positive=True)
     b = sympy.Symbol("s1", integer=True, positive=True)

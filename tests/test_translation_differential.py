@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils._sympy import functions as tf
 
-import solvers
+from verishape import solvers
 
 U = "undefined"  # the oracle's marker for "Python raises here"
 

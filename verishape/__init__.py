@@ -1,7 +1,8 @@
 """verishape: proved, not hoped, dynamic-shape reasoning for torch.compile.
 
 Public API (re-exported here; the implementation lives in internal modules and in the
-top-level ``solvers``, ``compiler`` and ``proofs`` packages):
+``verishape.compiler``, ``verishape.solvers`` and ``verishape.proofs`` subpackages, which
+the repository keeps in its top-level folders ``compiler/``, ``solvers/``, ``proofs/``):
 
 * :func:`compile` - a drop-in for ``torch.compile``;
 * :class:`VeriShapeEnv` - the ShapeEnv that asks Z3 where SymPy gives up;
@@ -27,13 +28,13 @@ def __getattr__(name: str):  # lazy: `verishape --version` should not import tor
 
         return VeriShapeEnv
     if name == "compile":
-        from compiler import compile
+        from verishape.compiler import compile
 
         return compile
     if name in ("export", "export_decisions"):
         import importlib
 
-        return getattr(importlib.import_module("compiler.export"), name)
+        return getattr(importlib.import_module("verishape.compiler.export"), name)
     if name == "explain":
         from .explanation import explain
 

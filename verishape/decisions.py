@@ -6,7 +6,7 @@ import collections
 import dataclasses
 import logging
 
-from proofs import ProofRecord
+from verishape.proofs import ProofRecord
 
 log = logging.getLogger("verishape")
 

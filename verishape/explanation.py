@@ -109,7 +109,7 @@ def explain_script(script: str, script_args: list[str]) -> tuple[str, int, str |
 
 def explain_export(ep: Any) -> str:
     """The decisions of ``ep``'s export (``ep`` from ``verishape.export`` in this process)."""
-    from compiler.export import export_env
+    from verishape.compiler.export import export_env
 
     env = export_env(ep)
     if env is None:
@@ -123,7 +123,7 @@ def explain(compiled_fn: Any) -> str:
     an ExportedProgram returned by ``verishape.export``."""
     from torch.export import ExportedProgram
 
-    from compiler.frames import envs_for
+    from verishape.compiler.frames import envs_for
 
     if isinstance(compiled_fn, ExportedProgram):
         return explain_export(compiled_fn)

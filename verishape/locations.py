@@ -26,7 +26,7 @@ _FRAME_LINE = re.compile(r'^\s*File "(?P<file>.+)", line (?P<line>\d+), in (?P<n
 def _library_dirs() -> tuple[str, ...]:
     """The folders of torch and of this project's packages: code there is not the user's."""
     dirs = []
-    for name in ("torch", "verishape", "solvers", "compiler", "proofs"):
+    for name in ("torch", "verishape", "verishape.solvers", "verishape.compiler", "verishape.proofs"):
         spec = importlib.util.find_spec(name)
         if spec is not None and spec.submodule_search_locations:
             dirs += [os.path.realpath(d) + os.sep for d in spec.submodule_search_locations]

@@ -28,10 +28,10 @@ from collections.abc import Sequence
 import sympy
 from torch.utils._sympy import functions as tf
 
-import solvers
-from proofs import Obligation, ProofRecord
+from verishape import solvers
+from verishape.proofs import Obligation, ProofRecord
 
-from solvers import concrete
+from verishape.solvers import concrete
 
 from . import facts
 

@@ -8,7 +8,7 @@ never imports verishape's translator (or torch): a crash, a leak or a wrong answ
 cannot touch the process that reports.
 
 Why replay: a ``refuted`` record names a counterexample. Python's arithmetic is the
-reference semantics (``solvers.concrete``), so the counterexample must satisfy the premises
+reference semantics (``verishape.solvers.concrete``), so the counterexample must satisfy the premises
 (and the symbols' own domain) and break the goal there, whatever any solver says.
 
 A checker that skipped part of a script (a parser that drops an assertion it cannot type)
@@ -246,8 +246,8 @@ def replay_one(item: Replay) -> str | None:
     """None for a counterexample that does what its record says, else what is wrong.
     Runs in a worker: it imports sympy and torch's shape functions (the records are
     written with them)."""
-    from proofs.record import load_expr
-    from solvers import concrete
+    from verishape.proofs.record import load_expr
+    from verishape.solvers import concrete
 
     if item.counterexample is None:
         return "refuted, but no counterexample is stored"
@@ -295,7 +295,7 @@ def replay_one(item: Replay) -> str | None:
 
 def _outside_domain(env: Mapping[Any, Any]) -> str | None:
     """A value the symbol's own assumptions exclude (the SMT axioms exclude it too)."""
-    from solvers.symbols import sign_facts
+    from verishape.solvers.symbols import sign_facts
 
     for symbol, value in env.items():
         if symbol.is_integer:

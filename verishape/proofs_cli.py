@@ -1,6 +1,6 @@
 """``verishape proofs``: look into the proof store, re-check it, move it between machines.
 
-The store (:mod:`proofs.store`) keeps every obligation verishape asked a solver, with the
+The store (:mod:`verishape.proofs.store`) keeps every obligation verishape asked a solver, with the
 answer and the SMT-LIB script of the question.  This command never imports torch: reading
 a store, or re-deciding its scripts with another solver, needs neither the compiler nor
 the SymPy translator.  (``check`` replays counterexamples in a worker process, which does
@@ -152,7 +152,7 @@ def open_existing(explicit: str | None) -> Iterator[Any]:
         raise UsageError(f"cannot read the proof store {path}: {exc.strerror}") from None
     if magic != _SQLITE_MAGIC:
         raise UsageError(f"{path} is not a proof store (not an SQLite database)")
-    from proofs.store import open_store
+    from verishape.proofs.store import open_store
 
     with _captured_warnings() as warnings:
         store = open_store(path)
@@ -343,7 +343,7 @@ def _import(args: argparse.Namespace) -> int:
 
 def _other_encoding_count(source: Path) -> int:
     """Records of ``source`` whose encoding hash is not this installation's."""
-    from solvers.encoding import ENCODING_HASH
+    from verishape.proofs.encoding import ENCODING_HASH
 
     db = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
     try:
@@ -355,7 +355,7 @@ def _other_encoding_count(source: Path) -> int:
 def _prune(args: argparse.Namespace) -> int:
     if args.older_than is None and not args.unknown and not args.other_encodings:
         raise UsageError("proofs prune: say what to delete: --older-than DAYS, --unknown and/or --other-encodings")
-    from solvers.encoding import ENCODING_HASH
+    from verishape.proofs.encoding import ENCODING_HASH
 
     # The store deletes (other encodings OR older than), restricted to one verdict; --unknown
     # alone selects every unknown record, hence "older than the end of time".

@@ -33,8 +33,8 @@ from torch.fx.experimental.symbolic_shapes import ShapeEnv, StrictMinMaxConstrai
 from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.value_ranges import ValueRanges
 
-import solvers
-from proofs import Obligation, ProofRecord
+from verishape import solvers
+from verishape.proofs import Obligation, ProofRecord
 
 from . import facts, locations, replacement_asserts, torch_seam
 from .decisions import DecisionLog

@@ -8,10 +8,9 @@ issue 14: instead of trusting a version string, :func:`probe` checks each name, 
 and construction site verishape relies on, so a torch that moved one of them is refused in
 one line naming what is missing, never compiled silently with the stock ShapeEnv.
 
-Why one module (and not the probe in ``_compat`` and the patches elsewhere): the probe is
+Why one module (and not a probe in one place and the patches elsewhere): the probe is
 only as good as its list, and the list stays right only when the code that patches a name
-and the check that the name is there sit side by side.  ``_compat`` re-exports the probe
-for older imports.
+and the check that the name is there sit side by side.
 
 Nothing here imports torch at module import: ``verishape --version`` and the CLI's input
 checks must work whatever torch is installed (or not).

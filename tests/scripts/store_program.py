@@ -7,9 +7,9 @@ import logging
 
 import torch
 
-import solvers
+from verishape import solvers
 import verishape
-from compiler.frames import envs_for
+from verishape.compiler.frames import envs_for
 
 logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
 

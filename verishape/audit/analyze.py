@@ -17,14 +17,14 @@ from typing import Any
 import sympy
 from torch.utils._sympy import functions as tf
 
-import solvers
-from solvers import concrete
-from solvers.result import SolveResult
+from verishape import solvers
+from verishape.solvers import concrete
+from verishape.proofs.result import SolveResult
 from verishape import facts as facts_mod
 from verishape.cli_errors import UsageError
 from verishape.sources import describe, symbol_sources
 
-from .capture import NOT_COMPILED, Frame
+from .frame import NOT_COMPILED, Frame
 
 from .space import (DEFAULT_BACKED, DEFAULT_UNBACKED, Assumption, Bounds, bounds_from_assumption, contradiction,
                     declared_from_locals, linear_bound, short)
@@ -467,29 +467,3 @@ def _distinct_values(a: Bounds, b: Bounds) -> tuple[int, int] | None:
         if vb != va and (b.upper is None or vb <= b.upper):
             return va, vb
     return None
-
-
-def auditor_for(frame: Frame, assumptions: Sequence[Assumption], prover: solvers.Prover) -> FrameAuditor:
-    """The auditor for a frame's kind: a compiled frame, or an export (``exports.py``)."""
-    if getattr(frame, "kind", "compile") == "export":
-        from .exports import ExportAuditor
-
-        return ExportAuditor(frame, assumptions, prover)
-    return FrameAuditor(frame, assumptions, prover)
-
-
-def require_declared_space(frames: Sequence[Frame], assumptions: Sequence[Assumption], prover: solvers.Prover) -> None:
-    """Before auditing anything: every ``--assume`` must name sizes some compiled frame has
-    as symbols (an input the script never compiles with, or a dimension that is static in
-    every frame, would be silently ignored), and each frame's declared space must hold an
-    input on which every fact has a value (``FrameAuditor.require_space``)."""
-    auditors = [auditor_for(frame, assumptions, prover) for frame in frames]
-    known = set().union(*(a.symbol_of_source for a in auditors))
-    for a in assumptions:
-        missing = sorted(set(a.sources.values()) - known)
-        if missing:
-            have = ", ".join(sorted(known)) or "none"
-            raise UsageError(f"--assume {short(a.text)!r} names {', '.join(missing)}, which is not a dynamic size of "
-                             f"any compiled frame (not an input, or static everywhere; dynamic sizes: {have})")
-    for auditor in auditors:
-        auditor.require_space()

@@ -30,9 +30,9 @@ import sympy
 import torch
 import torch.utils._pytree as pytree
 
-from compiler import frames as frames_mod
+from verishape.compiler import frames as frames_mod
 
-from .capture import Frame, classify_compile_error
+from .frame import Frame, classify_compile_error
 from .space import DEFAULT_BACKED, Bounds, linear_bound, parse_source, source_for
 
 #: what ``torch.export.export`` and ``verishape.export`` both call (``torch/export/_trace.py``)
@@ -350,7 +350,7 @@ def _as_verishape_export(envs: list[Any]) -> Iterator[None]:
     """A plain ``torch.export.export`` of the audited script runs as ``verishape.export``
     runs it: the export's own VeriShapeEnv (premises only what an exported program checks),
     no guard minimization."""
-    from compiler.export import ExportShapeEnv
+    from verishape.compiler.export import ExportShapeEnv
     from verishape.shape_env import guard_minimization
 
     with frames_mod.exporting(envs, ExportShapeEnv), guard_minimization(False):
@@ -386,182 +386,3 @@ def _last_verishape(envs: list[Any]) -> Any:
     mine = [e for e in envs if isinstance(e, VeriShapeEnv)]
     return mine[-1] if mine else None
 
-
-# ---------------------------------------------------------------- the audit of one export
-
-
-from .analyze import Check, FrameAudit, FrameAuditor, Finding  # noqa: E402  (analyze imports this module lazily)
-
-
-class ExportAuditor(FrameAuditor):
-    """:class:`FrameAuditor` for an export: sources from the program's inputs, the declared
-    space from ``Dim`` ranges, and the program's own checks (range constraints, shape
-    guards, runtime asserts) against that space."""
-
-    frame: ExportFrame
-
-    def __init__(self, frame: ExportFrame, assumptions: Any, prover: Any) -> None:
-        if frame.env is None:
-            raise RuntimeError("internal error (a verishape bug): an audited export has no ShapeEnv")
-        super().__init__(frame, assumptions, prover)
-
-    def _symbol_sources(self) -> dict[str, list[str]]:
-        return program_sources(self.frame)
-
-    def describe(self, expr: sympy.Basic) -> str:
-        """With the program's input names (a strict export's ShapeEnv calls them
-        ``L['flat_args'][0]``)."""
-        mapping = {s: sympy.Symbol(self.sources[str(s)][0]) for s in expr.free_symbols if str(s) in self.sources}
-        return str(expr.xreplace(mapping)) if mapping else str(expr)
-
-    def _marked(self) -> dict[str, Bounds]:
-        return dict(self.frame.declared)
-
-    def _specializations(self) -> list[Finding]:
-        # A declared size the program does not accept (0 or 1 included) breaks one of its
-        # range constraints, checked (and replayed) there.
-        return []
-
-    def _duck_sizing(self) -> list[Finding]:
-        """Two inputs declared with one named ``Dim`` share a symbol on purpose."""
-        return [f for f in super()._duck_sizing() if not self._same_dim(f.counterexample or {})]
-
-    def _same_dim(self, pair: dict[str, Any]) -> bool:
-        origins = {self.frame.declared[s].origin if s in self.frame.declared else None for s in pair}
-        return len(origins) == 1 and None not in origins and "undeclared" not in next(iter(origins))
-
-    def run(self) -> FrameAudit:
-        space = self.space_facts()
-        index = self.frame.index
-        checks: list[Check] = []
-        findings: list[Finding] = []
-        ep = self.frame.program
-        if ep is not None:
-            for _sym, fact in range_facts(ep, self.sources):
-                c = self.check("range_constraint", fact, None, space)
-                checks.append(c)
-                findings += self._finding("range_not_implied", c,
-                                          "the exported program rejects these declared inputs (range_constraints)")
-        for g in self.env.guards:
-            expr = self.env.replace(g.expr)
-            if expr is sympy.true or (is_range_guard(expr) and ep is not None):
-                continue  # folded into range_constraints, checked above
-            c = self.check("guard", g.expr, _where(g.sloc), space, self.other_guards(expr))
-            checks.append(c)
-            findings += self._finding("guard_not_implied", c, c.isolation_note or
-                                      "the exported program checks this guard and rejects these declared inputs")
-        asserts = runtime_asserts(ep) if ep is not None else [
-            ra.expr for ras in self.env.deferred_runtime_asserts.values() for ra in ras]
-        for expr in asserts:
-            c = self.check("runtime_assert", expr, None, space)
-            checks.append(c)
-            if ep is not None and all(str(s) in self.sources for s in expr.free_symbols):
-                # On input sizes only: the program refuses declared inputs.  (An assert on a
-                # data-dependent value checks data, the user's torch._check: reported above.)
-                findings += self._finding("runtime_assert_not_implied", c,
-                                          "the exported program asserts this at run time and rejects these "
-                                          "declared inputs")
-        findings += self._contradictions(space, asserts)
-        findings += self._refuted_checks()
-        findings += self._vacuous_findings(checks)
-        findings += self._duck_sizing()
-        fallbacks = self._fallbacks(space + asserts, findings)
-        if self.frame.error:
-            findings.append(Finding(self.frame.error_kind or "compile_failed", index, self.frame.error, None, None,
-                                    detail="the export failed"))
-        log = self.env.verishape_log
-        return FrameAudit(self.frame, self.sources, self.declared_lines(), checks, findings, list(log.records),
-                          fallbacks)
-
-    def _finding(self, kind: str, c: Check, detail: str) -> list[Finding]:
-        if c.status == "implied":
-            return []
-        if c.status == "vacuous":
-            kind = "vacuous_proof"
-        elif c.status != "not_implied":
-            kind = kind.replace("_not_implied", "_undecided")
-        return [Finding(kind, self.frame.index, c.expr, c.source_line, c.counterexample, detail=detail,
-                        isolation=c.isolation, also_breaks=c.also_breaks, isolation_note=c.isolation_note)]
-
-
-def _where(sloc: Any) -> str | None:
-    if sloc is None:
-        return None
-    return getattr(sloc, "maybe_user_loc", None) or str(sloc)
-
-
-# ---------------------------------------------------------------- replay
-
-
-#: What ``ep.module()`` raises when it refuses an input: its input checks
-#: (``Guard failed: x.size()[0] >= 17``) and its ``_assert_scalar`` nodes.
-_REJECTIONS = ("Guard failed", "Runtime assertion failed", "Expected input at")
-
-
-def _inputs_at(frame: ExportFrame, cex: dict[str, int | float], seed: int = 0) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    from .replay import NotReplayable, _rebuild
-
-    sizes: dict[str, dict[int, int]] = {}
-    for src, value in cex.items():
-        parsed = parse_source(src)
-        if parsed is None:
-            raise NotReplayable(f"{src} comes from tensor data, not from an input size")
-        name, dim = parsed
-        if name not in frame.leaves:
-            raise NotReplayable(f"input {name!r} of {src} was not captured")
-        sizes.setdefault(name, {})[dim] = int(value)
-    gen = torch.Generator().manual_seed(seed)
-    by_path = {path: name for name, (path, _) in frame.leaves.items()}
-
-    def rebuild(path: Any, value: Any) -> Any:
-        name = by_path.get(tuple(path))
-        return value if name is None else _rebuild(value, name, sizes.get(name, {}), gen)
-
-    args, kwargs = pytree.tree_map_with_path(rebuild, (tuple(frame.args), dict(frame.kwargs)))
-    return tuple(args), dict(kwargs)
-
-
-def replay_export(frame: ExportFrame, cex: dict[str, int | float] | None) -> dict[str, Any]:
-    """Call the exported program (``ep.module()``) and the eager module at ``cex``."""
-    from .replay import NotReplayable, _one_line, _same
-
-    if not cex:
-        return {"outcome": "not_replayed", "reason": "no counterexample"}
-    if frame.program is None:
-        return {"outcome": "not_replayed", "reason": "the export failed: there is no program to run"}
-    try:
-        eager_args = _inputs_at(frame, cex)
-        program_args = _inputs_at(frame, cex)
-    except NotReplayable as exc:
-        return {"outcome": "not_replayed", "reason": str(exc)}
-    want, eager_error = _call(frame.module, eager_args, _one_line)
-    got, compiled_error = _call(frame.program.module(), program_args, _one_line)
-    out: dict[str, Any] = {"mode": "exported_program", "compile_id": None, "graph_calls": None,
-                           "inputs": {n: list(v.shape) for n, (p, _) in frame.leaves.items()
-                                      if isinstance(v := _at(eager_args, p), torch.Tensor)},
-                           "eager_error": eager_error, "compiled_error": compiled_error}
-    if eager_error and compiled_error:
-        out["outcome"] = "both_fail"
-    elif eager_error:
-        out["outcome"] = "compiled_accepts_what_eager_rejects"
-    elif compiled_error:
-        rejected = any(compiled_error.split(": ", 1)[-1].startswith(r) or r in compiled_error for r in _REJECTIONS)
-        out["outcome"] = "compiled_rejects" if rejected else "compiled_fails"
-    else:
-        out["outcome"] = "agree" if _same(got, want) else "differ"
-    return out
-
-
-def _at(tree: Any, path: tuple[Any, ...]) -> Any:
-    for key in path:
-        tree = tree[getattr(key, "idx", getattr(key, "key", None))]
-    return tree
-
-
-def _call(fn: Any, inputs: tuple[tuple[Any, ...], dict[str, Any]], one_line: Callable[[BaseException], str]) -> tuple[Any, str | None]:
-    args, kwargs = inputs
-    try:
-        with torch.no_grad():
-            return fn(*args, **kwargs), None
-    except Exception as exc:  # noqa: BLE001 - what either side raises is its reported behaviour
-        return None, one_line(exc)

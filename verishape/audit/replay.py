@@ -1,7 +1,7 @@
 """Replay a counterexample: eager against the audited artifact, with its guards skipped.
 
 This is what a deployment that drops guard evaluation would run at that input.  The
-artifact is the cache entry Dynamo made for the audited compile (:class:`~.capture.Artifact`):
+artifact is the cache entry Dynamo made for the audited compile (:class:`~.frame.Artifact`):
 its transformed bytecode is called as a plain function, so the audited graph runs with no
 guard check, no recompilation and no change to Dynamo's cache.  Replays are therefore
 isolated from each other and from the script's own compiles: any order gives the same
@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from .capture import Frame
+from .frame import Frame
 from .space import parse_source
 
 MAX_NUMEL = 1 << 20

@@ -8,16 +8,42 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import solvers
+from verishape import solvers
 
 from verishape.cli_errors import UsageError, check_script, check_writable
 
-from .analyze import auditor_for, require_declared_space
+from .analyze import FrameAuditor
 from .capture import run_script
-from .exports import replay_export
+from .export_audit import ExportAuditor
+from .export_replay import replay_export
 from .replay import replay
 from .report import build, render
-from .space import check_assumptions_consistent, parse_assumption
+from .frame import Frame
+from .space import Assumption, check_assumptions_consistent, parse_assumption, short
+
+
+def auditor_for(frame: Frame, assumptions: Sequence[Assumption], prover: solvers.Prover) -> FrameAuditor:
+    """The auditor for a frame's kind: a compiled frame, or an export (``export_audit.py``)."""
+    if getattr(frame, "kind", "compile") == "export":
+        return ExportAuditor(frame, assumptions, prover)
+    return FrameAuditor(frame, assumptions, prover)
+
+
+def require_declared_space(frames: Sequence[Frame], assumptions: Sequence[Assumption], prover: solvers.Prover) -> None:
+    """Before auditing anything: every ``--assume`` must name sizes some compiled frame has
+    as symbols (an input the script never compiles with, or a dimension that is static in
+    every frame, would be silently ignored), and each frame's declared space must hold an
+    input on which every fact has a value (``FrameAuditor.require_space``)."""
+    auditors = [auditor_for(frame, assumptions, prover) for frame in frames]
+    known = set().union(*(a.symbol_of_source for a in auditors))
+    for a in assumptions:
+        missing = sorted(set(a.sources.values()) - known)
+        if missing:
+            have = ", ".join(sorted(known)) or "none"
+            raise UsageError(f"--assume {short(a.text)!r} names {', '.join(missing)}, which is not a dynamic size of "
+                             f"any compiled frame (not an input, or static everywhere; dynamic sizes: {have})")
+    for auditor in auditors:
+        auditor.require_space()
 
 
 #: Findings whose counterexample is an input worth running: eager against the artifact.

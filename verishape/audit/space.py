@@ -270,7 +270,7 @@ def contradiction(labelled: list[tuple[str, sympy.Basic]], prove: Callable[..., 
     ``prove`` is ``solvers.Prover.prove`` (passed in so that parsing stays light).  The
     solver reads a fact that has no value at a point (a zero divisor) as false there, so an
     undefined fact shows up here as a contradiction too."""
-    import solvers
+    from verishape import solvers
 
     facts = [f for _, f in labelled]
     if prove(sympy.false, facts).status != solvers.PROVED:

@@ -21,7 +21,7 @@ from typing import Any
 
 import sympy
 
-from solvers import concrete
+from verishape.solvers import concrete
 
 from .inputs import Case, real_inputs
 from .trace import OP_ERRORS, OutMeta, Trace, eager_meta

@@ -1,6 +1,6 @@
 """Pick concrete input sizes inside (or just outside) a trace's recorded conditions.
 
-The solver (``solvers.prove`` with goal ``False``: a "counterexample" is then any point that
+The solver (``verishape.solvers.prove`` with goal ``False``: a "counterexample" is then any point that
 satisfies the assumptions) does the picking, so points respect every guard, runtime assert
 and range exactly, including divisibility and equalities that random sampling would almost
 never hit.  Each symbol gets a target (drawn by hypothesis, biased to 0, 1, 2 and to the
@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 
 import sympy
 
-import solvers
-from solvers import concrete
+from verishape import solvers
+from verishape.solvers import concrete
 
 from .inputs import MAX_NUMEL
 from .trace import Trace

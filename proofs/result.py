@@ -46,7 +46,7 @@ class SolveResult:
       had never asked.
 
     ``cached``: answered from this prover's in-memory cache.  ``from_store``: answered
-    from the persistent proof store (:mod:`proofs.store`) without a solver call; the
+    from the persistent proof store (:mod:`verishape.proofs.store`) without a solver call; the
     answer is the one the solver gave when it was stored, and ``time_s`` is then the
     time the lookup took.
     """

@@ -1,0 +1,185 @@
+"""The package layout: everything installs under ``verishape``, imports go one way, and no
+module takes part in an import cycle.
+
+The import graph is read from the source (``ast``), not from ``sys.modules``: a lazy import
+inside a function is still a dependency, and a cycle through one is still a cycle.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: repository folder -> the package it installs as (pyproject's package-dir)
+FOLDERS = {"verishape": "verishape", "solvers": "verishape.solvers", "compiler": "verishape.compiler",
+           "proofs": "verishape.proofs"}
+
+#: Layers, lowest first: a module may import its own layer and the layers below it.
+#: The public API (``verishape/__init__``) and the command-line tools sit on top.
+TOP = {"verishape", "verishape.__main__", "verishape.cli", "verishape.demo", "verishape.explanation",
+       "verishape.testing", "verishape.proofs_cli", "verishape.proofs_check"}
+#: Leaves any layer may read: the version string.
+LEAVES = {"verishape._version"}
+
+
+def layer(module: str) -> tuple[int, str]:
+    if module == "verishape.proofs" or module.startswith("verishape.proofs."):
+        return 0, "proofs"
+    if module == "verishape.solvers" or module.startswith("verishape.solvers."):
+        return 1, "solvers"
+    if module == "verishape.compiler" or module.startswith("verishape.compiler."):
+        return 3, "compiler"
+    if module in TOP or module.startswith(("verishape.audit", "verishape.fuzz")):
+        return 4, "api and command line"
+    return 2, "verishape core"
+
+
+def _modules() -> dict[str, Path]:
+    mods = {}
+    for folder, package in FOLDERS.items():
+        for path in (ROOT / folder).rglob("*.py"):
+            parts = [p for p in path.relative_to(ROOT / folder).with_suffix("").parts if p != "__init__"]
+            mods[".".join([package, *parts])] = path
+    return mods
+
+
+def _imports(module: str, source: bytes, is_pkg: bool, known: dict[str, Path]) -> set[str]:
+    """Project modules ``module`` (a package's ``__init__`` when ``is_pkg``) imports,
+    each resolved to the nearest module we have."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".") if is_pkg else module.split(".")[:-1]
+                base = base[: len(base) - (node.level - 1)]
+                pkg = ".".join(base + ([node.module] if node.module else []))
+            else:
+                pkg = node.module or ""
+            targets = [f"{pkg}.{a.name}" if f"{pkg}.{a.name}" in known else pkg for a in node.names]
+        for t in targets:
+            while t and t not in known:
+                t = t.rpartition(".")[0]
+            if t and t != module:
+                found.add(t)
+    return found
+
+
+@pytest.fixture(scope="module")
+def graph() -> dict[str, set[str]]:
+    known = _modules()
+    return {m: _imports(m, p.read_bytes(), p.name == "__init__.py", known) for m, p in known.items()}
+
+
+def test_no_source_imports_a_top_level_solvers_compiler_or_proofs():
+    offenders = []
+    for folder in ("verishape", "solvers", "compiler", "proofs", "tests", "benchmarks"):
+        for path in (ROOT / folder).rglob("*.py"):
+            try:
+                tree = ast.parse(path.read_bytes())
+            except SyntaxError:
+                continue  # a test script that is broken on purpose (bad-input tests)
+            for node in ast.walk(tree):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                         else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+                offenders += [f"{path.relative_to(ROOT)}:{node.lineno} {n}" for n in names
+                              if n.split(".")[0] in ("solvers", "compiler", "proofs")]
+    assert offenders == []
+
+
+def test_imports_go_down_the_layers(graph):
+    upward = sorted(f"{a} ({layer(a)[1]}) imports {b} ({layer(b)[1]})"
+                    for a, targets in graph.items() for b in targets
+                    if b not in LEAVES and layer(b)[0] > layer(a)[0])
+    assert upward == []
+
+
+def test_no_module_is_part_of_an_import_cycle(graph):
+    # Tarjan's strongly connected components, iteratively (no recursion limit to worry about).
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    cycles.append(sorted(component))
+    assert cycles == []
+
+
+def test_the_graph_reader_sees_a_cycle_and_an_upward_import():
+    """The two checks above are only as good as the graph: on a made-up pair of modules it
+    must report what they do wrong."""
+    known = {"verishape.proofs.a": Path("a.py"), "verishape.solvers.b": Path("b.py")}
+    a = _imports("verishape.proofs.a", b"from verishape.solvers import b\n", False, known)
+    b = _imports("verishape.solvers.b", b"def f():\n    from ..proofs import a\n", False, known)
+    assert a == {"verishape.solvers.b"} and b == {"verishape.proofs.a"}
+    assert layer("verishape.solvers.b")[0] > layer("verishape.proofs.a")[0]
+
+
+def test_a_script_next_to_folders_named_like_the_layers_imports_verishape(tmp_path):
+    """A user's own ``proofs/``, ``solvers/``, ``compiler/`` (the script's folder is first
+    on ``sys.path``) must not shadow verishape's."""
+    for name in ("proofs", "solvers", "compiler"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text("raise ImportError('the user\\'s own package was imported')\n")
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent("""
+        import torch
+        import verishape
+        from verishape.proofs import Obligation
+
+        @verishape.compile(backend="eager", dynamic=True)
+        def f(x):
+            return x * 2
+        print(f(torch.ones(3)).sum().item(), type(Obligation).__name__)
+        try:
+            import proofs  # noqa: F401  (the user's folder: its __init__ raises)
+        except ImportError as exc:
+            print("own:", exc)
+    """))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, env=env,
+                         timeout=300, check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[:2] == ["6.0", "type"], out.stdout
+    assert "own: the user's own package was imported" in out.stdout
