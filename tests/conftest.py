@@ -1,5 +1,10 @@
 """Shared test configuration.
 
+Every test starts from the same torch global state: Dynamo's, Inductor's and the FX
+shape configs are restored after each test, and Dynamo's caches are reset, so that no test
+passes or fails because of one that ran before it on the same worker (a torch 2.11 test
+that flipped ``assume_static_by_default`` broke two unrelated Triton-mask tests).
+
 Hypothesis runs derandomized by default (CI and local alike), so a failure reproduces from
 the same command; set VERISHAPE_HYPOTHESIS=explore for fresh random examples.
 
@@ -10,10 +15,13 @@ instead, for example to count what a full run stores; "off" runs the suite witho
 """
 
 import atexit
+import contextlib
 import os
 import shutil
+import sys
 import tempfile
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -44,3 +52,35 @@ def _session_proof_store() -> str:
 
 
 os.environ["VERISHAPE_PROOF_STORE"] = _session_proof_store()
+
+
+_CONFIG_MODULES = ("torch._dynamo.config", "torch._inductor.config", "torch.fx.experimental._config",
+                   "torch._functorch.config")
+
+
+@contextlib.contextmanager
+def restored_torch_state():
+    """Snapshot torch's config modules, restore them on exit, then drop Dynamo's caches."""
+    import importlib
+
+    import torch._dynamo
+
+    modules = [importlib.import_module(name) for name in _CONFIG_MODULES]
+    saved = [(m, m.save_config()) for m in modules]
+    try:
+        yield
+    finally:
+        for module, snapshot in saved:
+            module.load_config(snapshot)
+        torch._dynamo.reset()
+
+
+@pytest.fixture(autouse=True)
+def _isolated_torch_state():
+    """Every test that runs with torch imported runs inside :func:`restored_torch_state`;
+    tests that never import torch pay nothing."""
+    if "torch" not in sys.modules:
+        yield
+        return
+    with restored_torch_state():
+        yield

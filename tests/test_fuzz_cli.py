@@ -40,6 +40,7 @@ def test_known_correct_ops_give_no_findings(tmp_path, capsys):
     assert {"by_kind", "by_class", "excluded", "op_status"} <= set(s)
 
 
+@pytest.mark.slow
 def test_same_seed_same_report_whatever_the_jobs(tmp_path):
     reports = []
     for jobs in ("1", "2"):
@@ -77,6 +78,7 @@ def test_ops_or_all_is_required():
     assert out.returncode == 2 and "Traceback" not in out.stderr
 
 
+@pytest.mark.slow
 def test_custom_op_by_name_with_import_exits_1_with_repro(tmp_path):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, os.environ.get("PYTHONPATH", "")]))
     out_json = tmp_path / "r.json"
@@ -114,6 +116,7 @@ def test_import_of_a_module_that_raises_is_one_line(tmp_path, body, needle):
     assert "Traceback" not in out.stderr
 
 
+@pytest.mark.slow
 def test_import_finds_modules_in_the_current_folder_also_in_workers(tmp_path):
     (tmp_path / "local_mod.py").write_text(
         "import os\nopen(os.path.join(os.path.dirname(__file__), f'imported.{os.getpid()}'), 'w').close()\n")

@@ -183,3 +183,29 @@ def test_a_script_next_to_folders_named_like_the_layers_imports_verishape(tmp_pa
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split()[:2] == ["6.0", "type"], out.stdout
     assert "own: the user's own package was imported" in out.stdout
+
+
+def test_each_test_gets_torch_global_state_back():
+    """The autouse fixture in conftest.py: a config flipped inside is restored, and a frame
+    compiled inside is forgotten (so the next test compiles it afresh)."""
+    import torch
+    from conftest import restored_torch_state
+
+    calls = []
+
+    def counting(gm, example_inputs):
+        calls.append(1)
+        return gm.forward
+
+    def f(x):
+        return x + 1
+
+    compiled = torch.compile(f, backend=counting)
+    before = (torch._dynamo.config.assume_static_by_default, torch.fx.experimental._config.backed_size_oblivious)
+    with restored_torch_state():
+        torch._dynamo.config.assume_static_by_default = not before[0]
+        torch.fx.experimental._config.backed_size_oblivious = not before[1]
+        compiled(torch.ones(3))
+    assert (torch._dynamo.config.assume_static_by_default, torch.fx.experimental._config.backed_size_oblivious) == before
+    compiled(torch.ones(3))
+    assert len(calls) == 2  # the cache entry made inside did not survive the scope

@@ -11,7 +11,6 @@ import multiprocessing
 import os
 import shutil
 import sqlite3
-import statistics
 import subprocess
 import sys
 import time
@@ -288,6 +287,7 @@ def _strip_origin(value):
     return value
 
 
+@pytest.mark.slow
 def test_the_audit_report_says_which_answers_came_from_the_store(tmp_path):
     env = dict(os.environ, VERISHAPE_PROOF_STORE=str(tmp_path / "proofs.sqlite"))
     reports, texts = [], []
@@ -331,6 +331,7 @@ def _read_only(command: list[str]) -> list[str]:
     return [setpriv, "--bounding-set=-dac_override,-dac_read_search", *command]
 
 
+@pytest.mark.slow
 def test_a_read_only_store_is_one_warning_and_the_compile_goes_on(cold_run, tmp_path):
     cold_store, cold, _ = cold_run
     folder = tmp_path / "ro"
@@ -395,9 +396,11 @@ def test_the_test_session_never_uses_the_users_cache_folder():
 # ---------------------------------------------------------------------- cost
 
 
-def test_a_lookup_is_far_cheaper_than_solving(tmp_path):
-    """p50 of a store hit (fresh prover: no in-memory cache) against a cold solve of the
-    same guard-shaped questions (those of benchmarks/solver_latency.py)."""
+def test_a_warm_prover_answers_the_latency_corpus_from_the_store_alone(tmp_path):
+    """The guard-shaped questions of benchmarks/solver_latency.py, asked again by a fresh
+    prover (no in-memory cache): every answer comes from the store, none from the solver,
+    and each is the cold answer.  (How much cheaper a hit is, is measured by
+    benchmarks/proof_store.py, not asserted here.)"""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
         from solver_latency import _query
@@ -409,19 +412,12 @@ def test_a_lookup_is_far_cheaper_than_solving(tmp_path):
     corpus = list(dict.fromkeys((g, tuple(p)) for g, p in (_query(rng) for _ in range(60))))
     store = open_store(tmp_path / "p.sqlite")
 
-    def timed(prover: solvers.Prover) -> list[float]:
-        out = []
-        for g, p in corpus:
-            start = time.perf_counter()
-            prover.prove(g, p)
-            out.append(time.perf_counter() - start)
-        return out
-
-    cold = timed(solvers.Prover(store=store))
+    cold = [solvers.Prover(store=store).prove(g, p) for g, p in corpus]
     warm_prover = solvers.Prover(store=store)
-    warm = timed(warm_prover)
-    assert warm_prover.stats.solver_calls == 0
-    assert statistics.median(warm) * 5 < statistics.median(cold), (statistics.median(warm), statistics.median(cold))
+    warm = [warm_prover.prove(g, p) for g, p in corpus]
+    assert warm_prover.stats.solver_calls == 0 and warm_prover.stats.store_hits == len(corpus)
+    assert all(w.from_store for w in warm)
+    assert [(w.status, w.counterexample) for w in warm] == [(c.status, c.counterexample) for c in cold]
 
 
 def test_decision_log_counts_answers_from_the_store():

@@ -275,28 +275,37 @@ def _check(expr, value, kind, env):
     _expect(wrong, pins, {solvers.REFUTED, solvers.UNKNOWN}, kind, "false")
 
 
-@settings(max_examples=1200)
-@given(data=st.data())
-def test_int_expressions_match_python(data):
-    env = data.draw(environments())
-    expr, value = data.draw(int_tree(env, 3))
-    _check(expr, value, "int", env)
+#: Examples per family: a derandomized sample in the fast suite, the whole differential run
+#: under the ``slow`` marker (CI's full command runs both).
+EXAMPLES = {"int": {"quick": 150, "full": 1200}, "bool": {"quick": 60, "full": 400},
+            "float": {"quick": 30, "full": 200}}
+SIZES = ["quick", pytest.param("full", marks=pytest.mark.slow)]
 
 
-@settings(max_examples=400)
-@given(data=st.data())
-def test_bool_expressions_match_python(data):
-    env = data.draw(environments())
-    expr, value = data.draw(bool_tree(env, 3))
-    _check(expr, value, "bool", env)
+def _differential(kind: str, tree, depth: int, size: str) -> None:
+    @settings(max_examples=EXAMPLES[kind][size])
+    @given(data=st.data())
+    def run(data):
+        env = data.draw(environments())
+        expr, value = data.draw(tree(env, depth))
+        _check(expr, value, kind, env)
+
+    run()
 
 
-@settings(max_examples=200)
-@given(data=st.data())
-def test_float_expressions_match_python(data):
-    env = data.draw(environments())
-    expr, value = data.draw(float_tree(env, 2))
-    _check(expr, value, "float", env)
+@pytest.mark.parametrize("size", SIZES)
+def test_int_expressions_match_python(size):
+    _differential("int", int_tree, 3, size)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_bool_expressions_match_python(size):
+    _differential("bool", bool_tree, 3, size)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_float_expressions_match_python(size):
+    _differential("float", float_tree, 2, size)
 
 
 @pytest.fixture(scope="module", autouse=True)
