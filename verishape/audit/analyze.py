@@ -11,6 +11,7 @@ contradictory ``torch._check`` facts; and ``guard_or_*`` fallbacks taken without
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,6 +31,10 @@ from .space import (DEFAULT_BACKED, DEFAULT_UNBACKED, Assumption, Bounds, bounds
                     declared_from_locals, linear_bound, short)
 
 _MODS = (tf.Mod, tf.PythonMod, tf.ModularIndexing)
+
+#: Decision-log kinds of a specialization-equivalence proof (``compiler/widen.py``).
+WIDENING_KINDS = ("specialization_widened", "specialization_equivalence")
+_WIDENED = re.compile(r"^(?P<source>.+?) widened to admit (?P<value>-?\d+)")
 
 #: Bounds tried in turn to find a counterexample small enough for real tensors.
 SMALL_BOUNDS = (8, 16, 64, 256, 1024, 4096)
@@ -85,6 +90,12 @@ class FrameAudit:
     fallbacks: list[dict[str, Any]]
     minimizations: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     divisibility: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    #: guards on Python float values (a LayerNorm ``eps``, a dropout ``p``, an attention
+    #: scale), kept apart from shape guards: see :meth:`FrameAuditor.value_guards`
+    value_guards: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    #: 0/1 specializations the compile widened on a proof of specialization equivalence
+    #: (``compiler/widen.py``), with their evidence: see :meth:`FrameAuditor.widenings`
+    widenings: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
 
 def _where(sloc: Any) -> str | None:
@@ -147,15 +158,66 @@ class FrameAuditor:
             highs += [base.upper] if base.upper is not None else []
             origin = " and ".join(([base.origin] if base.lower is not None or base.upper is not None else []) + texts)
             out[src] = Bounds(max(lows) if lows else None, min(highs) if highs else None, origin)
-        return out
+        return self._share_declarations(out, marked, stated)
+
+    def _share_declarations(self, bounds: dict[str, Bounds], marked: dict[str, Bounds],
+                            stated: dict[str, Any]) -> dict[str, Bounds]:
+        """A declaration on one source of a size the artifact ties to others (duck sizing,
+        ``shape_id``, a replacement by a plain symbol) declares that size: an undeclared
+        source of the same group takes it instead of stock torch's default ``[2, oo)``.
+        (Else ``mark_dynamic(input_ids, 0, min=1)`` would be cancelled by the default of an
+        undeclared ``attention_mask`` that must have the same batch.)"""
+        for group in self.size_groups():
+            declared = [src for src in group if src in marked or src in stated]
+            if not declared:
+                continue
+            first = bounds[declared[0]]
+            for src in group:
+                if src not in marked and src not in stated:
+                    bounds[src] = Bounds(first.lower, first.upper, f"the same size as {declared[0]}: {first.origin}")
+        return bounds
 
     def describe(self, expr: sympy.Basic) -> str:
         """``expr`` in the words of the report: each sized symbol as its input source."""
         return describe(expr, self.env)
 
     def _symbol_sources(self) -> dict[str, list[str]]:
-        """Symbol -> the input sizes it stands for (an export names them its own way)."""
-        return symbol_sources(self.env)
+        """Symbol -> the input sizes it stands for (an export names them its own way).
+        Only integer symbols: a float symbol (a module's ``eps`` traced as a SymFloat) is
+        a value, not a size, and has no place in the declared space of shapes."""
+        integer = {str(s) for s in self.env.var_to_range if s.is_integer}
+        return {name: srcs for name, srcs in symbol_sources(self.env).items() if name in integer}
+
+    # ------------------------------------------------------------ sizes the artifact ties together
+
+    def input_replacements(self) -> dict[sympy.Symbol, sympy.Expr]:
+        """Input sizes torch replaced while tracing (``s92 -> s52`` once a ``view`` proved
+        ``attention_mask.size(0) == input_ids.size(0)``; ``s3 -> s0 + 1``; ``s1 -> 8``):
+        the installed guards check each as an equality of sources.  Only integer
+        replacements of sized symbols; an unbacked or float one is not an input size."""
+        out: dict[sympy.Symbol, sympy.Expr] = {}
+        for sym, repl in self.env.replacements.items():
+            if str(sym) not in self.sources or not sym.is_integer or repl == sym:
+                continue
+            if all(str(f) in self.sources for f in repl.free_symbols) and (repl.is_integer or repl.is_Integer):
+                out[sym] = repl
+        return out
+
+    def tied_equalities(self) -> list[sympy.Basic]:
+        """``Eq(s, r)`` for each input replacement: the premises under which the frame's
+        guards, written over the replacing symbols, speak of the inputs.  Each is itself
+        checked against the declared space (a guard of the frame, :meth:`tied_checks`), so
+        a guard implied by the space and these is implied by the space alone when they are."""
+        return [sympy.Eq(sym, repl, evaluate=False) for sym, repl in self.input_replacements().items()]
+
+    def size_groups(self) -> list[list[str]]:
+        """Sources the artifact treats as one size: those of one symbol (duck sizing,
+        ``shape_id``) with those of the symbols replaced by that plain symbol."""
+        groups: dict[str, list[str]] = {name: list(srcs) for name, srcs in self.sources.items()}
+        for sym, repl in self.input_replacements().items():
+            if isinstance(repl, sympy.Symbol) and str(repl) in groups and str(sym) in groups:
+                groups[str(repl)] += groups.pop(str(sym))
+        return [g for g in groups.values() if g]
 
     def _marked(self) -> dict[str, Bounds]:
         """Bounds the script declared on the frame's inputs (``mark_dynamic``, ...)."""
@@ -219,7 +281,12 @@ class FrameAuditor:
             # A data-dependent size (no input source) that torch knows is a size.
             if str(sym) not in self.sources and self._is_size(sym):
                 facts.append(sympy.Le(DEFAULT_UNBACKED.lower, sym, evaluate=False))
-        return [f for f in facts if f is not sympy.true] + self.assumptions
+        return [f for f in facts if f is not sympy.true] + self.assumptions + self.tied_equalities()
+
+    def written_space(self) -> list[sympy.Basic]:
+        """The declared space without the replacement equalities (for a guard asked as
+        written).  An ``--assume`` fact equal to one of them stays: it is the user's."""
+        return self.space_facts()[:-len(self.tied_equalities()) or None]
 
     def _is_size(self, sym: sympy.Symbol) -> bool:
         return sym in getattr(self.env, "size_like", set())
@@ -227,7 +294,25 @@ class FrameAuditor:
     # ------------------------------------------------------------ counterexamples
 
     def keyed(self, cex: dict[str, int | float]) -> dict[str, int | float]:
-        """Symbol values as input-source values (every source of a duck-sized symbol)."""
+        """Symbol values as input-source values: every source of each symbol (duck sizing,
+        ``shape_id``: ``input_ids`` and ``attention_mask`` share the batch), and every
+        source of a symbol torch replaced by an expression of assigned ones, evaluated
+        there (``s92 -> s52``, ``s3 -> s0 + 1``).  A replacement that has no integer value
+        at that point leaves its sources out: the replay keeps their captured sizes."""
+        cex = dict(cex)
+        pending = {sym: repl for sym, repl in self.input_replacements().items() if str(sym) not in cex}
+        while pending:
+            ready = {sym: repl for sym, repl in pending.items() if all(str(f) in cex for f in repl.free_symbols)}
+            if not ready:
+                break
+            for sym, repl in ready.items():
+                del pending[sym]
+                try:
+                    value = concrete.evaluate(repl, {f: cex[str(f)] for f in repl.free_symbols})
+                except (concrete.Undefined, concrete.Unevaluable):
+                    continue
+                if isinstance(value, int) or (hasattr(value, "denominator") and value.denominator == 1):
+                    cex[str(sym)] = int(value)
         out: dict[str, int | float] = {}
         for name, value in cex.items():
             for src in self.sources.get(name, [name]):
@@ -246,11 +331,13 @@ class FrameAuditor:
     # ------------------------------------------------------------ the audit
 
     def check(self, kind: str, expr: sympy.Basic, where: str | None, premises: list[sympy.Basic],
-              others: list[sympy.Basic] | None = None) -> Check:
+              others: list[sympy.Basic] | None = None, *, as_written: bool = False) -> Check:
         """Implied or not by ``premises`` (the declared space) alone.  When not, and
         ``others`` (the frame's other guards, :meth:`other_guards`) are given, the
-        counterexample is solved against them too, so that it breaks this guard only."""
-        goal = self.env.replace(expr)
+        counterexample is solved against them too, so that it breaks this guard only.
+        ``as_written``: ask about ``expr`` itself, not rewritten with torch's replacements
+        (a guard that made a replacement reads ``True`` once rewritten with it)."""
+        goal = expr if as_written else self.env.replace(expr)
         result = self.prover.prove(goal, premises)
         if result.status == solvers.REFUTED:
             result = self.small_refutation(goal, premises, result)
@@ -305,7 +392,7 @@ class FrameAuditor:
                 out.append(self.describe(g))
         return out
 
-    def other_guards(self, goal: sympy.Basic) -> list[sympy.Basic]:
+    def other_guards(self, goal: sympy.Basic, *, as_written: bool = False) -> list[sympy.Basic]:
         """The frame's guards other than ``goal``, plus the ``2 <= size`` range checks of
         0/1 specialization: what an input must satisfy to break ``goal`` alone.
 
@@ -316,7 +403,9 @@ class FrameAuditor:
         guard satisfies every other installed check (the installed set is proved
         equivalent to the stock one, and its rewrites and folded ranges are made of stock
         guards)."""
-        others = [g for g in dict.fromkeys(self.env.replace(g.expr) for g in self.env.guards) if g != goal]
+        shape_guards = [g for g in self.env.guards if not self.is_value_guard(g.expr)]
+        written = (g.expr if as_written else self.env.replace(g.expr) for g in shape_guards)
+        others = [g for g in dict.fromkeys(written) if g != goal]
         symbols = goal.free_symbols.union(*(g.free_symbols for g in others))
         for sym, vr in self.env.var_to_range.items():
             lower = getattr(vr, "lower", None)
@@ -324,14 +413,69 @@ class FrameAuditor:
                 others.append(sympy.Le(2, sym, evaluate=False))
         return [part for g in others for part in sympy.And.make_args(g)]
 
+    def is_value_guard(self, expr: sympy.Basic) -> bool:
+        """A guard on a Python float (a symbol that is not an integer): a module's ``eps``,
+        a dropout ``p``, an attention scale, traced as a SymFloat and specialized back."""
+        return any(not s.is_integer for s in expr.free_symbols)
+
+    def value_guards(self) -> list[dict[str, Any]]:
+        """Guards on float values, reported apart from shape guards and not audited: they
+        are about the value of an attribute or argument (``eps == 1e-05``), not about the
+        input shapes the declared space describes, so "implied by the declared space" has
+        no meaning for them.  They are still installed guards (a new ``eps`` recompiles),
+        so a deployment that skips guard evaluation must know them: listed, not dropped."""
+        names = symbol_sources(self.env)
+        out = []
+        for g in self.env.guards:
+            if self.is_value_guard(g.expr):
+                srcs = sorted({src for sym in g.expr.free_symbols for src in names.get(str(sym), [])})
+                out.append({"guard": self.describe(g.expr), "source_line": _where(g.sloc), "sources": srcs})
+        return out
+
+    def _states_replacement(self, expr: sympy.Basic) -> bool:
+        """Whether ``expr`` is the equality of one input replacement (either side first)."""
+        if not isinstance(expr, sympy.Eq):
+            return False
+        diff = sympy.expand(expr.lhs - expr.rhs)
+        return any(sympy.expand(eq.lhs - eq.rhs) in (diff, -diff) for eq in self.tied_equalities())
+
+    def tied_checks(self, space: list[sympy.Basic]) -> list[Check]:
+        """Each input replacement torch made without a guard that states it (its guard is
+        checked as written in :meth:`run`): the installed guards check it as an equality of
+        sources, so it is audited as a guard of its own."""
+        written = [g.expr for g in self.env.guards]
+        out = []
+        for eq in self.tied_equalities():
+            diff = sympy.expand(eq.lhs - eq.rhs)
+            if any(isinstance(w, sympy.Eq) and sympy.expand(w.lhs - w.rhs) in (diff, -diff) for w in written):
+                continue  # that guard is checked as written
+            out.append(self.check("guard", eq, "an equality of input sizes torch derived while tracing", space,
+                                  self.other_guards(eq, as_written=True), as_written=True))
+        return out
+
     def run(self) -> FrameAudit:
         space = self.space_facts()
+        written_space = self.written_space()  # for guards asked as written
         checks: list[Check] = []
         findings: list[Finding] = []
         index = self.frame.index
-        for g in self.env.guards:
-            c = self.check("guard", g.expr, _where(g.sloc), space, self.other_guards(self.env.replace(g.expr)))
+        guards = [(g.expr, _where(g.sloc)) for g in self.env.guards if not self.is_value_guard(g.expr)]
+        for expr, where in guards:
+            rewritten = self.env.replace(expr)
+            if rewritten.is_Boolean and not rewritten.free_symbols and expr.free_symbols:
+                # This guard made (or is decided by) a replacement of input sizes: ask it as
+                # written, over the inputs' own symbols.  The guard that states a replacement
+                # is asked without it; another one (``8*s92 % s52 == 0`` once ``s92 == s52``)
+                # with the replacements as premises: each of those is checked on its own, so
+                # "implied" here means implied wherever the equalities hold, as installed.
+                premises = written_space if self._states_replacement(expr) else space
+                c = self.check("guard", expr, where, premises, self.other_guards(expr, as_written=True),
+                               as_written=True)
+            else:
+                c = self.check("guard", expr, where, space, self.other_guards(rewritten))
             checks.append(c)
+        checks += self.tied_checks(written_space)
+        for c in checks:
             if c.status != "implied":
                 kind = {"not_implied": "guard_not_implied", "vacuous": "vacuous_proof"}.get(c.status, "guard_undecided")
                 findings.append(Finding(kind, index, c.expr, c.source_line, c.counterexample,
@@ -373,7 +517,7 @@ class FrameAuditor:
                          "value": r.decided, "status": r.result.status, "kind": r.obligation.kind}
                         for r in log.records if r.obligation.goal.atoms(sympy.Mod, *_MODS)]
         return FrameAudit(self.frame, self.sources, declared, checks, findings, list(log.records), fallbacks,
-                          minimizations, divisibility)
+                          minimizations, divisibility, self.value_guards(), self.widenings())
 
     def _contradictions(self, space: list[sympy.Basic], asserts: list[sympy.Basic]) -> list[Finding]:
         if not asserts:
@@ -409,29 +553,114 @@ class FrameAuditor:
                                    rec.obligation.source, None, detail=f"this torch._check is refuted by earlier facts: {facts}"))
         return out
 
-    def _specializations(self) -> list[Finding]:
+    def widenings(self) -> list[dict[str, Any]]:
+        """The decision log's proofs of specialization equivalence (records whose kind
+        starts with :data:`WIDENING_KINDS`): the size-``v`` trace equals the generic graph,
+        so the compile installed a guard admitting ``v``.  Looked up by kind at report
+        time, so a log without them (no widening asked) shows nothing."""
         out = []
-        for src, b in self.declared_bounds.items():
-            sym = self.symbol_of_source[src]
-            vr = self.env.var_to_range.get(sym)
-            lowest = b.lower if b.lower is not None else 0
-            if vr is not None and lowest < 2 <= int(vr.lower) and (b.upper is None or b.upper >= lowest):
-                out.append(Finding("specialization_01", self.frame.index, f"2 <= {src}", None, {src: lowest},
-                                   detail="sizes 0 and 1 are specialized: this artifact requires >= 2"))
+        for r in self.env.verishape_log.records:
+            if r.obligation.kind.startswith(WIDENING_KINDS):
+                text = str(r.obligation.source or "")
+                m = _WIDENED.match(text)
+                out.append({"kind": r.obligation.kind, "evidence": text, "status": r.result.status,
+                            "source": m.group("source") if m else None,
+                            "value": int(m.group("value")) if m else None, "record": r.to_json()})
+        return out
+
+    def _widened_to(self, group: list[str]) -> int | None:
+        """The smallest value a proved widening admits for a size of ``group``, if any."""
+        values = [w["value"] for w in self.widenings() if w["status"] == solvers.PROVED and w["value"] is not None
+                  and w["source"] in group]
+        return min(values) if values else None
+
+    def _specializations(self) -> list[Finding]:
+        """One finding per size the artifact specialized away from 0/1 (``2 <= s``) where
+        the declared space admits a smaller value.  The counterexample assigns the size,
+        so every source tied to it gets the value (``input_ids`` and ``attention_mask``
+        alike), and sizes derived from it are rebuilt (:meth:`keyed`)."""
+        out = []
+        for group in self.size_groups():
+            syms = {self.symbol_of_source[src] for src in group}
+            ranges = [self.env.var_to_range.get(sym) for sym in syms]
+            if any(vr is None or int(vr.lower) < 2 for vr in ranges):
+                continue
+            bounds = [self.declared_bounds.get(src, DEFAULT_BACKED) for src in group]
+            lowest = max(b.lower if b.lower is not None else 0 for b in bounds)
+            uppers = [b.upper for b in bounds if b.upper is not None]
+            if lowest >= 2 or (uppers and min(uppers) < lowest):
+                continue
+            widened = self._widened_to(group)
+            if widened is not None and widened <= lowest:
+                continue  # the installed guard admits it, on a proof reported with the frame
+            values: dict[str, int | float] = {str(sym): lowest for sym in syms}
+            # An input of the whole declared space at that size, so that sizes the
+            # ``--assume`` facts tie to it (another input's batch) follow it too.
+            pin = sympy.Ne(next(iter(syms)), lowest, evaluate=False)  # a positive symbol folds it
+            space = self.space_facts()
+            r = self.prover.prove(pin, space)
+            if r.status == solvers.PROVED:
+                continue  # the declared space (its other facts) excludes that size
+            if r.status == solvers.REFUTED:
+                r = self.small_refutation(pin, space, r)
+            if r.status == solvers.REFUTED and r.counterexample:
+                # only the sizes an --assume fact ties to this one; the rest keep their size
+                tied_syms = set(syms)
+                while grown := {x for f in self.assumptions if f.free_symbols & tied_syms
+                                for x in f.free_symbols} - tied_syms:
+                    tied_syms |= grown
+                tied = {str(x) for x in tied_syms}
+                values = {k: v for k, v in r.counterexample.items() if k in tied} | values
+            named = group[0] if len(group) == 1 else f"{group[0]} (and {', '.join(group[1:])}, the same size)"
+            out.append(Finding("specialization_01", self.frame.index, f"2 <= {named}", None, self.keyed(values),
+                               detail="sizes 0 and 1 are specialized: this artifact requires >= 2"))
         return out
 
     def _duck_sizing(self) -> list[Finding]:
+        """Sources that share one symbol (duck sizing): a finding when the declared space,
+        ``--assume`` facts included, admits them unequal.  Each source is its own unknown
+        here (in the frame they are one symbol, so an ``--assume`` equality of the pair
+        would read ``s == s``); the counterexample is the solver's."""
         out = []
         for srcs in self.sources.values():
+            if len(srcs) < 2:
+                continue
+            own = {src: sympy.Symbol(f"duck_{i}", integer=True) for i, src in enumerate(srcs)}
+            premises = self._space_per_source(own)
             first, *rest = srcs
             for other in rest:
-                pair = _distinct_values(self.declared_bounds.get(first, DEFAULT_BACKED),
-                                        self.declared_bounds.get(other, DEFAULT_BACKED))
-                if pair is not None:
-                    out.append(Finding("duck_sizing", self.frame.index, f"Eq({first}, {other})", None,
-                                       {first: pair[0], other: pair[1]},
-                                       detail="equal at trace time, so the artifact requires them equal"))
+                goal = sympy.Eq(own[first], own[other])
+                r = self.prover.prove(goal, premises)
+                if r.status == solvers.REFUTED:
+                    r = self.small_refutation(goal, premises, r)
+                if r.status == solvers.PROVED:
+                    continue
+                cex = {src: r.counterexample[str(sym)] for src, sym in own.items()
+                       if r.counterexample and str(sym) in r.counterexample and src in (first, other)}
+                if r.status != solvers.REFUTED or len(cex) < 2:
+                    pair = _distinct_values(self.declared_bounds.get(first, DEFAULT_BACKED),
+                                            self.declared_bounds.get(other, DEFAULT_BACKED))
+                    if pair is None:
+                        continue
+                    cex = {first: pair[0], other: pair[1]}
+                out.append(Finding("duck_sizing", self.frame.index, f"Eq({first}, {other})", None, cex,
+                                   detail="equal at trace time, so the artifact requires them equal"))
         return out
+
+    def _space_per_source(self, own: dict[str, sympy.Symbol]) -> list[sympy.Basic]:
+        """The declared space over one unknown per source in ``own``: each source's bounds,
+        and the ``--assume`` facts whose sources are all in ``own``."""
+        facts: list[sympy.Basic] = []
+        for src, sym in own.items():
+            b = self.declared_bounds.get(src, DEFAULT_BACKED)
+            if b.lower is not None:
+                facts.append(sympy.Le(b.lower, sym, evaluate=False))
+            if b.upper is not None:
+                facts.append(sympy.Le(sym, b.upper, evaluate=False))
+        for a, _ in self.frame_assumptions:
+            if all(src in own for src in a.sources.values()):
+                facts.append(a.expr.xreplace({ph: own[src] for ph, src in a.sources.items()}))
+        return facts
 
     def _fallbacks(self, premises: list[sympy.Basic], findings: list[Finding]) -> list[dict[str, Any]]:
         """``guard_or_*`` fallbacks and size-oblivious answers, each proved sound for the

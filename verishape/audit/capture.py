@@ -53,6 +53,9 @@ def run_script(path: Path, args: Sequence[str], progress: Callable[[str], None])
     def sink(output_graph: Any, init_args: dict[str, Any]) -> None:
         if exports.inside_export():
             return  # a strict export's Dynamo frame: audited as part of its export
+        if _inside_widening_trace():
+            return  # widen_specializations re-tracing a copy of a frame at size 1: its proof is
+            # in that frame's decision log; the copy never runs and compiles nothing of the user's
         _keep_artifacts(run.frames)  # earlier frames have finished compiling by now
         code = init_args.get("f_code")
         trace = CompileContext.current_trace_id()
@@ -63,13 +66,16 @@ def run_script(path: Path, args: Sequence[str], progress: Callable[[str], None])
         if earlier is not None and run.frames[earlier].code is code:
             # Dynamo restarted the analysis of this compile (at a graph break, say): only
             # the last attempt produces the artifact, so it replaces the abandoned one.
-            frame.index = earlier
+            frame.index, frame.call = earlier, run.frames[earlier].call
             run.frames[earlier] = frame
         else:
+            frame.call = _enclosing_call(run.frames)
+            if frame.call is None:
+                frame.call = 1 + max((f.call for f in run.frames if f.call is not None), default=-1)
             run.frames.append(frame)
             if compile_id is not None:
                 by_compile[compile_id] = frame.index
-            progress(f"compiling frame {frame.index}: {frame.name} ({frame.location})")
+            progress(f"compiling frame {frame.index}: {frame.name} ({frame.location}), call {frame.call}")
         graphs[frame.index] = output_graph
 
     limits = _RecompileLimits()
@@ -121,6 +127,33 @@ def _add_export(run: Run, frame: Any, progress: Callable[[str], None]) -> None:
 
 
 # ---------------------------------------------------------------- what was compiled, and what was not
+
+
+def _inside_widening_trace() -> bool:
+    """Whether Dynamo is tracing for ``verishape.compile(widen_specializations=True)``'s
+    proof of specialization equivalence (``compiler/widen.py`` traces a copy of the frame
+    at the excluded size under its ``_capture`` context): a check, not a compile of the
+    user's code, so not a frame of the report."""
+    from verishape.compiler import widen
+
+    capture = getattr(widen, "_capture", None)
+    return capture is not None and capture.get() is not None
+
+
+def _enclosing_call(frames_: Sequence[Frame]) -> int | None:
+    """The call a frame now being compiled belongs to: that of the innermost captured
+    frame whose compiled code (its cache entry's bytecode) is running on the Python stack
+    right now.  Dynamo compiles the resume function after a graph break, or a function
+    called past a break, while the artifact that calls it runs; None: a new call."""
+    running = {f.artifact.code: f.call for f in frames_ if f.artifact is not None and f.call is not None}
+    if not running:
+        return None
+    py_frame = sys._getframe(1)
+    while py_frame is not None:
+        if py_frame.f_code in running:
+            return running[py_frame.f_code]
+        py_frame = py_frame.f_back
+    return None
 
 
 def _keep_artifacts(frames_: Sequence[Frame]) -> None:

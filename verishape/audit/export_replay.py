@@ -34,7 +34,7 @@ def _inputs_at(frame: ExportFrame, cex: dict[str, int | float], seed: int = 0) -
 
     def rebuild(path: Any, value: Any) -> Any:
         name = by_path.get(tuple(path))
-        return value if name is None else _rebuild(value, name, sizes.get(name, {}), gen)
+        return value if name is None else _rebuild(value, name, {(): sizes.get(name, {})}, gen)
 
     args, kwargs = pytree.tree_map_with_path(rebuild, (tuple(frame.args), dict(frame.kwargs)))
     return tuple(args), dict(kwargs)

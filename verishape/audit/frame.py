@@ -61,6 +61,11 @@ class Frame:
     recompile_limit: str | None = None
     #: "compile" (a Dynamo frame) or "export" (a torch.export call: ``exports.ExportFrame``)
     kind: str = "compile"
+    #: the call of the script's compiled code this frame was compiled in: one call can
+    #: compile several frames (the resume function after a graph break, a function the
+    #: traced code calls after a break, the frame of a nested compiled function), and the
+    #: report shows them grouped under that call; None for an export
+    call: int | None = None
 
     @property
     def name(self) -> str:

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from .frame import Frame
-from .space import parse_source
+from .space import Key, parse_path_source
 
 MAX_NUMEL = 1 << 20
 
@@ -44,60 +44,101 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
 
 
-def _same(a: Any, b: Any) -> bool:
+def _same(a: Any, b: Any, depth: int = 0) -> bool:
+    """Equal outputs: tensors close, containers element by element, and other objects of
+    one type by their attributes (a model's key/value cache holds the tensors to compare;
+    its ``==`` is identity), a few levels deep."""
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
         return (a.shape == b.shape and a.dtype == b.dtype
                 and torch.allclose(a.detach(), b.detach(), equal_nan=True, atol=1e-5, rtol=1e-4))
     if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_same(x, y, depth + 1) for x, y in zip(a, b))
     if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    return bool(a == b)
+        return a.keys() == b.keys() and all(_same(a[k], b[k], depth + 1) for k in a)
+    try:
+        if a is b or bool(a == b):
+            return True
+    except (RuntimeError, TypeError, ValueError):  # an ``==`` that compares tensors inside
+        pass
+    if type(a) is type(b) and depth < 6 and hasattr(a, "__dict__") and not isinstance(a, (type, types.ModuleType)):
+        return _same(vars(a), vars(b), depth + 1)
+    return False
 
 
 # ---------------------------------------------------------------- inputs
 
 
-def _sizes_by_input(cex: dict[str, int | float], names: set[str]) -> dict[str, dict[int, int]]:
-    """``{"L['x'].size()[0]": 5}`` -> ``{"x": {0: 5}}``; a source we cannot set is refused."""
-    out: dict[str, dict[int, int]] = {}
+#: Sizes to set on one argument: path to a tensor inside it (``()`` for the argument
+#: itself) -> {dimension: size}.
+Sizes = dict[tuple[Key, ...], dict[int, int]]
+
+
+def _sizes_by_input(cex: dict[str, int | float], names: set[str]) -> dict[str, Sizes]:
+    """``{"L['kwargs']['ids'].size()[0]": 5}`` -> ``{"kwargs": {("ids",): {0: 5}}}``; a
+    source we cannot set is refused."""
+    out: dict[str, Sizes] = {}
     for src, value in cex.items():
-        parsed = parse_source(src)
+        parsed = parse_path_source(src)
         if parsed is None:
             if "L[" not in src:
                 raise NotReplayable(f"{src} comes from tensor data, not from an input size")
             raise NotReplayable(f"cannot rebuild an input with {src} = {value} (only sizes of tensor arguments)")
-        name, dim = parsed
+        name, path, dim = parsed
         if name not in names:
             raise NotReplayable(f"input {name!r} of {src} was not captured")
-        out.setdefault(name, {})[dim] = int(value)
+        out.setdefault(name, {}).setdefault(path, {})[dim] = int(value)
     return out
 
 
-def _rebuild(value: Any, name: str, sizes: dict[int, int], gen: torch.Generator) -> Any:
-    """A fresh copy of one input: resized and refilled where the counterexample says,
-    otherwise a clone (so a side's in-place update stays on that side)."""
-    if not isinstance(value, torch.Tensor):
-        if sizes:
-            raise NotReplayable(f"input {name!r} is a {type(value).__name__}, not a tensor")
-        return value
-    shape = list(value.shape)
-    for dim, size in sizes.items():
-        if dim >= len(shape):
-            raise NotReplayable(f"input {name!r} has no dimension {dim}")
-        shape[dim] = size
-    if not sizes:
-        return value.detach().clone().requires_grad_(value.requires_grad)
-    if any(d < 0 for d in shape):
-        raise NotReplayable(f"negative size {shape} for input {name!r}")
-    if math.prod(shape) > MAX_NUMEL:
-        raise NotReplayable(f"{name} would have {math.prod(shape)} elements (cap {MAX_NUMEL})")
+def _fresh_tensor(value: torch.Tensor, shape: list[int], gen: torch.Generator) -> torch.Tensor:
+    """New values of ``value``'s dtype at ``shape``.  Integer and boolean inputs are drawn
+    from the range the captured tensor spans (token ids stay inside the vocabulary, a 0/1
+    mask stays 0/1), so the replay exercises the program, not an out-of-range index."""
     if value.dtype.is_floating_point or value.dtype.is_complex:
         out = torch.randn(shape, generator=gen, dtype=value.dtype).to(value.device)
         return out.requires_grad_(value.requires_grad)
     if value.dtype == torch.bool:
         return torch.randint(0, 2, shape, generator=gen).bool().to(value.device)
-    return torch.randint(0, 10, shape, generator=gen, dtype=value.dtype).to(value.device)
+    low, high = 0, 10
+    if value.numel() and not value.is_meta:
+        low, high = int(value.min()), int(value.max()) + 1
+    return torch.randint(low, high, shape, generator=gen, dtype=value.dtype).to(value.device)
+
+
+def _rebuild(value: Any, name: str, sizes: Sizes, gen: torch.Generator) -> Any:
+    """A fresh copy of one input: resized and refilled where the counterexample says,
+    otherwise a clone (so a side's in-place update stays on that side).  Containers (a
+    ``**kwargs`` dict, an ``*args`` tuple, a list) are rebuilt element by element."""
+    if type(value) in (dict, list, tuple):  # a subclass (a named tuple, ...) is passed as it is
+        if sizes.get(()):
+            raise NotReplayable(f"input {name!r} is a {type(value).__name__}, not a tensor")
+        keys = list(value.keys()) if isinstance(value, dict) else list(range(len(value)))
+        missing = sorted({str(p[0]) for p in sizes if p and p[0] not in keys})
+        if missing:
+            raise NotReplayable(f"input {name!r} has no element {', '.join(missing)}")
+        items = [_rebuild(value[k], f"{name}[{k!r}]", {p[1:]: d for p, d in sizes.items() if p and p[0] == k}, gen)
+                 for k in keys]
+        if isinstance(value, dict):
+            return dict(zip(keys, items))
+        return tuple(items) if isinstance(value, tuple) else items
+    own = sizes.get((), {})
+    if not isinstance(value, torch.Tensor):
+        if any(sizes.values()):
+            raise NotReplayable(f"input {name!r} is a {type(value).__name__}, not a tensor or a dict, list "
+                                "or tuple of tensors")
+        return value
+    shape = list(value.shape)
+    for dim, size in own.items():
+        if dim >= len(shape):
+            raise NotReplayable(f"input {name!r} has no dimension {dim}")
+        shape[dim] = size
+    if not own:
+        return value.detach().clone().requires_grad_(value.requires_grad)
+    if any(d < 0 for d in shape):
+        raise NotReplayable(f"negative size {shape} for input {name!r}")
+    if math.prod(shape) > MAX_NUMEL:
+        raise NotReplayable(f"{name} would have {math.prod(shape)} elements (cap {MAX_NUMEL})")
+    return _fresh_tensor(value, shape, gen)
 
 
 class _Call:
@@ -138,8 +179,28 @@ class _Call:
         return args, kwargs
 
     def shapes(self, args: list[Any], kwargs: dict[str, Any]) -> dict[str, list[int]]:
-        values = dict(zip(self.positional, args)) | {n: kwargs[n] for n in self.keyword}
-        return {n: list(v.shape) for n, v in values.items() if isinstance(v, torch.Tensor)}
+        """The shape of every tensor input, also inside ``*args``/``**kwargs``
+        (``kwargs['input_ids']``), as the replay built it."""
+        values: dict[str, Any] = dict(zip(self.positional, args)) | {n: kwargs[n] for n in self.keyword}
+        if self.star:
+            values[self.star] = tuple(args[len(self.positional):])
+        if self.star_star:
+            values[self.star_star] = {k: v for k, v in kwargs.items() if k not in self.keyword}
+        out: dict[str, list[int]] = {}
+
+        def walk(label: str, v: Any) -> None:
+            if isinstance(v, torch.Tensor):
+                out[label] = list(v.shape)
+            elif isinstance(v, dict):
+                for k, item in v.items():
+                    walk(f"{label}[{k!r}]", item)
+            elif isinstance(v, (list, tuple)):
+                for i, item in enumerate(v):
+                    walk(f"{label}[{i}]", item)
+
+        for n, v in values.items():
+            walk(n, v)
+        return out
 
 
 def _counting(graph: Callable[..., Any], calls: list[int]) -> Callable[..., Any]:

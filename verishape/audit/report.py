@@ -26,13 +26,19 @@ JSON schema (``verishape verify-guards --json``)::
         "minimizations": [{"stock_guards", "installed_guards", "dropped": [{"guard", "implied_by"}],
                           "rewritten": [{"guard", "as"}], "tightened_ranges": [{"range", "folded", "proof"}],
                           "equivalence": ProofRecord JSON|null, "applied": bool}],
-        "divisibility_facts": [{"fact", "value", "status", "kind"}]   # proved facts codegen relied on
+        "divisibility_facts": [{"fact", "value", "status", "kind"}],  # proved facts codegen relied on
+        "call": int|null,                         # the call of compiled code that compiled this frame
+        "value_guards": [{"guard", "source_line", "sources"}],   # guards on Python floats (eps, p):
+                                                  # installed, listed apart, not shape guards, not audited
+        "widened_specializations": [{"kind", "evidence", "status", "source", "value",
+                                     "record": ProofRecord JSON}]  # specialization equivalence proofs
       }],
+      "calls": [{"id", "name", "location", "frames": [int]}],   # one per call; its frames grouped
       "findings": [{"kind", "frame", "guard", "source_line", "counterexample": {source: value}|null,
                     "detail", "isolation", "also_breaks", "isolation_note",
                     "replay": {"outcome", "reason", "mode": "cache_entry", "compile_id", "graph_calls": int,
                                "inputs": {arg: shape}, "eager_error", "compiled_error"}|null}],
-      "summary": {"frames", "guards", "guards_implied", "runtime_asserts", "findings",
+      "summary": {"calls", "frames", "guards", "value_guards", "guards_implied", "runtime_asserts", "findings",
                   "findings_by_kind": {kind: n}, "exit_status": 0|1,
                   "answers": int, "answers_from_store": int}   # solver answers; those read from the proof store
     }
@@ -90,15 +96,21 @@ def build(script: str, argv: list[str], assumptions: list[str], audits: list[Fra
             "fallbacks": a.fallbacks,
             "minimizations": a.minimizations,
             "divisibility_facts": a.divisibility,
+            "call": f.call,
+            "value_guards": a.value_guards,
+            "widened_specializations": a.widenings,
         })
         findings += [dataclasses.asdict(x) for x in a.findings]
     guards = [g for fr in frames for g in fr["guards"]]
     by_kind = collections.Counter(x["kind"] for x in findings)
     answers = [r for fr in frames for r in _answers(fr)]
+    calls = _calls(frames)
     return {
         "script": script, "argv": argv, "assumptions": assumptions, "frames": frames, "findings": findings,
+        "calls": calls,
         "summary": {
-            "frames": len(frames), "guards": len(guards),
+            "calls": len(calls), "frames": len(frames), "guards": len(guards),
+            "value_guards": sum(len(fr["value_guards"]) for fr in frames),
             "guards_implied": sum(g["status"] == "implied" for g in guards),
             "runtime_asserts": sum(len(fr["runtime_asserts"]) for fr in frames),
             "findings": len(findings), "findings_by_kind": dict(by_kind),
@@ -106,6 +118,19 @@ def build(script: str, argv: list[str], assumptions: list[str], audits: list[Fra
             "answers": len(answers), "answers_from_store": sum(bool(r.get("from_store")) for r in answers),
         },
     }
+
+
+def _calls(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Frames grouped by the call of the script's compiled code that compiled them (an
+    export is a call of its own): a model call whose trace broke shows as one call with
+    its frames (the entry frame, then resume functions), every guard kept per frame."""
+    calls: dict[Any, dict[str, Any]] = {}
+    for fr in frames:
+        key = ("call", fr["call"]) if fr.get("call") is not None else ("frame", fr["id"])
+        entry = calls.setdefault(key, {"id": len(calls), "name": fr["name"], "location": fr["location"],
+                                       "frames": []})
+        entry["frames"].append(fr["id"])
+    return list(calls.values())
 
 
 def _answers(frame: dict[str, Any]) -> list[dict[str, Any]]:
@@ -116,6 +141,7 @@ def _answers(frame: dict[str, Any]) -> list[dict[str, Any]]:
            for key in ("proof", "isolation_proof") if c.get(key)]
     out += [d["result"] for d in frame["decisions"]]
     out += [m["equivalence"]["result"] for m in frame["minimizations"] if m.get("equivalence")]
+    out += [w["record"]["result"] for w in frame.get("widened_specializations", []) if w.get("record")]
     return out
 
 
@@ -123,12 +149,13 @@ def _cex(c: dict[str, Any] | None) -> str:
     return ", ".join(f"{k} = {v}" for k, v in sorted(c.items())) if c else "-"
 
 
-_SIZE = re.compile(r"L\['([A-Za-z_]\w*)'\]\.size\(\)\[(\d+)\]")
+_SIZE = re.compile(r"L\['([A-Za-z_]\w*)'\]((?:\[(?:'[^'\\]*'|\d+)\])*)\.size\(\)\[(\d+)\]")
 
 
 def _short(text: str) -> str:
-    """``L['x'].size()[0]`` as ``x.size(0)``, for the table."""
-    return _SIZE.sub(r"\1.size(\2)", text)
+    """``L['x'].size()[0]`` as ``x.size(0)`` (``L['kwargs']['ids'].size()[0]`` as
+    ``kwargs['ids'].size(0)``), for the table."""
+    return _SIZE.sub(r"\1\2.size(\3)", text)
 
 
 def _short_cex(guard: str, cex: dict[str, Any]) -> str:
@@ -174,8 +201,13 @@ def render(report: dict[str, Any]) -> str:
     lines = [f"verishape verify-guards {report['script']}"]
     if report["assumptions"]:
         lines.append("assumptions: " + "; ".join(report["assumptions"]))
+    first_of_call = {c["frames"][0]: c for c in report.get("calls", []) if len(c["frames"]) > 1}
     for fr in report["frames"]:
         lines.append("")
+        call = first_of_call.get(fr["id"])
+        if call is not None:
+            lines.append(f"call {call['id']}: {call['name']} ({call['location']}) compiled {len(call['frames'])} "
+                         f"frames: {', '.join(map(str, call['frames']))} (a graph break or a nested compiled call)")
         export = fr.get("kind") == "export"
         if fr["compiled"]:
             state = "exported" if export else "compiled"
@@ -214,6 +246,13 @@ def render(report: dict[str, Any]) -> str:
                                  f"replacing {'; '.join(t['folded'])}")
         for d in fr["divisibility_facts"]:
             lines.append(f"  divisibility relied on: {d['fact']} is {d['value']} ({d['status']})")
+        for w in fr.get("widened_specializations", []):
+            lines.append(f"  widened by specialization equivalence ({w['status']}): {w['evidence']}")
+        if fr.get("value_guards"):
+            lines.append(f"  value guards (Python floats, not shapes; not audited against the declared space): "
+                         f"{len(fr['value_guards'])}")
+            for v in fr["value_guards"]:
+                lines.append(f"    {v['guard']}" + (f"   [{v['source_line']}]" if v["source_line"] else ""))
     lines.append("")
     if report["findings"]:
         lines.append(f"{len(report['findings'])} finding(s):")
@@ -232,8 +271,10 @@ def render(report: dict[str, Any]) -> str:
     else:
         lines.append("no findings: every compiled artifact is valid for the whole declared input space")
     s = report["summary"]
-    lines.append(f"summary: {s['frames']} frame(s), {s['guards']} guard(s) ({s['guards_implied']} implied), "
+    calls = f"{s['calls']} call(s), " if s.get("calls") is not None and s["calls"] != s["frames"] else ""
+    lines.append(f"summary: {calls}{s['frames']} frame(s), {s['guards']} guard(s) ({s['guards_implied']} implied), "
                  f"{s['runtime_asserts']} runtime assert(s), {s['findings']} finding(s)"
+                 + (f"; {s['value_guards']} float value guard(s) listed apart" if s.get("value_guards") else "")
                  + (f"; {s['answers_from_store']} of {s['answers']} solver answers from the proof store"
                     if s.get("answers_from_store") else ""))
     return "\n".join(lines)

@@ -23,16 +23,37 @@ import sympy
 from verishape.cli_errors import UsageError
 
 _SOURCE = re.compile(r"^L\['(?P<name>[A-Za-z_]\w*)'\]\.size\(\)\[(?P<dim>\d+)\]$")
+#: A size of a tensor inside an argument: ``L['kwargs']['input_ids'].size()[0]``,
+#: ``L['args'][0].size()[1]`` (a model called with keywords, or through ``*args``).
+_PATH_SOURCE = re.compile(r"^L\['(?P<name>[A-Za-z_]\w*)'\](?P<path>(?:\[(?:'[^'\\]*'|\d+)\])*)"
+                          r"\.size\(\)\[(?P<dim>\d+)\]$")
+_PATH_KEY = re.compile(r"\[(?:'(?P<key>[^'\\]*)'|(?P<index>\d+))\]")
+
+#: One step into a container argument: a dict key or a sequence index.
+Key = str | int
 
 
-def source_for(name: str, dim: int) -> str:
-    return f"L['{name}'].size()[{dim}]"
+def source_for(name: str, dim: int, path: tuple[Key, ...] = ()) -> str:
+    keys = "".join(f"['{k}']" if isinstance(k, str) else f"[{k}]" for k in path)
+    return f"L['{name}']{keys}.size()[{dim}]"
 
 
 def parse_source(source: str) -> tuple[str, int] | None:
     """``"L['x'].size()[0]"`` -> ``("x", 0)``; None for other kinds of sources."""
     m = _SOURCE.match(source)
     return (m.group("name"), int(m.group("dim"))) if m else None
+
+
+def parse_path_source(source: str) -> tuple[str, tuple[Key, ...], int] | None:
+    """``"L['kwargs']['input_ids'].size()[0]"`` -> ``("kwargs", ("input_ids",), 0)``: the
+    argument, the keys down to the tensor inside it, and the dimension; None for sources
+    that are not a size of a tensor reached by constant keys from an argument."""
+    m = _PATH_SOURCE.match(source)
+    if m is None:
+        return None
+    path = tuple(k.group("key") if k.group("key") is not None else int(k.group("index"))
+                 for k in _PATH_KEY.finditer(m.group("path")))
+    return m.group("name"), path, int(m.group("dim"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,24 +73,41 @@ DEFAULT_UNBACKED = Bounds(0, None, "undeclared unbacked dimension: [0, oo)")
 
 
 def declared_from_locals(local_scope: Mapping[str, Any]) -> dict[str, Bounds]:
-    """Bounds given with ``mark_dynamic``/``mark_unbacked`` on the frame's tensors."""
+    """Bounds given with ``mark_dynamic``/``mark_unbacked`` on the frame's tensors, also on
+    tensors inside a ``**kwargs`` dict or an ``*args`` tuple (a model called with
+    ``input_ids=...``): ``L['kwargs']['input_ids'].size()[0]``."""
     out: dict[str, Bounds] = {}
     for name, value in local_scope.items():
-        ranges = getattr(value, "_dynamo_dynamic_range", None) or ()
-        unbacked = getattr(value, "_dynamo_unbacked_indices", None) or set()
-        for r in ranges:
-            is_unbacked = r.dim in unbacked
-            origin = "mark_unbacked" if is_unbacked else "mark_dynamic"
-            # Without min=, a backed dynamic dimension means stock torch's [2, oo).
-            lower = r.min if r.min is not None else (0 if is_unbacked else 2)
-            out[source_for(name, r.dim)] = Bounds(lower, r.max, f"{origin}(min={r.min}, max={r.max})")
-        for dim in unbacked:
-            out.setdefault(source_for(name, dim), Bounds(0, None, "mark_unbacked"))
-        # torch 2.15 stores ``mark_dynamic(x, d)`` without min/max only as an index (no
-        # range entry): still the user's declaration, stock torch's [2, oo).
-        for dim in getattr(value, "_dynamo_dynamic_indices", None) or set():
-            out.setdefault(source_for(name, dim), Bounds(2, None, "mark_dynamic(min=None, max=None)"))
+        for path, tensor in _tensors_in(value):
+            _declared_on(tensor, name, path, out)
     return out
+
+
+def _tensors_in(value: Any, path: tuple[Key, ...] = (), depth: int = 0) -> list[tuple[tuple[Key, ...], Any]]:
+    """Each value reached from ``value`` through plain dicts, lists and tuples, with its
+    path (Dynamo names those sources with the same keys); a few levels deep at most."""
+    if type(value) is dict and depth < 4:
+        return [x for k, v in value.items() if isinstance(k, (str, int)) for x in _tensors_in(v, (*path, k), depth + 1)]
+    if type(value) in (list, tuple) and depth < 4:
+        return [x for i, v in enumerate(value) for x in _tensors_in(v, (*path, i), depth + 1)]
+    return [(path, value)]
+
+
+def _declared_on(value: Any, name: str, path: tuple[Key, ...], out: dict[str, Bounds]) -> None:
+    ranges = getattr(value, "_dynamo_dynamic_range", None) or ()
+    unbacked = getattr(value, "_dynamo_unbacked_indices", None) or set()
+    for r in ranges:
+        is_unbacked = r.dim in unbacked
+        origin = "mark_unbacked" if is_unbacked else "mark_dynamic"
+        # Without min=, a backed dynamic dimension means stock torch's [2, oo).
+        lower = r.min if r.min is not None else (0 if is_unbacked else 2)
+        out[source_for(name, r.dim, path)] = Bounds(lower, r.max, f"{origin}(min={r.min}, max={r.max})")
+    for dim in unbacked:
+        out.setdefault(source_for(name, dim, path), Bounds(0, None, "mark_unbacked"))
+    # torch 2.15 stores ``mark_dynamic(x, d)`` without min/max only as an index (no
+    # range entry): still the user's declaration, stock torch's [2, oo).
+    for dim in getattr(value, "_dynamo_dynamic_indices", None) or set():
+        out.setdefault(source_for(name, dim, path), Bounds(2, None, "mark_dynamic(min=None, max=None)"))
 
 
 # ---------------------------------------------------------------- --assume
@@ -129,28 +167,34 @@ class _Parser:
 
     def source(self, node: ast.AST) -> str | None:
         """``x.size(0)``, ``x.size()[0]``, ``x.shape[0]``, ``L['x'].size()[0]``, ``L['x'].shape[0]``."""
-        def tensor_name(base: ast.AST) -> str | None:
+        def tensor_name(base: ast.AST) -> tuple[str, tuple[Key, ...]] | None:
+            """``x``, ``L['x']``, and either followed by constant keys (``kwargs['input_ids']``,
+            ``L['args'][0]``): the argument and the path to the tensor inside it."""
+            keys: list[Key] = []
+            while (isinstance(base, ast.Subscript) and isinstance(base.slice, ast.Constant)
+                   and isinstance(base.slice.value, (str, int)) and not isinstance(base.slice.value, bool)):
+                if isinstance(base.value, ast.Name) and base.value.id == "L" and isinstance(base.slice.value, str):
+                    return base.slice.value, tuple(reversed(keys))
+                keys.append(base.slice.value)
+                base = base.value
             if isinstance(base, ast.Name):
-                return base.id
-            if (isinstance(base, ast.Subscript) and isinstance(base.value, ast.Name) and base.value.id == "L"
-                    and isinstance(base.slice, ast.Constant) and isinstance(base.slice.value, str)):
-                return base.slice.value
+                return base.id, tuple(reversed(keys))
             return None
+
+        def sized(base: ast.AST, dim: int) -> str | None:
+            found = tensor_name(base)
+            return source_for(found[0], dim, found[1]) if found else None
 
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "size":
             if len(node.args) == 1 and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, int):
-                name = tensor_name(node.func.value)
-                return source_for(name, node.args[0].value) if name else None
+                return sized(node.func.value, node.args[0].value)
         if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, int):
             base = node.value
             if isinstance(base, ast.Attribute) and base.attr == "shape":
-                name = tensor_name(base.value)
-            elif (isinstance(base, ast.Call) and isinstance(base.func, ast.Attribute) and base.func.attr == "size"
-                  and not base.args):
-                name = tensor_name(base.func.value)
-            else:
-                name = None
-            return source_for(name, node.slice.value) if name else None
+                return sized(base.value, node.slice.value)
+            if (isinstance(base, ast.Call) and isinstance(base.func, ast.Attribute) and base.func.attr == "size"
+                    and not base.args):
+                return sized(base.func.value, node.slice.value)
         return None
 
     def term(self, node: ast.AST) -> sympy.Expr:
