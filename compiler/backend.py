@@ -34,7 +34,9 @@ from verishape import solvers
 from verishape.proofs.encoding import hash_sources, package_sources
 from verishape import torch_seam
 from verishape._version import __version__
-from verishape.shape_env import current_prover, minimization_enabled
+from verishape.shape_env import VeriShapeEnv, current_prover, minimization_enabled
+
+from . import widen
 
 from .frames import MARKER
 
@@ -109,6 +111,8 @@ def install_backward_tag() -> None:
             tag = torch.compiler.config.cache_key_tag
             if _is_ours(tag) and kwargs.get("bw_compiler") is not None:
                 kwargs["bw_compiler"] = _under_tag(kwargs["bw_compiler"], tag)
+            if _is_ours(tag):
+                kwargs = widen.observe_aot(kwargs)
             return original(mod, args, *rest, **kwargs)
 
         common.aot_module_simplified = aot_module_simplified  # type: ignore[attr-defined]
@@ -129,8 +133,10 @@ class VerishapeBackend:
     VeriShapeEnv for that frame (see :mod:`verishape.compiler.frames`)."""
 
     def __init__(self, backend: str | Callable[..., Any], *, mode: str | None, options: dict[str, Any] | None,
-                 dynamic: bool | None) -> None:
+                 dynamic: bool | None, widen_specializations: bool = False) -> None:
         setattr(self, MARKER, True)
+        self._widen = widen_specializations
+        self._dynamic = dynamic
         install_backward_tag()
         self._spec = backend
         self.__name__ = backend if isinstance(backend, str) else getattr(backend, "__name__", type(backend).__name__)
@@ -144,8 +150,27 @@ class VerishapeBackend:
             self._inner = lookup_backend(backend)
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: Any, **kwargs: Any) -> Any:
-        with torch.compiler.config.patch(cache_key_tag=cache_tag(torch.compiler.config.cache_key_tag)):
+        tag = cache_tag(torch.compiler.config.cache_key_tag) + ("-widen" if self._widen else "")
+        with torch.compiler.config.patch(cache_key_tag=tag):
+            if not self._widen:
+                return self._inner(gm, example_inputs, **kwargs)
+            return self._compile_widening(gm, example_inputs, **kwargs)
+
+    def _compile_widening(self, gm: torch.fx.GraphModule, example_inputs: Any, **kwargs: Any) -> Any:
+        """Compile as usual, recording what specialization equivalence needs; then trace
+        the frame at size 1 and leave the plan on the frame's env, which widens the
+        proved ranges when Dynamo produces this frame's guards (same compile)."""
+        from torch._dynamo import symbolic_convert
+
+        tx = getattr(symbolic_convert.tls, "current_tx", None)  # None: called outside a Dynamo trace
+        env = tx.output.shape_env if tx is not None else None
+        if not isinstance(env, VeriShapeEnv) or tx is not tx.output.root_tx:
             return self._inner(gm, example_inputs, **kwargs)
+        with widen.recording(env, self.__name__, gm) as rec:
+            compiled = self._inner(gm, example_inputs, **kwargs)
+        if rec is not None:
+            env._vs_widen_plan = widen.check_after_backend(rec, tx, gm, self.__name__, self._dynamic)
+        return compiled
 
     def __getattr__(self, name: str) -> Any:
         # get_compiler_config(), reset() and friends belong to the wrapped backend.

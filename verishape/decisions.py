@@ -18,6 +18,8 @@ KINDS = {
     "guard_or_true": "guard_or_true decided by proof instead of its fallback",
     "assert_discharged": "runtime assert implied by earlier facts: not emitted",
     "static_query": "static query (statically_known_*, Inductor size queries) answered",
+    "specialization_widened": "0/1 specialization widened: the size-1 trace equals the generic graph and "
+                              "its shape guards are implied",
 }
 
 
@@ -37,6 +39,10 @@ class DecisionLog:
     vacuous: list[tuple[object, str | None]] = dataclasses.field(default_factory=list)
     #: guard minimizations (one per distinct guard list produced)
     minimizations: list[object] = dataclasses.field(default_factory=list)
+    #: specializations widened (``compile(widen_specializations=True)``), with their evidence
+    widened: list[object] = dataclasses.field(default_factory=list)
+    #: specializations tried and not widened: (input size, why)
+    not_widened: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     solver_time_s: float = 0.0
     _summarized: bool = False
 
@@ -74,6 +80,10 @@ class DecisionLog:
             text += f"; {len(self.errors)} solver failures fell back to stock"
         if self.vacuous:
             text += f"; {len(self.vacuous)} vacuous proofs refused (stock decided)"
+        for ev in self.widened:
+            text += f"; {ev.describe()}"  # type: ignore[attr-defined]
+        for name, why in self.not_widened:
+            text += f"; {name} not widened: {why}"
         return text
 
     def log_summary(self, frame: str) -> None:

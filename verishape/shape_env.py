@@ -4,7 +4,8 @@ Everything goes through one choke point, ``_maybe_evaluate_static``, which
 ``evaluate_expr`` (guards and data-dependent errors), ``guard_or_false``/``guard_or_true``,
 ``guard_or_defer_runtime_assert``, ``statically_known_*`` and Inductor's size queries all
 consult.  The override calls stock first; only when stock returns "undecided" for a
-boolean does it build a query from facts the artifact really checks and ask the solver.
+boolean does it build a query from facts the artifact really checks and ask the solver
+(unless sizes near the real ones already break it: :mod:`verishape.refute`).
 A proof changes the answer; anything else (refuted both ways, unknown, a translation gap,
 an exception) returns stock's "undecided", so torch proceeds exactly as it would have.
 
@@ -36,7 +37,7 @@ from torch.utils._sympy.value_ranges import ValueRanges
 from verishape import solvers
 from verishape.proofs import Obligation, ProofRecord
 
-from . import facts, locations, replacement_asserts, torch_seam
+from . import facts, locations, refute, replacement_asserts, torch_seam
 from .decisions import DecisionLog
 from .minimize import Tightening
 from .minimize import minimize as minimize_guards
@@ -94,9 +95,13 @@ class VeriShapeEnv(ShapeEnv):
         # verishape's own fields start with ``_vs_`` or ``verishape_``: ``check_equal``
         # leaves them out (they say how decisions were made, not what the env knows).
         self.verishape_log = DecisionLog()
-        self._vs_kind: str | None = None
+        self._vs_kind: str | tuple[sympy.Basic, bool | None] | None = None  # see _kind
         self._vs_busy = False
         self._vs_minimized: dict[tuple[Any, ...], tuple[list[Any], list[Tightening]]] = {}
+        #: set by ``verishape.compiler.widen`` when a 0/1 specialization may be widened:
+        #: ``lowers(env, prover)`` -> {symbol: proved lower bound} (see :meth:`_ranges_widened`)
+        self._vs_widen_plan: Any = None
+        self._vs_widened: frozenset[sympy.Symbol] = frozenset()
         if self.events and type(self.events[0]) is ShapeEnvEvent and self.events[0].f is ShapeEnv:
             # Replays (the recorded-events check, translation validation's bisection)
             # rebuild the env from this first event: rebuild this class, so that the
@@ -110,12 +115,15 @@ class VeriShapeEnv(ShapeEnv):
     def evaluate_expr(self, orig_expr: sympy.Basic, hint: Any = None, fx_node: Any = None,
                       size_oblivious: bool = False, fallback_value: bool | None = None,
                       **kwargs: Any) -> sympy.Basic:
-        if fallback_value is None:
-            kind = "guard_avoided" if orig_expr.free_symbols <= self.backed_var_to_val.keys() else "dde_avoided"
-        else:
-            kind = "guard_or_true" if fallback_value else "guard_or_false"
-        with self._asking(kind):
+        # The kind is worked out only if the solver is asked (see :meth:`_kind`): torch
+        # calls this tens of thousands of times per model compile, almost always answered
+        # from stock's cache in ~2 us, and ``free_symbols`` alone cost ~8 us a call.
+        # (Inlined rather than ``with self._asking(...)``: a context manager costs ~2 us.)
+        saved, self._vs_kind = self._vs_kind, (orig_expr, fallback_value)
+        try:
             return super().evaluate_expr(orig_expr, hint, fx_node, size_oblivious, fallback_value, **kwargs)
+        finally:
+            self._vs_kind = saved
 
     # Recorded (as stock records its own) so that a replay asks with the same kind:
     # the kind decides which asserts may serve as premises (rule 4).
@@ -137,6 +145,22 @@ class VeriShapeEnv(ShapeEnv):
             yield
         finally:
             self._vs_kind = saved
+
+    def _kind(self) -> str:
+        """Why the question being decided was asked (:data:`verishape.decisions.KINDS`).
+        For ``evaluate_expr``, from its arguments, kept unresolved until now: whether the
+        question mentions only backed symbols cannot have changed in between, since
+        torch adds a backed symbol's entry when it creates the symbol and never removes
+        one."""
+        asked = self._vs_kind
+        if asked is None:
+            return "static_query"
+        if isinstance(asked, str):
+            return asked
+        orig_expr, fallback_value = asked
+        if fallback_value is None:
+            return "guard_avoided" if orig_expr.free_symbols <= self.backed_var_to_val.keys() else "dde_avoided"
+        return "guard_or_true" if fallback_value else "guard_or_false"
 
     # ------------------------------------------------------------------ the choke point
 
@@ -171,10 +195,13 @@ class VeriShapeEnv(ShapeEnv):
 
     # ------------------------------------------------------------------ deciding
 
+    #: candidates refuted by :mod:`verishape.refute` without a solver call (benchmarks read it)
+    _vs_refuted_concretely = 0
+
     def _decide(self, expr: sympy.Basic, *, size_oblivious: bool,
                 axioms: tuple[sympy.Basic, ...] | None,
                 var_to_range: tuple[tuple[sympy.Symbol, Any], ...] | None) -> sympy.Basic | None:
-        kind = self._vs_kind or "static_query"
+        kind = self._kind()
         goal = self.replace(expr)
         if not goal.free_symbols:
             return None  # replacements decide it; leave that to stock's next pass
@@ -188,6 +215,12 @@ class VeriShapeEnv(ShapeEnv):
         prover = current_prover()
         for value, target in candidates:
             start = time.perf_counter()
+            if witness is not None and refute.counterexample(target, premises, witness) is not None:
+                # Not provable (a point near the real inputs breaks it): what the solver
+                # would conclude, found without it; see :mod:`verishape.refute`.
+                self.verishape_log.solver_time_s += time.perf_counter() - start
+                self._vs_refuted_concretely += 1
+                continue
             with solvers.asked_by("export" if torch.compiler.is_exporting() else "compile"):
                 result = prover.prove(target, premises, witness=witness)
             self.verishape_log.solver_time_s += time.perf_counter() - start
@@ -298,9 +331,12 @@ class VeriShapeEnv(ShapeEnv):
         else:
             checks_done = contextlib.nullcontext()
         tighten = not _has_strict_constraints(kwargs.get("input_contexts"))
-        chosen, tightened = self._minimized(self.guards if guards is None else guards, tighten)
-        with checks_done, self._ranges_tightened(tightened):
-            out = super().produce_guards_verbose(*args, guards=chosen, **kwargs)
+        plan = self._vs_widen_plan
+        lowers = plan.lowers(self, current_prover()) if plan is not None and tighten else {}
+        with self._ranges_widened(lowers):
+            chosen, tightened = self._minimized(self.guards if guards is None else guards, tighten)
+            with checks_done, self._ranges_tightened(tightened):
+                out = super().produce_guards_verbose(*args, guards=chosen, **kwargs)
         out = _without_repeated_lines(out)
         self.verishape_log.log_summary(str(self.co_fields.get("co_name", "?")) if self.co_fields else "?")
         return out
@@ -326,7 +362,9 @@ class VeriShapeEnv(ShapeEnv):
     def _minimized(self, guards: list[Any], tighten: bool) -> tuple[list[Any], list[Tightening]]:
         if not minimization_enabled():
             return guards, []
-        key = (tighten, *(g.expr for g in guards))
+        widened = tuple(sorted((str(s), str(self.var_to_range[s])) for s in self.var_to_range
+                               if s in self._vs_widened))
+        key = (tighten, widened, *(g.expr for g in guards))
         cached = self._vs_minimized.get(key)
         if cached is None:
             try:
@@ -375,6 +413,28 @@ class VeriShapeEnv(ShapeEnv):
             yield
         finally:
             self.var_to_range.update(saved)
+            self._ranges_changed()
+
+    @contextlib.contextmanager
+    def _ranges_widened(self, lowers: dict[sympy.Symbol, int]) -> Iterator[None]:
+        """For guard production only: each symbol's lower bound lowered to the value that
+        specialization equivalence proved (``verishape.compiler.widen``), so the
+        installed range check admits it.  Guard minimization runs inside, under the
+        widened ranges (its memo is keyed by them); restored afterwards."""
+        saved = {s: self.var_to_range[s] for s in lowers if s in self.var_to_range}
+        if not saved:
+            yield
+            return
+        try:
+            for s, low in lowers.items():
+                if s in saved:
+                    self.var_to_range[s] = ValueRanges(low, saved[s].upper)
+            self._vs_widened = frozenset(saved)
+            self._ranges_changed()
+            yield
+        finally:
+            self.var_to_range.update(saved)
+            self._vs_widened = frozenset()
             self._ranges_changed()
 
     def _ranges_changed(self) -> None:

@@ -1,0 +1,876 @@
+"""Specialization equivalence: prove a dynamic graph valid at the size 1 its guards exclude.
+
+Dynamo gives every backed input size a range ``[2, oo)`` (0/1 specialization), so the
+graph compiled for batch 2 is never reused for batch 1.  The generic graph often
+computes exactly what a batch-1 trace computes; answers to single shape questions differ
+(``Eq(s, 1)`` is False in one, True in the other) while the graph does not.  So the proof
+is made at the level of the frame:
+
+1. While the user's backend compiles the generic graph (:func:`recording`), the
+   AOTAutograd inference graph it lowers is captured in canonical form
+   (:func:`canonical`), and the lowering (Inductor) runs with the symbol's range already
+   widened to ``[1, upper]``: every static answer it acts on is then valid at 1 by
+   construction, and any guard it needs lands in the frame's guard list.
+2. The frame is traced again at the excluded value (:func:`trace_at`): a *copy* of the
+   frame's code object (Dynamo's cache for the user's code is untouched), its inputs with
+   every dimension bound to the symbol narrowed to 1, the other dimensions dynamic as in
+   the generic compile.  A capturing backend records the Dynamo graph and replays the
+   backend's own AOTAutograd call (same decompositions and options) with recording
+   compilers; nothing is lowered and the graph never runs.
+3. :func:`check_after_backend` and :func:`finish` compare: Dynamo and AOT graphs node for node after substituting the
+   symbol (size-only nodes replaced by their value, see :func:`canonical`), the sizes and
+   strides of every input, the output bytecode Dynamo generated around the graph, the
+   non-shape guards, and proves with the solver that the generic shape guards at 1 imply
+   the size-1 trace's shape guards.  Any difference, unknown or error: no widening.
+4. :class:`verishape.shape_env.VeriShapeEnv` produces the frame's guards with the range
+   widened, inside a scope that restores itself (guard minimization then runs under the
+   widened range too), and logs the proof as a ``specialization_widened`` record.
+
+Only eligible symbols are tried: backed, bound to an input tensor size, range exactly
+``[2, upper]`` and not replaced.  Only the backends whose pipeline is known are used:
+``eager`` (runs the Dynamo graph), ``aot_eager`` and ``inductor`` (inference graphs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import hashlib
+import logging
+import re
+import time
+import types
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import sympy
+import torch
+from torch.utils._sympy.value_ranges import ValueRanges
+
+log = logging.getLogger("verishape")
+
+#: backends whose compile pipeline this module knows (see the module docstring)
+KNOWN_BACKENDS = ("eager", "aot_eager", "inductor")
+_AOT_BACKENDS = ("aot_eager", "inductor")
+
+
+class NotWidened(Exception):
+    """Why a specialization was not widened (the message is the reason, for reports)."""
+
+
+# ---------------------------------------------------------------------------- canonical graphs
+
+
+@dataclasses.dataclass(frozen=True)
+class Canon:
+    """A graph in a form two traces can be compared in: one entry per kept node."""
+
+    entries: tuple[Any, ...]
+
+    def fingerprint(self) -> str:
+        return hashlib.sha256(repr(self.entries).encode()).hexdigest()[:16]
+
+
+def _value(node: torch.fx.Node) -> Any:
+    meta = node.meta
+    return meta["val"] if "val" in meta else meta.get("example_value")
+
+
+def _has_tensor(value: Any) -> bool:
+    if isinstance(value, torch.Tensor):
+        return True
+    if isinstance(value, (list, tuple)):
+        return any(_has_tensor(v) for v in value)
+    if isinstance(value, dict):
+        return any(_has_tensor(v) for v in value.values())
+    return False
+
+
+def _is_size_only(value: Any) -> bool:
+    """A node whose value is a number or a structure of numbers (``sym_size``, ``size()``,
+    arithmetic on sizes).  At size 1 Dynamo folds these into constants, so they are
+    replaced by their value everywhere they are used."""
+    if isinstance(value, (torch.SymInt, torch.SymBool, torch.SymFloat, int, float, bool)):
+        return True
+    if isinstance(value, (list, tuple, torch.Size)):
+        return len(value) > 0 and all(_is_size_only(v) for v in value)
+    return False
+
+
+class _Canonicalizer:
+    """Turns a graph into :class:`Canon` with ``rename`` applied to every symbol.
+
+    ``rename`` maps each symbol to its canonical form (the generic side substitutes the
+    widened symbol by 1 and names the others by their first input source; the size-1 side
+    names its symbols by source).  A symbol ``rename`` does not cover (unbacked, or
+    without a source) makes the graph incomparable."""
+
+    def __init__(self, rename: Callable[[sympy.Symbol], sympy.Basic]) -> None:
+        self._rename = rename
+
+    def expr(self, e: sympy.Basic) -> sympy.Basic:
+        out = e.xreplace({s: self._rename(s) for s in e.free_symbols})
+        return sympy.expand(out) if isinstance(out, sympy.Expr) else out
+
+    def number(self, v: Any) -> Any:
+        if isinstance(v, torch.SymInt):
+            constant = v.node.maybe_as_int()
+            return sympy.Integer(constant) if constant is not None else self.expr(v.node.expr)
+        if isinstance(v, (torch.SymBool, torch.SymFloat)):
+            return self.expr(v.node.expr)
+        if isinstance(v, bool):
+            return sympy.true if v else sympy.false
+        if isinstance(v, int):
+            return sympy.Integer(v)
+        return v
+
+    def scalar(self, v: Any) -> Any:
+        if isinstance(v, (list, tuple, torch.Size)):
+            return tuple(self.scalar(x) for x in v)
+        return self.number(v)
+
+    def tensor_meta(self, t: torch.Tensor, storages: list[Any]) -> tuple[Any, ...]:
+        key = t.untyped_storage()._cdata  # the storage's identity; fake tensors have one too
+        if key not in storages:
+            storages.append(key)
+        alias = storages.index(key)
+        return ("tensor", self.scalar(t.shape), self.scalar(t.stride()), self.number(t.storage_offset()),
+                str(t.dtype), str(t.device), str(t.layout), bool(t.requires_grad), alias)
+
+    def meta(self, value: Any, storages: list[Any]) -> Any:
+        if isinstance(value, torch.Tensor):
+            return self.tensor_meta(value, storages)
+        if isinstance(value, (list, tuple)):
+            return tuple(self.meta(v, storages) for v in value)
+        if value is None:
+            return None
+        return ("other", type(value).__name__)
+
+    def constant(self, gm: torch.fx.GraphModule, target: str, storages: list[Any]) -> Any:
+        """A ``get_attr`` tensor: its metadata and its contents (a digest of the values;
+        the same parameter object on both sides compares by identity of its data)."""
+        attr = gm
+        for part in target.split("."):
+            attr = getattr(attr, part)
+        if not isinstance(attr, torch.Tensor) or isinstance(attr, torch._subclasses.FakeTensor):
+            raise NotWidened(f"graph reads attribute {target} of type {type(attr).__name__}; not compared")
+        meta = ("tensor", tuple(attr.shape), tuple(attr.stride()), attr.storage_offset(), str(attr.dtype),
+                str(attr.device), str(attr.layout), bool(attr.requires_grad))
+        if attr.numel() <= 1 << 16:
+            from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+            with unset_fake_temporarily():  # lowering runs under the frame's fake mode
+                data = attr.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes()
+            return meta, hashlib.sha256(data).hexdigest()
+        return meta, ("data_ptr", attr.data_ptr())
+
+    def _identity_view(self, node: torch.fx.Node, index: dict[torch.fx.Node, int], storages: list[Any]) -> bool:
+        """An ATen view op (``slice``, ``alias``, ``view``...) whose result has its
+        input's sizes, strides, storage offset, dtype and storage: it reads exactly the
+        input's elements, so it is the input.  The traces differ in these (a generic
+        ``slice(x, 0, 0, end)`` is dropped at size 1, or becomes ``alias``); folded on
+        both sides."""
+        target = node.target
+        if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload) or not target.is_view:
+            return False
+        source = node.args[0] if node.args else None
+        if not isinstance(source, torch.fx.Node) or source not in index:
+            return False
+        mine, theirs = _value(node), _value(source)
+        if not isinstance(mine, torch.Tensor) or not isinstance(theirs, torch.Tensor):
+            return False
+        probe = list(storages)
+        return self.tensor_meta(mine, probe) == self.tensor_meta(theirs, probe)
+
+    def graph(self, gm: torch.fx.GraphModule) -> Canon:
+        index: dict[torch.fx.Node, int] = {}
+        folded: dict[torch.fx.Node, Any] = {}
+        storages: list[Any] = []
+        entries: list[Any] = []
+
+        def arg(a: Any) -> Any:
+            if isinstance(a, torch.fx.Node):
+                if a in folded:
+                    return ("value", folded[a])
+                return ("node", index[a])
+            if isinstance(a, (list, tuple)):
+                items = tuple(arg(x) for x in a)
+                if items and all(i[0] == "value" for i in items):
+                    # a literal tuple of sizes and a folded size node holding one compare equal
+                    return ("value", tuple(i[1] for i in items))
+                return (type(a).__name__, items)
+            if isinstance(a, dict):
+                return ("dict", tuple((k, arg(v)) for k, v in a.items()))
+            if isinstance(a, slice):
+                return ("slice", arg(a.start), arg(a.stop), arg(a.step))
+            if isinstance(a, (torch.SymInt, torch.SymBool, torch.SymFloat, bool, int)):
+                return ("value", self.number(a))
+            if isinstance(a, torch.Tensor):
+                raise NotWidened("a tensor constant is an argument of a graph node")
+            if isinstance(a, (float, str, type(None), torch.dtype, torch.device, torch.layout,
+                              torch.memory_format)):
+                return ("const", type(a).__name__, repr(a))
+            raise NotWidened(f"cannot compare an argument of type {type(a).__name__}")
+
+        for node in gm.graph.nodes:
+            value = _value(node)
+            if node.op == "call_module":
+                raise NotWidened(f"graph has a call_module node ({node.target}); not compared")
+            if node.op == "get_attr":
+                index[node] = len(entries)
+                entries.append(("get_attr", node.target, self.constant(gm, node.target, storages)))
+                continue
+            if node.op != "output" and _is_size_only(value) and not _has_tensor(value):
+                folded[node] = self.scalar(value)
+                continue
+            if self._identity_view(node, index, storages):
+                index[node] = index[node.args[0]]  # a view equal to its input: the same value
+                continue
+            target = node.target if isinstance(node.target, str) else _target_name(node.target)
+            if node.op == "placeholder":
+                grapharg = node.meta.get("grapharg")
+                source = grapharg.source.name if grapharg is not None and grapharg.source is not None else None
+                entry = ("placeholder", source, self.meta(value, storages))
+            else:
+                entry = (node.op, target, arg(node.args), arg(node.kwargs),
+                         self.meta(value, storages) if node.op != "output" else None)
+            index[node] = len(entries)
+            entries.append(entry)
+        return Canon(tuple(entries))
+
+
+def _target_name(target: Any) -> str:
+    if isinstance(target, torch._ops.OpOverload | torch._ops.OpOverloadPacket | torch._ops.HigherOrderOperator):
+        return str(target)
+    module = getattr(target, "__module__", None) or ""
+    name = getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or repr(target)
+    return f"{module}.{name}"
+
+
+def canonical(gm: torch.fx.GraphModule, rename: Callable[[sympy.Symbol], sympy.Basic]) -> Canon:
+    """``gm`` as :class:`Canon`.
+
+    Kept, in order: tensor placeholders and every node whose value holds a tensor or
+    nothing (``None``: asserts and other effects are compared, never dropped), each with
+    its op, target, arguments and value metadata (sizes, strides, storage offset, dtype,
+    device, layout, ``requires_grad``, and which earlier kept value shares its storage).
+    Folded: nodes whose value is a number or a tuple of numbers (SymInt placeholders,
+    ``sym_size``, size arithmetic), replaced at each use by their value as an expression.
+    Every symbol goes through ``rename``; expressions are expanded, so ``1*s1`` and
+    ``s1`` compare equal.  Raises :class:`NotWidened` for what it cannot compare
+    (submodules, tensor constants, unnamed symbols)."""
+    return _Canonicalizer(rename).graph(gm)
+
+
+# ---------------------------------------------------------------------------- symbols and sources
+
+
+def source_names(env: Any, symbol: sympy.Symbol) -> list[str]:
+    return [s.name for s in env.var_to_sources.get(symbol, ())]
+
+
+def eligible(env: Any) -> dict[sympy.Symbol, ValueRanges]:
+    """Symbols of ``env`` whose lower bound 2 may come from 0/1 specialization: backed,
+    bound only to input tensor sizes, range ``[2, upper]``, not replaced."""
+    from torch._dynamo.source import TensorProperty, TensorPropertySource
+
+    out = {}
+    for symbol, sources in env.var_to_sources.items():
+        vr = env.var_to_range.get(symbol)
+        if vr is None or vr.lower != 2 or symbol in env.replacements or symbol not in env.backed_var_to_val:
+            continue
+        if sources and all(isinstance(s, TensorPropertySource) and s.prop is TensorProperty.SIZE for s in sources):
+            out[symbol] = vr
+    return out
+
+
+# ---------------------------------------------------------------------------- recording the generic compile
+
+
+@dataclasses.dataclass
+class Plan:
+    """What the generic compile left for guard production: per symbol the evidence, or
+    why not."""
+
+    output_graph: Any
+    evidence: dict[sympy.Symbol, Any] = dataclasses.field(default_factory=dict)
+    refused: dict[sympy.Symbol, str] = dataclasses.field(default_factory=dict)
+    finished: bool = False
+
+    def lowers(self, env: Any, prover: Any) -> dict[sympy.Symbol, int]:
+        """Called by the env when it produces guards: the lower bound each proved symbol
+        may take.  The first call finishes the proof and writes the evidence (and every
+        refusal, with its reason) to the env's decision log."""
+        first = not self.finished
+        proved = finish(env, self, prover)
+        if first:
+            log_ = env.verishape_log
+            for symbol, ev in proved.items():
+                log_.widened.append(ev)
+                if ev.proof is not None:
+                    log_.add(ev.proof)
+            for symbol, why in self.refused.items():
+                names = source_names(env, symbol)
+                log_.not_widened.append((names[0] if names else str(symbol), why))
+        return {s: ev.value for s, ev in proved.items()}
+
+
+@dataclasses.dataclass
+class _Recording:
+    env: Any
+    lowers: dict[sympy.Symbol, int]
+    aot_graphs: list[Any] = dataclasses.field(default_factory=list)
+    aot_kwargs: dict[str, Any] | None = None
+    aot_calls: int = 0
+    dynamo_graphs: dict[sympy.Symbol, Canon | str] = dataclasses.field(default_factory=dict)
+
+
+_recording: contextvars.ContextVar[_Recording | None] = contextvars.ContextVar("verishape_widen_rec", default=None)
+_capture: contextvars.ContextVar[_Capture | None] = contextvars.ContextVar("verishape_widen_capture", default=None)
+
+
+def observe_aot(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Called by the backend's ``aot_module_simplified`` hook: while a generic compile is
+    recorded, keep the call's options and wrap its inference compiler so that the graph
+    it receives is captured and lowered with the widened ranges."""
+    rec = _recording.get()
+    if rec is None:
+        return kwargs
+    rec.aot_calls += 1
+    rec.aot_kwargs = {k: v for k, v in kwargs.items() if k not in ("fw_compiler", "bw_compiler", "inference_compiler")}
+    inner = kwargs.get("inference_compiler") or kwargs["fw_compiler"]
+
+    def record_then_compile(gm: torch.fx.GraphModule, example_inputs: Any, *args: Any, **kw: Any) -> Any:
+        rec.aot_graphs.append(_generic_canon(rec.env, gm, rec.lowers))  # before lowering rewrites gm
+        with rec.env._ranges_widened(rec.lowers):
+            return inner(gm, example_inputs, *args, **kw)
+
+    out = dict(kwargs)
+    out["inference_compiler"] = _same_kind(inner, record_then_compile)
+    return out
+
+
+def _same_kind(original: Any, fn: Callable[..., Any]) -> Any:
+    """``fn`` wrapped like ``original`` (AOTAutograd treats its serializable compilers
+    specially)."""
+    from torch._functorch._aot_autograd.schemas import SerializableAOTDispatchCompiler
+
+    if isinstance(original, SerializableAOTDispatchCompiler):
+        return SerializableAOTDispatchCompiler(original.output_code_ty, fn)
+    return fn
+
+
+def _generic_canon(env: Any, gm: torch.fx.GraphModule, lowers: dict[sympy.Symbol, int]) -> dict[sympy.Symbol, Canon | str]:
+    """The generic graph's canonical form with each candidate symbol substituted (one per
+    symbol: each is proved on its own)."""
+    out: dict[sympy.Symbol, Canon | str] = {}
+    for symbol, value in lowers.items():
+        try:
+            out[symbol] = canonical(gm, _generic_rename(env, symbol, value))
+        except NotWidened as exc:
+            out[symbol] = str(exc)
+    return out
+
+
+def _generic_rename(env: Any, symbol: sympy.Symbol, value: int) -> Callable[[sympy.Symbol], sympy.Basic]:
+    def rename(s: sympy.Symbol) -> sympy.Basic:
+        if s == symbol:
+            return sympy.Integer(value)
+        names = source_names(env, s)
+        if not names:
+            raise NotWidened(f"symbol {s} has no input source")
+        return sympy.Symbol(names[0], integer=True)
+    return rename
+
+
+def _nested_rename(env: Any, to_generic_name: dict[str, str]) -> Callable[[sympy.Symbol], sympy.Basic]:
+    def rename(s: sympy.Symbol) -> sympy.Basic:
+        names = source_names(env, s)
+        if not names or names[0] not in to_generic_name:
+            raise NotWidened(f"symbol {s} of the size-1 trace has no matching input source")
+        return sympy.Symbol(to_generic_name[names[0]], integer=True)
+    return rename
+
+
+@contextlib.contextmanager
+def recording(env: Any, backend_name: str, gm: torch.fx.GraphModule) -> Iterator[_Recording | None]:
+    """Around the user's backend call of a generic compile: record what
+    :func:`check_after_backend` needs (the Dynamo graph ``gm`` is canonicalized now,
+    before a backend's passes can rewrite it).  Yields None when there is nothing to
+    widen in this frame."""
+    lowers = {s: 1 for s in eligible(env)} if backend_name in KNOWN_BACKENDS else {}
+    if not lowers:
+        yield None
+        return
+    rec = _Recording(env, lowers)
+    rec.dynamo_graphs = _generic_canon(env, gm, lowers)
+    token = _recording.set(rec)
+    try:
+        with torch._functorch.config.patch(enable_autograd_cache=False):
+            yield rec
+    finally:
+        _recording.reset(token)
+
+
+# ---------------------------------------------------------------------------- the size-1 trace
+
+
+class _Stop(Exception):
+    """Raised by the captured size-1 graph instead of running it."""
+
+
+@dataclasses.dataclass
+class _Capture:
+    aot_kwargs: dict[str, Any] | None
+    #: size-1 source name -> generic symbol's first source name (renames size-1 symbols)
+    names: dict[str, str]
+    code: types.CodeType | None = None
+    output_graph: Any = None
+    dynamo_gm: Any = None
+    aot_gm: Any = None
+    graphs: int = 0
+    error: str | None = None
+
+
+def _capturing_backend(gm: torch.fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
+    from torch._dynamo.symbolic_convert import InstructionTranslator
+
+    cap = _capture.get()
+    assert cap is not None
+    cap.graphs += 1
+    tx = InstructionTranslator.current_tx()
+    if tx.f_code is not cap.code:
+        cap.error = "the size-1 trace compiled another frame"
+        return _raise_stop
+    if cap.graphs == 1:
+        cap.output_graph = tx.output
+        # canonical now: Dynamo drops graph metadata once the compile is done
+        rename = _nested_rename(cap.output_graph.shape_env, cap.names)
+        try:
+            cap.dynamo_gm = canonical(gm, rename)
+        except NotWidened as exc:
+            cap.error = str(exc)
+            return _raise_stop
+        if cap.aot_kwargs is not None:
+            from torch._functorch.aot_autograd import aot_module_simplified
+
+            def keep(fw: torch.fx.GraphModule, inputs: Any, *a: Any, **k: Any) -> Any:
+                try:
+                    cap.aot_gm = canonical(fw, rename)
+                except NotWidened as exc:
+                    cap.error = str(exc)
+                return _raise_stop
+
+            def training(fw: torch.fx.GraphModule, inputs: Any, *a: Any, **k: Any) -> Any:
+                cap.error = "the size-1 trace needs autograd (training graph)"
+                return _raise_stop
+
+            aot_module_simplified(gm, example_inputs, fw_compiler=training, bw_compiler=training,
+                                  inference_compiler=keep, **cap.aot_kwargs)
+    return _raise_stop
+
+
+def _raise_stop(*args: Any, **kwargs: Any) -> Any:
+    raise _Stop()
+
+
+def _resolve(source: Any, f_locals: dict[str, Any]) -> Any:
+    """The object ``source`` names among the frame's locals (locals, items and
+    attributes only)."""
+    from torch._dynamo.source import AttrSource, GetItemSource, LocalSource
+
+    if isinstance(source, LocalSource):
+        return f_locals[source.local_name]
+    if isinstance(source, GetItemSource) and not source.index_is_slice:
+        return _resolve(source.base, f_locals)[source.index]
+    if isinstance(source, AttrSource):
+        return getattr(_resolve(source.base, f_locals), source.member)
+    raise NotWidened(f"input {source.name} is not a local, item or attribute")
+
+
+def _rebuild(value: Any, swap: dict[int, Any], depth: int = 0) -> Any:
+    if isinstance(value, torch.Tensor):
+        return swap.get(id(value), value)
+    if depth > 4:
+        return value
+    if isinstance(value, list):
+        return [_rebuild(v, swap, depth + 1) for v in value]
+    if isinstance(value, tuple) and type(value) is tuple:
+        return tuple(_rebuild(v, swap, depth + 1) for v in value)
+    if isinstance(value, dict) and type(value) is dict:
+        return {k: _rebuild(v, swap, depth + 1) for k, v in value.items()}
+    return value
+
+
+def _call_arguments(code: types.CodeType, f_locals: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+    names = code.co_varnames
+    n = code.co_argcount
+    args = [f_locals[name] for name in names[:n]]
+    kwargs = {name: f_locals[name] for name in names[n:n + code.co_kwonlyargcount]}
+    at = n + code.co_kwonlyargcount
+    if code.co_flags & 0x04:  # *args
+        args += list(f_locals[names[at]])
+        at += 1
+    if code.co_flags & 0x08:  # **kwargs
+        kwargs.update(f_locals[names[at]])
+    return args, kwargs
+
+
+def trace_at(tx: Any, env: Any, symbol: sympy.Symbol, value: int, aot_kwargs: dict[str, Any] | None,
+             dynamic: bool | None) -> _Capture:
+    """Trace a copy of ``tx``'s frame with every input dimension bound to ``symbol`` set
+    to ``value`` (narrowed copies of those inputs; other tensors are detached aliases, so
+    the user's objects are not marked), the generic compile's other dynamic dimensions
+    dynamic.  Returns the capture; the graph is never run."""
+    code = tx.f_code
+    closure = tuple(tx.closure) if code.co_freevars and tx.closure is not None else None
+    if code.co_freevars and (closure is None or len(closure) != len(code.co_freevars)):
+        raise NotWidened("the frame's closure is not available")
+    if code.co_flags & 0x20 or code.co_flags & 0x80 or code.co_flags & 0x200:
+        raise NotWidened("the frame is a generator or coroutine")
+    f_locals = dict(tx.f_locals)
+    dims: dict[int, tuple[torch.Tensor, set[int]]] = {}
+    for source in env.var_to_sources[symbol]:
+        t = _resolve(source.base, f_locals)
+        if not isinstance(t, torch.Tensor):
+            raise NotWidened(f"input {source.base.name} is not a tensor")
+        dims.setdefault(id(t), (t, set()))[1].add(source.idx)
+    dynamic_dims = _dynamic_dims(tx.output)
+    swap: dict[int, Any] = {}
+    for key, (t, ds) in dims.items():
+        if t.requires_grad and torch.is_grad_enabled():
+            raise NotWidened("an input requires grad (training graph)")
+        new = t.detach()
+        for d in ds:
+            new = new.narrow(d, 0, value)
+        swap[key] = new.clone(memory_format=torch.preserve_format)
+    for name, v in f_locals.items():
+        for t in _tensors(v):
+            if id(t) not in swap and not isinstance(t, torch.nn.Parameter):
+                swap[id(t)] = t.detach()
+    for key, t in swap.items():
+        for d in dynamic_dims.get(key, ()):
+            if d < t.dim() and t.shape[d] != value:
+                torch._dynamo.maybe_mark_dynamic(t, d)
+    new_locals = {k: _rebuild(v, swap) for k, v in f_locals.items()}
+    for source in env.var_to_sources[symbol]:
+        if _resolve(source.base, new_locals).shape[source.idx] != value:
+            raise NotWidened(f"input {source.base.name} could not be narrowed (not reachable from the arguments)")
+    args, kwargs = _call_arguments(code, new_locals)
+    fn = types.FunctionType(code.replace(), tx.f_globals, code.co_name, None, closure)
+    cap = _Capture(aot_kwargs, _generic_names(env, symbol), fn.__code__)
+    token = _capture.set(cap)
+    try:
+        # fullgraph: a graph break must not run part of the frame eagerly at size 1
+        compiled = torch.compile(fn, backend=_capturing_backend, dynamic=dynamic, fullgraph=True)
+        with torch._dynamo.config.patch(recompile_limit=8):
+            compiled(*args, **kwargs)
+    except _Stop:
+        pass
+    except torch._dynamo.exc.Unsupported as exc:
+        raise NotWidened(f"the size-1 trace breaks the graph ({str(exc).splitlines()[0][:120]})") from None
+    finally:
+        _capture.reset(token)
+    if cap.output_graph is None:
+        raise NotWidened("the size-1 trace produced no graph")
+    return cap
+
+
+def _tensors(value: Any, depth: int = 0) -> Iterator[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif depth <= 4 and isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _tensors(v, depth + 1)
+    elif depth <= 4 and isinstance(value, dict):
+        for v in value.values():
+            yield from _tensors(v, depth + 1)
+
+
+def _dynamic_dims(output_graph: Any) -> dict[int, list[int]]:
+    """id(real input tensor) -> its dimensions that were symbolic in the generic trace."""
+    out: dict[int, list[int]] = {}
+    for tf in output_graph.tracked_fakes:
+        fake = tf.fake
+        if not isinstance(fake, torch.Tensor):
+            continue
+        try:
+            real = _resolve(tf.source, output_graph.root_tx.f_locals)
+        except (NotWidened, KeyError, IndexError, AttributeError, TypeError):
+            continue
+        out[id(real)] = [d for d, n in enumerate(fake.shape) if not isinstance(n, int) and n.node.maybe_as_int() is None]
+    return out
+
+
+# ---------------------------------------------------------------------------- the proof
+
+
+@dataclasses.dataclass
+class Evidence:
+    """What proves ``symbol`` may take ``value``: fingerprints of the compared graphs,
+    the guards checked and the solver's proof that the generic guards imply them."""
+
+    symbol: sympy.Symbol
+    value: int
+    sources: list[str]
+    dynamo: str
+    aot: str | None
+    bytecode: str
+    shape_guards: list[sympy.Basic]
+    proof: Any = None
+    time_s: float = 0.0
+
+    def describe(self, timed: bool = True) -> str:
+        graphs = f"dynamo graph {self.dynamo}" + (f", aot graph {self.aot}" if self.aot else "")
+        return (f"{self.sources[0]} widened to admit {self.value}: size-{self.value} trace equals the generic graph "
+                f"({graphs}, bytecode {self.bytecode}); {len(self.shape_guards)} shape guard(s) of that trace "
+                f"implied" + (f"; {self.time_s * 1e3:.0f} ms" if timed else ""))
+
+
+def check_after_backend(rec: _Recording, tx: Any, dynamo_gm: torch.fx.GraphModule, backend_name: str,
+                        dynamic: bool | None) -> Plan:
+    """Right after the user's backend compiled the generic graph: trace each candidate
+    at 1 and compare the graphs.  What needs the finished frame (bytecode, guards) is
+    compared by :func:`finish`, when guards are produced."""
+    plan = Plan(tx.output)
+    env = rec.env
+    for symbol, value in rec.lowers.items():
+        start = time.perf_counter()
+        try:
+            found = _compare_graphs(rec, tx, env, dynamo_gm, symbol, value, backend_name, dynamic)
+            plan.evidence[symbol] = (*found, time.perf_counter() - start)
+        except NotWidened as exc:
+            plan.refused[symbol] = str(exc)
+        except Exception as exc:  # noqa: BLE001 - reported as a refusal and logged; the compile goes on stock
+            log.warning("verishape: the size-1 trace of %s failed, not widened: %r", symbol, exc)
+            plan.refused[symbol] = f"the size-1 trace failed: {exc!r}"[:300]
+    return plan
+
+
+def _compare_graphs(rec: _Recording, tx: Any, env: Any, dynamo_gm: torch.fx.GraphModule, symbol: sympy.Symbol,
+                    value: int, backend_name: str, dynamic: bool | None) -> Any:
+    _refuse_if_excluded(env, symbol, value)
+    aot_generic: Canon | None = None
+    if backend_name in _AOT_BACKENDS:
+        if rec.aot_calls != 1 or len(rec.aot_graphs) != 1:
+            raise NotWidened("no AOTAutograd inference graph was compiled (training graph, or a cache hit)")
+        got = rec.aot_graphs[0][symbol]
+        if isinstance(got, str):
+            raise NotWidened(got)
+        aot_generic = got
+    dynamo_generic = rec.dynamo_graphs[symbol]
+    if isinstance(dynamo_generic, str):
+        raise NotWidened(dynamo_generic)
+    cap = trace_at(tx, env, symbol, value, rec.aot_kwargs if aot_generic is not None else None, dynamic)
+    if cap.error:
+        raise NotWidened(cap.error)
+    if cap.graphs != 1:
+        raise NotWidened(f"the size-{value} trace compiled {cap.graphs} graphs")
+    nested_env = cap.output_graph.shape_env
+    names = _match_symbols(env, symbol, nested_env)
+    rename = _nested_rename(nested_env, names)
+    if cap.dynamo_gm != dynamo_generic:
+        raise NotWidened(f"the Dynamo graph at size {value} differs from the generic graph")
+    aot_fp = None
+    if aot_generic is not None:
+        if cap.aot_gm is None:
+            raise NotWidened(f"the size-{value} trace produced no AOT inference graph")
+        if cap.aot_gm != aot_generic:
+            raise NotWidened(f"the AOT graph at size {value} differs from the generic graph")
+        aot_fp = aot_generic.fingerprint()
+    _compare_inputs(tx.output, env, symbol, value, cap.output_graph, rename)
+    return (dynamo_generic.fingerprint(), aot_fp, cap, names)
+
+
+def _match_symbols(env: Any, symbol: sympy.Symbol, nested_env: Any) -> dict[str, str]:
+    """Source name of each size-1 symbol -> the generic symbol's first source name.  The
+    two traces must bind the same sources to the same symbols, ``symbol``'s sources
+    aside (they are constants at size 1)."""
+    generic_groups = {frozenset(source_names(env, s)) for s in env.var_to_sources if s != symbol}
+    generic_groups.discard(frozenset())
+    nested_groups = {frozenset(source_names(nested_env, s)) for s in nested_env.var_to_sources}
+    nested_groups.discard(frozenset())
+    if generic_groups != nested_groups:
+        raise NotWidened("the size-1 trace binds other input sizes to symbols differently")
+    return _generic_names(env, symbol)
+
+
+def _generic_names(env: Any, symbol: sympy.Symbol) -> dict[str, str]:
+    """Each source name of a generic symbol other than ``symbol`` -> that symbol's first
+    source name (the canonical name both traces' symbols are renamed to)."""
+    out = {}
+    for s in env.var_to_sources:
+        names = source_names(env, s)
+        if s != symbol and names:
+            for n in names:
+                out[n] = names[0]
+    return out
+
+
+def _compare_inputs(generic_graph: Any, env: Any, symbol: sympy.Symbol, value: int, nested_graph: Any,
+                    rename: Callable[[sympy.Symbol], sympy.Basic]) -> None:
+    """Sizes, strides and storage offset of every tracked input agree after
+    substitution: then Dynamo's input checks (tensor match, stride guards) are the same."""
+    generic = _canon_inputs(generic_graph, _Canonicalizer(_generic_rename(env, symbol, value)))
+    nested = _canon_inputs(nested_graph, _Canonicalizer(rename))
+    if generic != nested:
+        raise NotWidened(f"input sizes or strides at size {value} differ from the generic trace")
+
+
+def _canon_inputs(output_graph: Any, c: _Canonicalizer) -> dict[str, Any]:
+    out = {}
+    for tf in output_graph.tracked_fakes:
+        if isinstance(tf.fake, torch.Tensor):
+            t = tf.fake
+            out[tf.source.name] = (c.scalar(t.shape), c.scalar(t.stride()), c.number(t.storage_offset()))
+        else:
+            out[tf.source.name] = c.scalar(tf.fake) if _is_size_only(tf.fake) else type(tf.fake).__name__
+    return out
+
+
+_GENERATED = re.compile(r"^(__compiled_fn_|__resume_at_|___stack|__import_|_resume_|graph_out_|tmp_)\w*")
+
+
+def _bytecode(output_graph: Any) -> tuple[Any, ...]:
+    """The instructions Dynamo generated around the graph, in a comparable form.
+
+    The pre-graph region (between Dynamo's ``record_pregraph_bytecode_enter`` and
+    ``..._exit`` markers) only computes the graph's arguments: at size 1 it passes fewer
+    size arguments.  It is left out here; the arguments themselves are compared through
+    the placeholders' sources (:func:`canonical`).  Everything else (the graph call, the
+    reconstruction of the return value with its constants, side effects) must match
+    instruction for instruction, generated names aside."""
+    out = []
+    insts = list(output_graph.output_instructions)
+    names = [i.argval if isinstance(i.argval, str) else "" for i in insts]
+    if "record_pregraph_bytecode_enter" in names and "record_pregraph_bytecode_exit" in names:
+        start = names.index("record_pregraph_bytecode_enter")
+        end = names.index("record_pregraph_bytecode_exit")
+        insts = insts[:start] + [None] + insts[end + 1:]
+    for inst in insts:
+        if inst is None:
+            out.append(("pregraph",))
+            continue
+        if inst.opname == "DELETE_FAST" and isinstance(inst.argval, str) and inst.argval.startswith("tmp_"):
+            continue  # cleanup of the pre-graph region's temporaries (as many as it had)
+        arg = inst.argval
+        if isinstance(arg, str):
+            arg = _GENERATED.sub(lambda m: m.group(1), arg)
+        elif isinstance(arg, types.CodeType):
+            arg = ("code", arg.co_name)
+        elif not isinstance(arg, (int, float, bool, type(None), tuple, frozenset)):
+            arg = type(arg).__name__
+        out.append((inst.opname, repr(arg)))
+    return tuple(out)
+
+
+def _guard_keys(output_graph: Any) -> set[tuple[str, str]]:
+    out = set()
+    for g in output_graph.guards:
+        fn = g.create_fn
+        kind = getattr(fn, "__name__", None) or getattr(getattr(fn, "func", None), "__name__", repr(fn))
+        if kind != "SHAPE_ENV":
+            out.add((g.name, kind))
+    return out
+
+
+def finish(env: Any, plan: Plan, prover: Any) -> dict[sympy.Symbol, Evidence]:
+    """At guard production: compare the bytecode and non-shape guards of both frames and
+    prove the shape guards.  Returns the symbols proved, with their evidence; each
+    refusal is kept in ``plan.refused``."""
+    proved: dict[sympy.Symbol, Evidence] = {}
+    if plan.finished:
+        return {s: e for s, e in plan.evidence.items() if isinstance(e, Evidence)}
+    plan.finished = True
+    generic_code = _bytecode(plan.output_graph)
+    generic_guards = _guard_keys(plan.output_graph)
+    # One proof at a time, each assuming the ranges the earlier ones widened: a second
+    # symbol's size-1 trace assumed the first one >= 2, so its proof fails once the
+    # first admits 1 (no proof covers both at 1 together).
+    lowered: dict[sympy.Symbol, int] = {}
+    for symbol, found in sorted(plan.evidence.items(), key=lambda kv: source_names(env, kv[0])):
+        start = time.perf_counter()
+        try:
+            dynamo_fp, aot_fp, cap, names, traced_s = found
+            nested = cap.output_graph
+            if _bytecode(nested) != generic_code:
+                raise NotWidened("the code Dynamo generated around the graph differs at size 1")
+            missing = _guard_keys(nested) - generic_guards
+            if missing:
+                raise NotWidened(f"the size-1 trace has guards the generic one lacks: {sorted(missing)[:3]}")
+            ev = Evidence(symbol, 1, source_names(env, symbol), dynamo_fp, aot_fp,
+                          hashlib.sha256(repr(generic_code).encode()).hexdigest()[:16], [])
+            ev.proof = _prove_guards(env, symbol, 1, nested.shape_env, names, prover, ev, lowered)
+            lowered[symbol] = 1
+            ev.time_s = time.perf_counter() - start + traced_s
+            proved[symbol] = ev
+            plan.evidence[symbol] = ev
+        except NotWidened as exc:
+            plan.refused[symbol] = str(exc)
+            del plan.evidence[symbol]
+        except Exception as exc:  # noqa: BLE001 - reported as a refusal and logged; stock guards installed
+            log.warning("verishape: proving the widening of %s failed, not widened: %r", symbol, exc)
+            plan.refused[symbol] = f"the proof failed: {exc!r}"[:300]
+            del plan.evidence[symbol]
+    plan.output_graph = None  # the frames' graphs are no longer needed; keep only the evidence
+    return proved
+
+
+def _refuse_if_excluded(env: Any, symbol: sympy.Symbol, value: int) -> None:
+    """A guard that is False at ``symbol = value`` makes widening pointless (checked
+    before the costly size-1 trace, and again when guards are produced)."""
+    sub = {symbol: sympy.Integer(value)}
+    for g in env.guards:
+        if env.replace(g.expr).xreplace(sub) is sympy.false:
+            raise NotWidened(f"the generic frame's guard {env.replace(g.expr)} excludes {value} (added at "
+                             f"{_where(g)}; guards added while lowering were asked with the range widened)")
+
+
+def _where(guard: Any) -> str:
+    sloc = getattr(guard, "sloc", None)
+    return str(sloc).strip()[:120] if sloc is not None else "?"
+
+
+def _prove_guards(env: Any, symbol: sympy.Symbol, value: int, nested_env: Any, names: dict[str, str],
+                  prover: Any, ev: Evidence, lowered: dict[sympy.Symbol, int]) -> Any:
+    """Prove: generic guards at ``symbol = value`` and the generic ranges of the other
+    input symbols imply the size-1 trace's guards and ranges (its symbols renamed to the
+    generic ones by source)."""
+    from verishape import facts
+    from verishape.proofs import Obligation, ProofRecord
+
+    by_name = {}
+    for s in env.var_to_sources:
+        for n in source_names(env, s):
+            by_name[n] = s
+    to_generic = {}
+    for s in nested_env.var_to_sources:
+        ns = source_names(nested_env, s)
+        if ns:
+            to_generic[s] = by_name[names[ns[0]]]
+    sub = {symbol: sympy.Integer(value)}
+    _refuse_if_excluded(env, symbol, value)
+    premises = [env.replace(g.expr).xreplace(sub) for g in env.guards]
+    goals = [nested_env.replace(g.expr).xreplace(to_generic) for g in nested_env.guards]
+    nested_ranges = {to_generic[s]: vr for s, vr in nested_env.var_to_range.items() if s in to_generic}
+    goals += facts.range_facts(nested_ranges.keys(), nested_ranges)
+    others = {s: (ValueRanges(lowered[s], vr.upper) if s in lowered else vr)
+              for s, vr in env.var_to_range.items() if s != symbol and env.var_to_sources.get(s)}
+    premises += facts.range_facts(others.keys(), others)
+    premises = [p for p in premises if p is not sympy.true]
+    goals = [g for g in goals if g is not sympy.true]
+    ev.shape_guards = goals
+    goal = sympy.And(*goals) if goals else sympy.true
+    if goal is sympy.true:
+        result = None
+    else:
+        to_plain = facts.plain_symbols([goal, *premises], None) or {}
+        hints = {to_plain.get(s, s): int(v) for s, v in env.backed_var_to_val.items() if s != symbol}
+        result = prover.prove(goal.xreplace(to_plain), [p.xreplace(to_plain) for p in premises], witness=hints)
+        from verishape import solvers
+        if result.status != solvers.PROVED or result.vacuous:
+            raise NotWidened(f"could not prove the size-1 trace's shape guards from the generic ones ({result.status})")
+        return ProofRecord(Obligation(goal.xreplace(to_plain), tuple(p.xreplace(to_plain) for p in premises),
+                                      "specialization_widened", ev.describe(timed=False)), result, True)
+    return None

@@ -1,0 +1,114 @@
+"""What deciding costs (issue 12, item 5): the same answers with less work.
+
+* A question the real inputs answer one way and nearby inputs the other way is refuted
+  by trying those inputs (``verishape.refute``), with no solver call; the answer stays
+  stock's and the guard stock installs is installed.
+* A question only the solver can prove is still proved by the solver.
+* ``evaluate_expr`` adds no sympy traversal to a question stock answers from its cache.
+"""
+
+from __future__ import annotations
+
+import sympy
+from torch._dynamo.source import ConstantSource
+from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
+from torch.utils._sympy.functions import FloorDiv
+
+from verishape import refute, solvers
+from verishape.shape_env import VeriShapeEnv, use_prover
+
+
+def _env(cls: type[ShapeEnv], **hints: int) -> tuple[ShapeEnv, list[sympy.Symbol]]:
+    env = cls()
+    syms = [env.create_symbol(v, source=ConstantSource(k), dynamic_dim=DimDynamic.DYNAMIC)
+            for k, v in hints.items()]
+    return env, syms
+
+
+def test_a_question_nearby_inputs_break_costs_no_solver_call():
+    """GPT-2's ``view`` asks whether ``8*b`` divides evenly by a flattened size (true for
+    b = 3, n = 24; false for n = 25).  Z3 took 0.34 s to refute it; a neighbour does."""
+    prover = solvers.Prover(store=None)
+    env, (n, b) = _env(VeriShapeEnv, n=24, b=3)
+    question = sympy.Eq(8 * b, n * FloorDiv(8 * b, n))
+    with use_prover(prover):
+        answer = env.evaluate_expr(question)
+    assert answer == sympy.true  # the hint's answer, guarded: stock behaviour
+    assert prover.stats.solver_calls == 0
+    assert env.verishape_log.records == [] and env.verishape_log.undecided == 1
+    assert env._vs_refuted_concretely == 1
+    stock_env, _ = _env(ShapeEnv, n=24, b=3)
+    stock_env.evaluate_expr(question)
+    assert [str(g.expr) for g in env.guards] == [str(g.expr) for g in stock_env.guards]
+
+
+def test_a_question_only_the_solver_proves_is_still_proved():
+    """``s0 >= 2*s1`` recorded, then ``s0 > s1``: true at every point, so no neighbour
+    refutes it and the solver proves it (no new guard)."""
+    prover = solvers.Prover(store=None)
+    env, (a, b) = _env(VeriShapeEnv, a=9, b=4)
+    with use_prover(prover):
+        env.evaluate_expr(sympy.Ge(a, 2 * b))  # a neighbour breaks it: guarded, as stock
+        guards, refuted, calls = len(env.guards), env._vs_refuted_concretely, prover.stats.solver_calls
+        assert env.evaluate_expr(sympy.Gt(a, b)) == sympy.true
+    assert len(env.guards) == guards
+    assert [r.obligation.kind for r in env.verishape_log.records] == ["guard_avoided"]
+    assert prover.stats.solver_calls == calls + 1 and env._vs_refuted_concretely == refuted
+
+
+def test_refutation_respects_premises_signs_and_domains():
+    x = sympy.Symbol("x", integer=True)
+    y = sympy.Symbol("y", integer=True, positive=True)
+    # x < 10 breaks at x = 64*3 + 65, unless a premise bounds x
+    assert refute.counterexample(sympy.Lt(x, 10), [], {x: 3}) is not None
+    assert refute.counterexample(sympy.Lt(x, 10), [sympy.Le(x, 9)], {x: 3}) is None
+    # y's declared sign is an axiom of the solver's query: y = 0 (a division by zero
+    # here) is a counterexample only for a symbol that may be 0
+    assert refute.counterexample(sympy.Ge(FloorDiv(y + 1, y), 1), [], {y: 5}) is None
+    assert refute.counterexample(sympy.Ge(FloorDiv(x + 1, x), 1), [], {x: 5}) == {x: 0}
+    # a premise undefined at the point (division by zero) does not hold there
+    point = refute.counterexample(sympy.Ne(x, 0), [sympy.Eq(sympy.Mod(6, x), 0)], {x: 3})
+    assert point is None or point[x] != 0
+    # the solver's goal is strict: a target undefined at a point that satisfies the
+    # premises is not provable (Mod by zero at x = 0)
+    assert refute.counterexample(sympy.Ge(sympy.Mod(7, x), 0), [sympy.Ge(x, 0)], {x: 3}) == {x: 0}
+
+
+def test_refutations_agree_with_the_solver():
+    """Every counterexample found is one the solver's reference semantics confirm: the
+    solver refutes the same question."""
+    x = sympy.Symbol("x", integer=True)
+    z = sympy.Symbol("z", integer=True)
+    cases = [
+        (sympy.Eq(sympy.Mod(8 * z, x), 0), [sympy.Ge(x, 2), sympy.Ge(z, 2)], {x: 24, z: 3}),
+        (sympy.Lt(x * z, 100), [sympy.Ge(x, 1), sympy.Ge(z, 1)], {x: 4, z: 5}),
+        (sympy.Ne(x, z), [sympy.Ge(x, 2), sympy.Ge(z, 2)], {x: 4, z: 5}),
+    ]
+    for target, premises, witness in cases:
+        point = refute.counterexample(target, premises, witness)
+        assert point is not None, target
+        assert solvers.Prover(store=None).prove(target, premises).refuted, target
+
+
+def test_evaluate_expr_adds_no_traversal_to_a_cached_answer(monkeypatch):
+    """Stock answers a repeated question from its cache; verishape must not walk the
+    expression (``free_symbols``) around it just to label a solver question that is
+    never asked."""
+    calls = {"n": 0}
+    original = sympy.Basic.free_symbols
+
+    def counted(self):
+        calls["n"] += 1
+        return original.fget(self)
+
+    counts = {}
+    for cls in (ShapeEnv, VeriShapeEnv):
+        env, (a, b) = _env(cls, a=5, b=7)
+        question = sympy.Gt(a * b + 3 * a, 2)
+        env.evaluate_expr(question)
+        monkeypatch.setattr(sympy.Basic, "free_symbols", property(counted))
+        calls["n"] = 0
+        env.evaluate_expr(question)
+        counts[cls.__name__] = calls["n"]
+        monkeypatch.undo()
+    assert counts["VeriShapeEnv"] == counts["ShapeEnv"]

@@ -1,0 +1,230 @@
+"""Specialization equivalence and ``verishape.compile(widen_specializations=True)``.
+
+A dynamic compile's 0/1 specialization (``2 <= s``) is widened to ``1 <= s`` only when
+the frame traced at size 1 gives the same graphs, bytecode and implied guards; the tests
+check both directions on small programs, that the widened artifact rejects every input
+the proof does not cover, and one tiny transformers model through a widened batch sweep.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+import verishape
+from verishape import solvers
+from verishape.compiler import frames, widen
+from verishape.shape_env import use_prover
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    torch._dynamo.reset()
+    with frames._envs_lock:  # count only this test's frames
+        frames._envs_by_code.clear()
+    yield
+    torch._dynamo.reset()
+
+
+def _sweep(fn, sizes, make, backend="aot_eager", **kw):
+    compiled = verishape.compile(fn, backend=backend, dynamic=True, widen_specializations=True, **kw)
+    for b in sizes:
+        args = make(b)
+        torch.testing.assert_close(compiled(*args), fn(*args))
+    return compiled
+
+
+def _frames(fn) -> list:
+    return frames.envs_for(fn.__code__)
+
+
+def _widened(fn) -> list[str]:
+    return [ev.sources[0] for env in _frames(fn) for ev in env.verishape_log.widened]
+
+
+def _refusals(fn) -> list[tuple[str, str]]:
+    return [r for env in _frames(fn) for r in env.verishape_log.not_widened]
+
+
+# ---------------------------------------------------------------------------- same graph: widened
+
+
+def same_at_one(x):
+    return x * 2 + x.sum(1, keepdim=True)
+
+
+def test_equal_graph_is_widened_and_batch_one_reuses_it():
+    _sweep(same_at_one, (2, 3, 1, 4, 1), lambda b: (torch.randn(b, 5),))
+    assert _widened(same_at_one) == ["L['x'].size()[0]"]
+    assert len(_frames(same_at_one)) == 1  # batch 1 did not recompile
+    (ev,) = _frames(same_at_one)[0].verishape_log.widened
+    assert ev.aot is not None and ev.dynamo and ev.bytecode
+
+
+def test_widening_is_logged_as_a_recheckable_proof():
+    _sweep(same_at_one, (2, 1), lambda b: (torch.randn(b, 5),))
+    (env,) = _frames(same_at_one)
+    records = [r for r in env.verishape_log.records if r.obligation.kind == "specialization_widened"]
+    assert len(records) == 1
+    assert solvers.recheck(records[0]).status == solvers.PROVED
+    assert "widened to admit 1" in verishape.explain(same_at_one)
+
+
+def test_widened_artifact_rejects_what_the_proof_does_not_cover():
+    _sweep(same_at_one, (2, 3), lambda b: (torch.randn(b, 5),))
+    (entry,) = _debug_get_cache_entry_list(same_at_one.__code__)
+    check = entry.guard_manager.check
+    assert check({"x": torch.randn(1, 5)})  # proved
+    assert check({"x": torch.randn(7, 5)})
+    assert not check({"x": torch.randn(0, 5)})  # size 0 was not proved
+    assert not check({"x": torch.randn(1, 1)})  # the other size stays >= 2: its proof assumed batch >= 2
+    assert not check({"x": torch.randn(3, 1)})
+    assert not check({"x": torch.randn(1, 5, dtype=torch.float64)})
+    # the size-1 trace saw a contiguous input: other strides at batch 1 are not covered
+    assert not check({"x": torch.randn(1, 10)[:, :5]})
+    assert not check({"x": torch.randn(5, 1).t()})
+
+
+def shares_batch(x, y):
+    return x * 2 + y.sum(1, keepdim=True)
+
+
+def test_duck_sized_inputs_are_narrowed_together():
+    """x and y share the batch symbol (duck sizing): the size-1 trace sets both to 1."""
+    _sweep(shares_batch, (2, 3, 1), lambda b: (torch.randn(b, 4), torch.randn(b, 6)))
+    assert _widened(shares_batch) == ["L['x'].size()[0]"]
+    assert len(_frames(shares_batch)) == 1
+    (entry,) = _debug_get_cache_entry_list(shares_batch.__code__)
+    assert entry.guard_manager.check({"x": torch.randn(1, 4), "y": torch.randn(1, 6)})
+    assert not entry.guard_manager.check({"x": torch.randn(1, 4), "y": torch.randn(2, 6)})
+
+
+def test_automatic_dynamic_widens_the_second_compile():
+    """dynamic=None: static for batch 2, dynamic for batch 3 (widened), batch 1 reuses it."""
+    compiled = verishape.compile(same_at_one, backend="aot_eager", widen_specializations=True)
+    for b in (2, 3, 1, 4, 1):
+        x = torch.randn(b, 5)
+        torch.testing.assert_close(compiled(x), same_at_one(x))
+    assert _widened(same_at_one) == ["L['x'].size()[0]"]
+    assert len(_debug_get_cache_entry_list(same_at_one.__code__)) == 2
+
+
+def test_training_graph_is_not_widened():
+    w = torch.randn(5, requires_grad=True)
+
+    def uses_weight(x):
+        return x * w + x.sum(1, keepdim=True)
+
+    _sweep(uses_weight, (2, 3), lambda b: (torch.randn(b, 5),))
+    assert _widened(uses_weight) == []
+    assert any("training" in why or "no AOTAutograd inference graph" in why for _, why in _refusals(uses_weight))
+
+
+def test_without_the_flag_nothing_is_widened():
+    compiled = verishape.compile(same_at_one, backend="aot_eager", dynamic=True)
+    for b in (2, 3, 1):
+        compiled(torch.randn(b, 5))
+    assert _widened(same_at_one) == []
+    assert len(_frames(same_at_one)) == 2  # stock behaviour: batch 1 recompiles
+
+
+def test_eager_backend_compares_the_dynamo_graph():
+    _sweep(same_at_one, (2, 1), lambda b: (torch.randn(b, 5),), backend="eager")
+    assert _widened(same_at_one) == ["L['x'].size()[0]"]
+    assert len(_frames(same_at_one)) == 1
+
+
+# ---------------------------------------------------------------------------- different at size 1: not widened
+
+
+def squeezes(x):
+    return x.squeeze(0) * 2
+
+
+def branches_on_size(x):
+    if x.size(0) == 1:  # statically False for s >= 2: no guard, the size-1 trace takes the other path
+        return x * 3
+    return x * 2
+
+
+def size_constant_escapes(x):
+    return x * 2, x.size(0) > 1  # same graph; the returned constant differs at 1
+
+
+@pytest.mark.parametrize("fn, reason", [
+    (squeezes, "Dynamo graph at size 1 differs"),
+    (branches_on_size, "Dynamo graph at size 1 differs"),
+    (size_constant_escapes, ("code Dynamo generated", "Dynamo graph at size 1 differs")),
+])
+def test_different_graph_is_not_widened(fn, reason):
+    _sweep(fn, (2, 3, 1), lambda b: (torch.randn(b, 4),))
+    assert "L['x'].size()[0]" not in _widened(fn)
+    assert len(_frames(fn)) == 2  # batch 1 recompiled, as stock does
+    refusals = dict(_refusals(fn))
+    reasons = reason if isinstance(reason, tuple) else (reason,)
+    assert any(r in refusals["L['x'].size()[0]"] for r in reasons), refusals
+
+
+def test_unknown_solver_answer_means_no_widening():
+    class Unknown(solvers.Prover):
+        def prove(self, goal, assumptions=(), **kw):
+            return solvers.SolveResult("unknown", reason="injected")
+
+    with use_prover(Unknown()):
+        _sweep(same_at_one, (2, 1), lambda b: (torch.randn(b, 5),))
+    assert _widened(same_at_one) == []
+    assert len(_frames(same_at_one)) == 2
+
+
+# ---------------------------------------------------------------------------- canonical form
+
+
+def test_canonical_folds_size_nodes_and_substitutes():
+    """``x.view(x.size(0), -1)`` at batch s and at batch 1 compare equal once the size
+    node is folded and s := 1; with s := 2 they do not."""
+    graphs = {}
+
+    def capture(name):
+        def backend(gm, example_inputs):
+            graphs[name] = (gm, torch._dynamo.symbolic_convert.InstructionTranslator.current_tx().output.shape_env)
+            return gm.forward
+        return backend
+
+    def f(x):
+        return x.view(x.size(0), -1) + 1
+
+    torch.compile(f, backend=capture("generic"), dynamic=True)(torch.randn(3, 2, 2))
+    torch._dynamo.reset()
+    torch.compile(f, backend=capture("one"), dynamic=True)(torch.randn(1, 2, 2))
+    gm, env = graphs["generic"]
+    (s,) = [s for s, src in env.var_to_sources.items() if src[0].name == "L['x'].size()[0]"]
+    gm1, env1 = graphs["one"]
+    one = widen.canonical(gm1, widen._nested_rename(env1, widen._generic_names(env, s)))
+    assert widen.canonical(gm, widen._generic_rename(env, s, 1)) == one
+    assert widen.canonical(gm, widen._generic_rename(env, s, 2)) != one
+    assert any(e[0] == "placeholder" for e in one.entries)
+    assert not any(isinstance(e[-1], tuple) and e[-1] and e[-1][0] != "tensor" for e in one.entries
+                   if e[0] == "placeholder"), "SymInt placeholders are folded"
+
+
+# ---------------------------------------------------------------------------- a real model
+
+
+@pytest.mark.slow
+def test_tiny_gpt2_batch_sweep_is_widened_and_equal_to_eager():
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(
+        transformers.GPT2Config(n_layer=2, n_head=2, n_embd=32, vocab_size=100)).eval()
+
+    def fwd(ids):
+        return model(input_ids=ids).logits
+
+    with torch.no_grad():
+        _sweep(fwd, (2, 3, 1, 4, 1, 5), lambda b: (torch.randint(0, 100, (b, 7)),))
+    assert "L['ids'].size()[0]" in _widened(fwd)
+    assert sum(len(env.verishape_log.widened) for env in _frames(fwd)) == 1
+    # batch 1 reused the dynamic graph: the only frames are the dynamic compile (and a
+    # restarted analysis of it, which Dynamo counts as a frame of its own)
+    assert not any("size()[0]" in r for r in verishape.explain(fwd).splitlines() if "recompiled" in r)

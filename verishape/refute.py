@@ -1,0 +1,94 @@
+"""Refute cheaply before asking the solver: try a few inputs near the real ones.
+
+Most questions that reach the solver on real models cannot be proved: the real inputs
+happen to answer them one way, other inputs the other way (``Eq(Mod(8*s1, s0), 0)`` at
+``s0 = 24, s1 = 3``).  Z3 then spends from milliseconds to a third of a second (nonlinear
+divisibility) finding a counterexample.  Moving one size of the current hints a little
+usually finds one in microseconds, with the same reference semantics the solver's
+counterexamples are checked against (:mod:`verishape.solvers.concrete`).
+
+Why skipping the solver then changes no decision: the point satisfies every premise
+(strict evaluation: defined and true) and the symbols' sign facts, and makes the
+target false or undefined; so the premises do not imply the target, and no correct
+solver can answer "proved".  The caller treats the candidate exactly as it treats a
+solver's refutation: it tries the next candidate, or stays undecided (stock behaviour).
+A point that cannot be evaluated exactly (an opaque function, a domain error in a
+premise) refutes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import sympy
+
+from verishape.solvers import concrete
+from verishape.solvers.symbols import sign_facts
+
+#: Points tried per question at most: each costs one evaluation of the target (the
+#: premises only where the target fails), far below one solver call.
+MAX_POINTS = 48
+#: Evaluations (target and premises) per question at most, so that a question with
+#: hundreds of connected premises costs at most a few milliseconds here.
+MAX_EVALUATIONS = 400
+
+_SIGN = {">": lambda v: v > 0, ">=": lambda v: v >= 0, "<": lambda v: v < 0, "<=": lambda v: v <= 0,
+         "!=": lambda v: v != 0}
+
+
+def counterexample(target: sympy.Basic, premises: Sequence[sympy.Basic],
+                   witness: Mapping[sympy.Symbol, Any]) -> dict[sympy.Symbol, Any] | None:
+    """A point that differs from ``witness`` in one integer symbol of ``target``, satisfies
+    every premise and breaks ``target``; None when none of the points tried does."""
+    symbols = sorted((s for s in target.free_symbols if s.is_integer and s in witness), key=str)
+    hints = sorted({int(v) for v in witness.values() if isinstance(v, int) and not isinstance(v, bool)})
+    tried = evaluations = 0
+    for symbol in symbols:
+        for value in _values(int(witness[symbol]), hints):
+            if not all(_SIGN[op](value) for op in sign_facts(symbol)):
+                continue
+            tried += 1
+            evaluations += 1
+            if tried > MAX_POINTS or evaluations > MAX_EVALUATIONS:
+                return None
+            point = {**witness, symbol: value}
+            if not _breaks(target, point):
+                continue
+            holds, used = _satisfies(premises, point)
+            evaluations += used
+            if holds:
+                return point
+    return None
+
+
+def _values(hint: int, hints: Iterable[int]) -> list[int]:
+    """Values to try for a symbol whose real value is ``hint``: its neighbours, double and
+    half, the small sizes torch specializes, large ones (past a constant bound, past
+    int64: the solver's integers are unbounded too), and the other symbols' values
+    (equalities between sizes)."""
+    near = [hint + 1, hint - 1, 2 * hint, hint // 2, 0, 1, 2, 3, 64 * hint + 65, 2**64]
+    for h in hints:
+        near += [h, h + 1, h - 1]
+    return [v for v in dict.fromkeys(near) if v != hint]
+
+
+def _breaks(target: sympy.Basic, point: Mapping[sympy.Symbol, Any]) -> bool:
+    try:
+        return concrete.evaluate(target, point) is False
+    except concrete.Undefined:
+        return True  # the solver's goal is strict: undefined is not "true"
+    except concrete.Unevaluable:
+        return False
+
+
+def _satisfies(premises: Sequence[sympy.Basic], point: Mapping[sympy.Symbol, Any]) -> tuple[bool, int]:
+    """Whether every premise holds at ``point``, and how many were evaluated (it stops at
+    the first that does not)."""
+    for used, p in enumerate(premises, 1):
+        try:
+            if concrete.evaluate(p, point) is not True:
+                return False, used
+        except (concrete.Undefined, concrete.Unevaluable):
+            return False, used
+    return True, len(premises)
