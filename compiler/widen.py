@@ -266,8 +266,23 @@ def canonical(gm: torch.fx.GraphModule, rename: Callable[[sympy.Symbol], sympy.B
 # ---------------------------------------------------------------------------- symbols and sources
 
 
+def merged_into(env: Any, symbol: sympy.Symbol) -> list[sympy.Symbol]:
+    """``symbol`` and every symbol torch replaced by it: one size under several names.
+    On a Hugging Face model ``input_ids`` and ``attention_mask`` get a batch symbol each
+    and a guard equates them (``s52 -> s92``): both inputs are that size, so both are
+    narrowed together and neither may stay a symbol of its own in the comparison."""
+    merged = sorted((s for s, r in env.replacements.items() if r == symbol and s != symbol), key=str)
+    return [symbol, *merged]
+
+
+def bound_sources(env: Any, symbol: sympy.Symbol) -> list[Any]:
+    """The input sources whose value is ``symbol`` (its own and those of the symbols
+    replaced by it)."""
+    return [src for s in merged_into(env, symbol) for src in env.var_to_sources.get(s, ())]
+
+
 def source_names(env: Any, symbol: sympy.Symbol) -> list[str]:
-    return [s.name for s in env.var_to_sources.get(symbol, ())]
+    return [s.name for s in bound_sources(env, symbol)]
 
 
 def eligible(env: Any) -> dict[sympy.Symbol, ValueRanges]:
@@ -276,10 +291,11 @@ def eligible(env: Any) -> dict[sympy.Symbol, ValueRanges]:
     from torch._dynamo.source import TensorProperty, TensorPropertySource
 
     out = {}
-    for symbol, sources in env.var_to_sources.items():
+    for symbol in env.var_to_sources:
         vr = env.var_to_range.get(symbol)
         if vr is None or vr.lower != 2 or symbol in env.replacements or symbol not in env.backed_var_to_val:
             continue
+        sources = bound_sources(env, symbol)
         if sources and all(isinstance(s, TensorPropertySource) and s.prop is TensorProperty.SIZE for s in sources):
             out[symbol] = vr
     return out
@@ -374,8 +390,10 @@ def _generic_canon(env: Any, gm: torch.fx.GraphModule, lowers: dict[sympy.Symbol
 
 
 def _generic_rename(env: Any, symbol: sympy.Symbol, value: int) -> Callable[[sympy.Symbol], sympy.Basic]:
+    merged = set(merged_into(env, symbol))
+
     def rename(s: sympy.Symbol) -> sympy.Basic:
-        if s == symbol:
+        if s in merged:
             return sympy.Integer(value)
         names = source_names(env, s)
         if not names:
@@ -531,7 +549,7 @@ def trace_at(tx: Any, env: Any, symbol: sympy.Symbol, value: int, aot_kwargs: di
         raise NotWidened("the frame is a generator or coroutine")
     f_locals = dict(tx.f_locals)
     dims: dict[int, tuple[torch.Tensor, set[int]]] = {}
-    for source in env.var_to_sources[symbol]:
+    for source in bound_sources(env, symbol):
         t = _resolve(source.base, f_locals)
         if not isinstance(t, torch.Tensor):
             raise NotWidened(f"input {source.base.name} is not a tensor")
@@ -554,7 +572,7 @@ def trace_at(tx: Any, env: Any, symbol: sympy.Symbol, value: int, aot_kwargs: di
             if d < t.dim() and t.shape[d] != value:
                 torch._dynamo.maybe_mark_dynamic(t, d)
     new_locals = {k: _rebuild(v, swap) for k, v in f_locals.items()}
-    for source in env.var_to_sources[symbol]:
+    for source in bound_sources(env, symbol):
         if _resolve(source.base, new_locals).shape[source.idx] != value:
             raise NotWidened(f"input {source.base.name} could not be narrowed (not reachable from the arguments)")
     args, kwargs = _call_arguments(code, new_locals)
@@ -687,12 +705,14 @@ def _match_symbols(env: Any, symbol: sympy.Symbol, nested_env: Any) -> dict[str,
     """Source name of each size-1 symbol -> the generic symbol's first source name.  The
     two traces must bind the same sources to the same symbols, ``symbol``'s sources
     aside (they are constants at size 1)."""
-    generic_groups = {frozenset(source_names(env, s)) for s in env.var_to_sources if s != symbol}
+    merged = set(merged_into(env, symbol))
+    generic_groups = {frozenset(source_names(env, s)) for s in env.var_to_sources if s not in merged}
     generic_groups.discard(frozenset())
     nested_groups = {frozenset(source_names(nested_env, s)) for s in nested_env.var_to_sources}
     nested_groups.discard(frozenset())
     if generic_groups != nested_groups:
-        raise NotWidened("the size-1 trace binds other input sizes to symbols differently")
+        differ = sorted(sorted(g) for g in generic_groups ^ nested_groups)
+        raise NotWidened(f"the size-1 trace binds other input sizes to symbols differently ({differ[:2]})")
     return _generic_names(env, symbol)
 
 
@@ -700,9 +720,12 @@ def _generic_names(env: Any, symbol: sympy.Symbol) -> dict[str, str]:
     """Each source name of a generic symbol other than ``symbol`` -> that symbol's first
     source name (the canonical name both traces' symbols are renamed to)."""
     out = {}
-    for s in env.var_to_sources:
+    merged = set(merged_into(env, symbol))
+    # replaced symbols first, so that a source listed under the symbol that replaced it
+    # maps to that symbol's name
+    for s in sorted(env.var_to_sources, key=lambda s: (s not in env.replacements, str(s))):
         names = source_names(env, s)
-        if s != symbol and names:
+        if s not in merged and names:
             for n in names:
                 out[n] = names[0]
     return out
@@ -841,7 +864,9 @@ def _prove_guards(env: Any, symbol: sympy.Symbol, value: int, nested_env: Any, n
     from verishape.proofs import Obligation, ProofRecord
 
     by_name = {}
-    for s in env.var_to_sources:
+    # replaced symbols first: a source also listed under the symbol that replaced it maps
+    # to that symbol, the one the premises (``env.replace``) are written in
+    for s in sorted(env.var_to_sources, key=lambda s: (s not in env.replacements, str(s))):
         for n in source_names(env, s):
             by_name[n] = s
     to_generic = {}
@@ -849,6 +874,7 @@ def _prove_guards(env: Any, symbol: sympy.Symbol, value: int, nested_env: Any, n
         ns = source_names(nested_env, s)
         if ns:
             to_generic[s] = by_name[names[ns[0]]]
+    merged = set(merged_into(env, symbol))
     sub = {symbol: sympy.Integer(value)}
     _refuse_if_excluded(env, symbol, value)
     premises = [env.replace(g.expr).xreplace(sub) for g in env.guards]
@@ -856,7 +882,7 @@ def _prove_guards(env: Any, symbol: sympy.Symbol, value: int, nested_env: Any, n
     nested_ranges = {to_generic[s]: vr for s, vr in nested_env.var_to_range.items() if s in to_generic}
     goals += facts.range_facts(nested_ranges.keys(), nested_ranges)
     others = {s: (ValueRanges(lowered[s], vr.upper) if s in lowered else vr)
-              for s, vr in env.var_to_range.items() if s != symbol and env.var_to_sources.get(s)}
+              for s, vr in env.var_to_range.items() if s not in merged and env.var_to_sources.get(s)}
     premises += facts.range_facts(others.keys(), others)
     premises = [p for p in premises if p is not sympy.true]
     goals = [g for g in goals if g is not sympy.true]
@@ -866,7 +892,7 @@ def _prove_guards(env: Any, symbol: sympy.Symbol, value: int, nested_env: Any, n
         result = None
     else:
         to_plain = facts.plain_symbols([goal, *premises], None) or {}
-        hints = {to_plain.get(s, s): int(v) for s, v in env.backed_var_to_val.items() if s != symbol}
+        hints = {to_plain.get(s, s): int(v) for s, v in env.backed_var_to_val.items() if s not in merged}
         result = prover.prove(goal.xreplace(to_plain), [p.xreplace(to_plain) for p in premises], witness=hints)
         from verishape import solvers
         if result.status != solvers.PROVED or result.vacuous:

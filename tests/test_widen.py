@@ -100,6 +100,28 @@ def test_duck_sized_inputs_are_narrowed_together():
     assert not entry.guard_manager.check({"x": torch.randn(1, 4), "y": torch.randn(2, 6)})
 
 
+def masked(x, m):
+    return (x * m).sum(1) + x.view(x.size(0), -1).mean(1)
+
+
+def test_a_symbol_torch_replaced_is_narrowed_with_the_one_that_replaced_it():
+    """Automatic dynamic gives x and m a batch symbol each; ``x * m`` equates them (one
+    replaces the other), as input_ids and attention_mask on a Hugging Face model.  Both
+    inputs are narrowed to 1 together, batch 1 reuses the graph, and the equality guard
+    stays."""
+    compiled = verishape.compile(masked, backend="aot_eager", widen_specializations=True)
+    for b in (2, 3, 1, 4, 1):
+        x, m = torch.randn(b, 8), torch.ones(b, 8)
+        torch.testing.assert_close(compiled(x, m), masked(x, m))
+    assert len(_widened(masked)) == 1
+    assert len(_debug_get_cache_entry_list(masked.__code__)) == 2  # static, then widened dynamic
+    dynamic_entry = _debug_get_cache_entry_list(masked.__code__)[0]
+    check = dynamic_entry.guard_manager.check
+    assert check({"x": torch.randn(1, 8), "m": torch.ones(1, 8)})
+    assert not check({"x": torch.randn(1, 8), "m": torch.ones(3, 8)})  # the batches stay equal
+    assert not check({"x": torch.randn(0, 8), "m": torch.ones(0, 8)})
+
+
 def test_automatic_dynamic_widens_the_second_compile():
     """dynamic=None: static for batch 2, dynamic for batch 3 (widened), batch 1 reuses it."""
     compiled = verishape.compile(same_at_one, backend="aot_eager", widen_specializations=True)
