@@ -496,12 +496,21 @@ def _raise_stop(*args: Any, **kwargs: Any) -> Any:
 def _resolve(source: Any, f_locals: dict[str, Any]) -> Any:
     """The object ``source`` names among the frame's locals (locals, items and
     attributes only)."""
-    from torch._dynamo.source import AttrSource, GetItemSource, LocalSource
+    from torch._dynamo.source import AttrSource, ConstDictKeySource, DictGetItemSource, GetItemSource, LocalSource
 
     if isinstance(source, LocalSource):
         return f_locals[source.local_name]
     if isinstance(source, GetItemSource) and not source.index_is_slice:
         return _resolve(source.base, f_locals)[source.index]
+    if isinstance(source, DictGetItemSource) and type(source) is DictGetItemSource:
+        # ``**kwargs`` of a module's forward: L['kwargs']['input_ids']
+        mapping = _resolve(source.base, f_locals)
+        if type(mapping) is not dict:
+            raise NotWidened(f"input {source.name} is an item of a {type(mapping).__name__}, not of a dict")
+        key = source.index
+        if isinstance(key, ConstDictKeySource):
+            key = list(mapping)[key.index]
+        return mapping[key]
     if isinstance(source, AttrSource):
         return getattr(_resolve(source.base, f_locals), source.member)
     raise NotWidened(f"input {source.name} is not a local, item or attribute")
@@ -702,17 +711,28 @@ def _compare_graphs(rec: _Recording, tx: Any, env: Any, dynamo_gm: torch.fx.Grap
 
 
 def _match_symbols(env: Any, symbol: sympy.Symbol, nested_env: Any) -> dict[str, str]:
-    """Source name of each size-1 symbol -> the generic symbol's first source name.  The
-    two traces must bind the same sources to the same symbols, ``symbol``'s sources
-    aside (they are constants at size 1)."""
+    """Source name of each size-1 symbol -> the generic symbol's first source name.
+
+    The two traces must bind the same sources to symbols (``symbol``'s sources aside:
+    they are constants at size 1), and each size-1 symbol's sources must lie within one
+    generic symbol's: the size-1 trace may keep apart sizes the generic trace made one
+    symbol (duck sizing; the generic guards that install the widened range check their
+    equality), never the reverse (a size-1 trace that equated two sizes assumed an
+    equality no installed guard checks)."""
     merged = set(merged_into(env, symbol))
     generic_groups = {frozenset(source_names(env, s)) for s in env.var_to_sources if s not in merged}
     generic_groups.discard(frozenset())
     nested_groups = {frozenset(source_names(nested_env, s)) for s in nested_env.var_to_sources}
     nested_groups.discard(frozenset())
-    if generic_groups != nested_groups:
-        differ = sorted(sorted(g) for g in generic_groups ^ nested_groups)
-        raise NotWidened(f"the size-1 trace binds other input sizes to symbols differently ({differ[:2]})")
+    covered = frozenset().union(*generic_groups) if generic_groups else frozenset()
+    nested_covered = frozenset().union(*nested_groups) if nested_groups else frozenset()
+    if covered != nested_covered:
+        differ = sorted(covered ^ nested_covered)
+        raise NotWidened(f"the size-1 trace binds other input sizes to symbols differently ({differ[:3]})")
+    for group in nested_groups:
+        if not any(group <= g for g in generic_groups):
+            raise NotWidened(f"the size-1 trace makes one symbol of sizes the generic trace keeps apart "
+                             f"({sorted(group)[:3]})")
     return _generic_names(env, symbol)
 
 

@@ -122,6 +122,34 @@ def test_a_symbol_torch_replaced_is_narrowed_with_the_one_that_replaced_it():
     assert not check({"x": torch.randn(0, 8), "m": torch.ones(0, 8)})
 
 
+def test_sizes_the_size_1_trace_keeps_apart_match_one_generic_symbol():
+    """dynamic=True duck-sizes x's and m's columns into one generic symbol; the size-1 trace
+    marks them dynamic one by one and gets two symbols.  Finer is fine (the installed
+    guards check the generic equality), so the batch is still widened."""
+    _sweep(masked, (2, 3, 1), lambda b: (torch.randn(b, 8), torch.ones(b, 8)))
+    assert len(_widened(masked)) == 1
+    assert len(_frames(masked)) == 1
+    (entry,) = _debug_get_cache_entry_list(masked.__code__)
+    assert entry.guard_manager.check({"x": torch.randn(1, 8), "m": torch.ones(1, 8)})
+    assert not entry.guard_manager.check({"x": torch.randn(1, 8), "m": torch.ones(1, 9)})
+
+
+def through_kwargs(**kwargs):
+    x = kwargs["x"]
+    return x * 2 + x.sum(1, keepdim=True)
+
+
+def test_an_input_passed_in_kwargs_is_narrowed():
+    """A module's forward called as ``model(**inputs)`` names its tensors
+    ``L['kwargs']['x']``: they are found and narrowed like locals."""
+    compiled = verishape.compile(through_kwargs, backend="aot_eager", dynamic=True, widen_specializations=True)
+    for b in (2, 3, 1):
+        x = torch.randn(b, 5)
+        torch.testing.assert_close(compiled(x=x), through_kwargs(x=x))
+    assert _widened(through_kwargs) == ["L['kwargs']['x'].size()[0]"]
+    assert len(_frames(through_kwargs)) == 1
+
+
 def test_automatic_dynamic_widens_the_second_compile():
     """dynamic=None: static for batch 2, dynamic for batch 3 (widened), batch 1 reuses it."""
     compiled = verishape.compile(same_at_one, backend="aot_eager", widen_specializations=True)
@@ -240,12 +268,14 @@ def test_tiny_gpt2_batch_sweep_is_widened_and_equal_to_eager():
     model = transformers.GPT2LMHeadModel(
         transformers.GPT2Config(n_layer=2, n_head=2, n_embd=32, vocab_size=100)).eval()
 
-    def fwd(ids):
-        return model(input_ids=ids).logits
+    def fwd(ids, mask):
+        return model(input_ids=ids, attention_mask=mask).logits
 
     with torch.no_grad():
-        _sweep(fwd, (2, 3, 1, 4, 1, 5), lambda b: (torch.randint(0, 100, (b, 7)),))
-    assert "L['ids'].size()[0]" in _widened(fwd)
+        _sweep(fwd, (2, 3, 1, 4, 1, 5),
+               lambda b: (torch.randint(0, 100, (b, 7)), torch.ones(b, 7, dtype=torch.long)))
+    # the two inputs share the batch: whichever names it, the batch size is widened
+    assert any(name in _widened(fwd) for name in ("L['ids'].size()[0]", "L['mask'].size()[0]"))
     assert sum(len(env.verishape_log.widened) for env in _frames(fwd)) == 1
     # batch 1 reused the dynamic graph: the only frames are the dynamic compile (and a
     # restarted analysis of it, which Dynamo counts as a frame of its own)
