@@ -773,6 +773,8 @@ def _canon_inputs(output_graph: Any, c: _Canonicalizer) -> dict[str, Any]:
 
 
 _GENERATED = re.compile(r"^(__compiled_fn_|__resume_at_|___stack|__import_|_resume_|graph_out_|tmp_)\w*")
+#: a module global Dynamo installs for the frame: ``___module_<name>_<id>_c<compile number>``
+_INSTALLED_GLOBAL = re.compile(r"^(___module_\w+_\d+)_c\d+$")
 
 
 def _bytecode(output_graph: Any) -> tuple[Any, ...]:
@@ -791,15 +793,23 @@ def _bytecode(output_graph: Any) -> tuple[Any, ...]:
         start = names.index("record_pregraph_bytecode_enter")
         end = names.index("record_pregraph_bytecode_exit")
         insts = insts[:start] + [None] + insts[end + 1:]
-    for inst in insts:
+    kept = [i for i in insts if i is None or not (
+        i.opname == "DELETE_FAST" and isinstance(i.argval, str) and i.argval.startswith("tmp_"))]
+    # A jump's argument is an absolute offset, which moves with the length of the pre-graph
+    # region: compare where it lands among the kept instructions instead.
+    position = {id(i): n for n, i in enumerate(kept) if i is not None}
+    for inst in kept:
         if inst is None:
             out.append(("pregraph",))
+            continue  # (the cleanup of its temporaries, as many as it had, was left out above)
+        target = getattr(inst, "target", None)
+        if target is not None:
+            out.append((inst.opname, ("->", position.get(id(target), "outside"))))
             continue
-        if inst.opname == "DELETE_FAST" and isinstance(inst.argval, str) and inst.argval.startswith("tmp_"):
-            continue  # cleanup of the pre-graph region's temporaries (as many as it had)
         arg = inst.argval
         if isinstance(arg, str):
             arg = _GENERATED.sub(lambda m: m.group(1), arg)
+            arg = _INSTALLED_GLOBAL.sub(lambda m: m.group(1), arg)
         elif isinstance(arg, types.CodeType):
             arg = ("code", arg.co_name)
         elif not isinstance(arg, (int, float, bool, type(None), tuple, frozenset)):

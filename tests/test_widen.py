@@ -8,6 +8,8 @@ the proof does not cover, and one tiny transformers model through a widened batc
 
 from __future__ import annotations
 
+import collections
+
 import pytest
 import torch
 from torch._dynamo.eval_frame import _debug_get_cache_entry_list
@@ -148,6 +150,35 @@ def test_an_input_passed_in_kwargs_is_narrowed():
         torch.testing.assert_close(compiled(x=x), through_kwargs(x=x))
     assert _widened(through_kwargs) == ["L['kwargs']['x'].size()[0]"]
     assert len(_frames(through_kwargs)) == 1
+
+
+class _DictOutput(torch.nn.Module):
+    """Returns an ``OrderedDict`` built in a loop, as Hugging Face model outputs are."""
+
+    def forward(self, **inputs):
+        y = inputs["x"] * 2 + inputs["x"].sum(1, keepdim=True)
+        out = collections.OrderedDict()
+        for name, value in (("a", y), ("b", y + 1)):
+            out[name] = value
+        return out
+
+
+def test_a_module_called_directly_is_widened():
+    """The code Dynamo generates around the graph names the globals it installs per compile
+    (``..._c1``, ``..._c2``) and jumps to absolute offsets that move with the length of the
+    argument set-up: neither is a difference between the graphs."""
+    module = _DictOutput()
+    compiled = verishape.compile(module, backend="aot_eager", widen_specializations=True)
+    for b in (2, 3, 1, 4, 1):
+        x = torch.randn(b, 5)
+        got, want = compiled(x=x), module(x=x)
+        assert list(got) == list(want)
+        for k in want:
+            torch.testing.assert_close(got[k], want[k])
+    code = _DictOutput.forward.__code__
+    assert [ev.sources[0] for env in frames.envs_for(code) for ev in env.verishape_log.widened] == [
+        "L['inputs']['x'].size()[0]"]
+    assert len(_debug_get_cache_entry_list(code)) == 2  # static batch 2, widened dynamic
 
 
 def test_automatic_dynamic_widens_the_second_compile():
