@@ -22,13 +22,6 @@ from verishape.cli_errors import UsageError
 from audit_helpers import X0, audit_in_process
 
 
-@pytest.fixture(autouse=True)
-def _fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
-
-
 audit = audit_in_process
 
 

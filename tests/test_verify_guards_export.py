@@ -9,18 +9,9 @@ runtime asserts are checked against it; a counterexample is replayed by calling
 from __future__ import annotations
 
 
-import pytest
-import torch
 
 
 from audit_helpers import X0, audit_in_process
-
-
-@pytest.fixture(autouse=True)
-def _fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
 
 
 audit = audit_in_process

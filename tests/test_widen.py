@@ -16,7 +16,7 @@ from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 
 import verishape
 from verishape import solvers
-from verishape.compiler import frames, widen
+from verishape.compiler import canon, frames, widen
 from verishape.shape_env import use_prover
 
 
@@ -281,9 +281,9 @@ def test_canonical_folds_size_nodes_and_substitutes():
     gm, env = graphs["generic"]
     (s,) = [s for s, src in env.var_to_sources.items() if src[0].name == "L['x'].size()[0]"]
     gm1, env1 = graphs["one"]
-    one = widen.canonical(gm1, widen._nested_rename(env1, widen._generic_names(env, s)))
-    assert widen.canonical(gm, widen._generic_rename(env, s, 1)) == one
-    assert widen.canonical(gm, widen._generic_rename(env, s, 2)) != one
+    one = canon.canonical(gm1, widen._nested_rename(env1, widen._generic_names(env, s)))
+    assert canon.canonical(gm, widen._generic_rename(env, s, 1)) == one
+    assert canon.canonical(gm, widen._generic_rename(env, s, 2)) != one
     assert any(e[0] == "placeholder" for e in one.entries)
     assert not any(isinstance(e[-1], tuple) and e[-1] and e[-1][0] != "tensor" for e in one.entries
                    if e[0] == "placeholder"), "SymInt placeholders are folded"

@@ -131,13 +131,11 @@ def _add_export(run: Run, frame: Any, progress: Callable[[str], None]) -> None:
 
 def _inside_widening_trace() -> bool:
     """Whether Dynamo is tracing for ``verishape.compile(widen_specializations=True)``'s
-    proof of specialization equivalence (``compiler/widen.py`` traces a copy of the frame
-    at the excluded size under its ``_capture`` context): a check, not a compile of the
-    user's code, so not a frame of the report."""
+    proof of specialization equivalence: a check, not a compile of the user's code, so not
+    a frame of the report."""
     from verishape.compiler import widen
 
-    capture = getattr(widen, "_capture", None)
-    return capture is not None and capture.get() is not None
+    return widen.tracing_at_excluded_size()
 
 
 def _enclosing_call(frames_: Sequence[Frame]) -> int | None:

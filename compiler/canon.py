@@ -1,0 +1,272 @@
+"""Comparable forms of what Dynamo made for a frame: its FX graphs (:func:`canonical`) and
+the bytecode around the graph (:func:`bytecode`).
+
+Two traces of one frame (the generic one and one at a specialized size) are compared in
+these forms by :mod:`verishape.compiler.widen`: size-only nodes are folded to their
+values, symbols are renamed by input source, and names and offsets that only say *when*
+Dynamo generated something are normalised, so that what remains differs only where the
+computation does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import re
+import types
+from collections.abc import Callable
+from typing import Any
+
+import sympy
+import torch
+
+
+class NotWidened(Exception):
+    """Why a specialization was not widened (the message is the reason, for reports)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Canon:
+    """A graph in a form two traces can be compared in: one entry per kept node."""
+
+    entries: tuple[Any, ...]
+
+    def fingerprint(self) -> str:
+        return hashlib.sha256(repr(self.entries).encode()).hexdigest()[:16]
+
+
+def _value(node: torch.fx.Node) -> Any:
+    meta = node.meta
+    return meta["val"] if "val" in meta else meta.get("example_value")
+
+
+def _has_tensor(value: Any) -> bool:
+    if isinstance(value, torch.Tensor):
+        return True
+    if isinstance(value, (list, tuple)):
+        return any(_has_tensor(v) for v in value)
+    if isinstance(value, dict):
+        return any(_has_tensor(v) for v in value.values())
+    return False
+
+
+def is_size_only(value: Any) -> bool:
+    """A node whose value is a number or a structure of numbers (``sym_size``, ``size()``,
+    arithmetic on sizes).  At size 1 Dynamo folds these into constants, so they are
+    replaced by their value everywhere they are used."""
+    if isinstance(value, (torch.SymInt, torch.SymBool, torch.SymFloat, int, float, bool)):
+        return True
+    if isinstance(value, (list, tuple, torch.Size)):
+        return len(value) > 0 and all(is_size_only(v) for v in value)
+    return False
+
+
+class Canonicalizer:
+    """Turns a graph into :class:`Canon` with ``rename`` applied to every symbol.
+
+    ``rename`` maps each symbol to its canonical form (the generic side substitutes the
+    widened symbol by 1 and names the others by their first input source; the size-1 side
+    names its symbols by source).  A symbol ``rename`` does not cover (unbacked, or
+    without a source) makes the graph incomparable."""
+
+    def __init__(self, rename: Callable[[sympy.Symbol], sympy.Basic]) -> None:
+        self._rename = rename
+
+    def expr(self, e: sympy.Basic) -> sympy.Basic:
+        out = e.xreplace({s: self._rename(s) for s in e.free_symbols})
+        return sympy.expand(out) if isinstance(out, sympy.Expr) else out
+
+    def number(self, v: Any) -> Any:
+        if isinstance(v, torch.SymInt):
+            constant = v.node.maybe_as_int()
+            return sympy.Integer(constant) if constant is not None else self.expr(v.node.expr)
+        if isinstance(v, (torch.SymBool, torch.SymFloat)):
+            return self.expr(v.node.expr)
+        if isinstance(v, bool):
+            return sympy.true if v else sympy.false
+        if isinstance(v, int):
+            return sympy.Integer(v)
+        return v
+
+    def scalar(self, v: Any) -> Any:
+        if isinstance(v, (list, tuple, torch.Size)):
+            return tuple(self.scalar(x) for x in v)
+        return self.number(v)
+
+    def tensor_meta(self, t: torch.Tensor, storages: list[Any]) -> tuple[Any, ...]:
+        key = t.untyped_storage()._cdata  # the storage's identity; fake tensors have one too
+        if key not in storages:
+            storages.append(key)
+        alias = storages.index(key)
+        return ("tensor", self.scalar(t.shape), self.scalar(t.stride()), self.number(t.storage_offset()),
+                str(t.dtype), str(t.device), str(t.layout), bool(t.requires_grad), alias)
+
+    def meta(self, value: Any, storages: list[Any]) -> Any:
+        if isinstance(value, torch.Tensor):
+            return self.tensor_meta(value, storages)
+        if isinstance(value, (list, tuple)):
+            return tuple(self.meta(v, storages) for v in value)
+        if value is None:
+            return None
+        return ("other", type(value).__name__)
+
+    def constant(self, gm: torch.fx.GraphModule, target: str, storages: list[Any]) -> Any:
+        """A ``get_attr`` tensor: its metadata and its contents (a digest of the values;
+        the same parameter object on both sides compares by identity of its data)."""
+        attr = gm
+        for part in target.split("."):
+            attr = getattr(attr, part)
+        if not isinstance(attr, torch.Tensor) or isinstance(attr, torch._subclasses.FakeTensor):
+            raise NotWidened(f"graph reads attribute {target} of type {type(attr).__name__}; not compared")
+        meta = ("tensor", tuple(attr.shape), tuple(attr.stride()), attr.storage_offset(), str(attr.dtype),
+                str(attr.device), str(attr.layout), bool(attr.requires_grad))
+        if attr.numel() <= 1 << 16:
+            from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+            with unset_fake_temporarily():  # lowering runs under the frame's fake mode
+                data = attr.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes()
+            return meta, hashlib.sha256(data).hexdigest()
+        return meta, ("data_ptr", attr.data_ptr())
+
+    def _identity_view(self, node: torch.fx.Node, index: dict[torch.fx.Node, int], storages: list[Any]) -> bool:
+        """An ATen view op (``slice``, ``alias``, ``view``...) whose result has its
+        input's sizes, strides, storage offset, dtype and storage: it reads exactly the
+        input's elements, so it is the input.  The traces differ in these (a generic
+        ``slice(x, 0, 0, end)`` is dropped at size 1, or becomes ``alias``); folded on
+        both sides."""
+        target = node.target
+        if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload) or not target.is_view:
+            return False
+        source = node.args[0] if node.args else None
+        if not isinstance(source, torch.fx.Node) or source not in index:
+            return False
+        mine, theirs = _value(node), _value(source)
+        if not isinstance(mine, torch.Tensor) or not isinstance(theirs, torch.Tensor):
+            return False
+        probe = list(storages)
+        return self.tensor_meta(mine, probe) == self.tensor_meta(theirs, probe)
+
+    def graph(self, gm: torch.fx.GraphModule) -> Canon:
+        index: dict[torch.fx.Node, int] = {}
+        folded: dict[torch.fx.Node, Any] = {}
+        storages: list[Any] = []
+        entries: list[Any] = []
+
+        def arg(a: Any) -> Any:
+            if isinstance(a, torch.fx.Node):
+                if a in folded:
+                    return ("value", folded[a])
+                return ("node", index[a])
+            if isinstance(a, (list, tuple)):
+                items = tuple(arg(x) for x in a)
+                if items and all(i[0] == "value" for i in items):
+                    # a literal tuple of sizes and a folded size node holding one compare equal
+                    return ("value", tuple(i[1] for i in items))
+                return (type(a).__name__, items)
+            if isinstance(a, dict):
+                return ("dict", tuple((k, arg(v)) for k, v in a.items()))
+            if isinstance(a, slice):
+                return ("slice", arg(a.start), arg(a.stop), arg(a.step))
+            if isinstance(a, (torch.SymInt, torch.SymBool, torch.SymFloat, bool, int)):
+                return ("value", self.number(a))
+            if isinstance(a, torch.Tensor):
+                raise NotWidened("a tensor constant is an argument of a graph node")
+            if isinstance(a, (float, str, type(None), torch.dtype, torch.device, torch.layout,
+                              torch.memory_format)):
+                return ("const", type(a).__name__, repr(a))
+            raise NotWidened(f"cannot compare an argument of type {type(a).__name__}")
+
+        for node in gm.graph.nodes:
+            value = _value(node)
+            if node.op == "call_module":
+                raise NotWidened(f"graph has a call_module node ({node.target}); not compared")
+            if node.op == "get_attr":
+                index[node] = len(entries)
+                entries.append(("get_attr", node.target, self.constant(gm, node.target, storages)))
+                continue
+            if node.op != "output" and is_size_only(value) and not _has_tensor(value):
+                folded[node] = self.scalar(value)
+                continue
+            if self._identity_view(node, index, storages):
+                index[node] = index[node.args[0]]  # a view equal to its input: the same value
+                continue
+            target = node.target if isinstance(node.target, str) else _target_name(node.target)
+            if node.op == "placeholder":
+                grapharg = node.meta.get("grapharg")
+                source = grapharg.source.name if grapharg is not None and grapharg.source is not None else None
+                entry = ("placeholder", source, self.meta(value, storages))
+            else:
+                entry = (node.op, target, arg(node.args), arg(node.kwargs),
+                         self.meta(value, storages) if node.op != "output" else None)
+            index[node] = len(entries)
+            entries.append(entry)
+        return Canon(tuple(entries))
+
+
+def _target_name(target: Any) -> str:
+    if isinstance(target, torch._ops.OpOverload | torch._ops.OpOverloadPacket | torch._ops.HigherOrderOperator):
+        return str(target)
+    module = getattr(target, "__module__", None) or ""
+    name = getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or repr(target)
+    return f"{module}.{name}"
+
+
+def canonical(gm: torch.fx.GraphModule, rename: Callable[[sympy.Symbol], sympy.Basic]) -> Canon:
+    """``gm`` as :class:`Canon`.
+
+    Kept, in order: tensor placeholders and every node whose value holds a tensor or
+    nothing (``None``: asserts and other effects are compared, never dropped), each with
+    its op, target, arguments and value metadata (sizes, strides, storage offset, dtype,
+    device, layout, ``requires_grad``, and which earlier kept value shares its storage).
+    Folded: nodes whose value is a number or a tuple of numbers (SymInt placeholders,
+    ``sym_size``, size arithmetic), replaced at each use by their value as an expression.
+    Every symbol goes through ``rename``; expressions are expanded, so ``1*s1`` and
+    ``s1`` compare equal.  Raises :class:`NotWidened` for what it cannot compare
+    (submodules, tensor constants, unnamed symbols)."""
+    return Canonicalizer(rename).graph(gm)
+
+
+_GENERATED = re.compile(r"^(__compiled_fn_|__resume_at_|___stack|__import_|_resume_|graph_out_|tmp_)\w*")
+#: a module global Dynamo installs for the frame: ``___module_<name>_<id>_c<compile number>``
+_INSTALLED_GLOBAL = re.compile(r"^(___module_\w+_\d+)_c\d+$")
+
+
+def bytecode(output_graph: Any) -> tuple[Any, ...]:
+    """The instructions Dynamo generated around the graph, in a comparable form.
+
+    The pre-graph region (between Dynamo's ``record_pregraph_bytecode_enter`` and
+    ``..._exit`` markers) only computes the graph's arguments: at size 1 it passes fewer
+    size arguments.  It is left out here; the arguments themselves are compared through
+    the placeholders' sources (:func:`canonical`).  Everything else (the graph call, the
+    reconstruction of the return value with its constants, side effects) must match
+    instruction for instruction, generated names aside."""
+    out = []
+    insts = list(output_graph.output_instructions)
+    names = [i.argval if isinstance(i.argval, str) else "" for i in insts]
+    if "record_pregraph_bytecode_enter" in names and "record_pregraph_bytecode_exit" in names:
+        start = names.index("record_pregraph_bytecode_enter")
+        end = names.index("record_pregraph_bytecode_exit")
+        insts = insts[:start] + [None] + insts[end + 1:]
+    kept = [i for i in insts if i is None or not (
+        i.opname == "DELETE_FAST" and isinstance(i.argval, str) and i.argval.startswith("tmp_"))]
+    # A jump's argument is an absolute offset, which moves with the length of the pre-graph
+    # region: compare where it lands among the kept instructions instead.
+    position = {id(i): n for n, i in enumerate(kept) if i is not None}
+    for inst in kept:
+        if inst is None:
+            out.append(("pregraph",))
+            continue  # (the cleanup of its temporaries, as many as it had, was left out above)
+        target = getattr(inst, "target", None)
+        if target is not None:
+            out.append((inst.opname, ("->", position.get(id(target), "outside"))))
+            continue
+        arg = inst.argval
+        if isinstance(arg, str):
+            arg = _GENERATED.sub(lambda m: m.group(1), arg)
+            arg = _INSTALLED_GLOBAL.sub(lambda m: m.group(1), arg)
+        elif isinstance(arg, types.CodeType):
+            arg = ("code", arg.co_name)
+        elif not isinstance(arg, (int, float, bool, type(None), tuple, frozenset)):
+            arg = type(arg).__name__
+        out.append((inst.opname, repr(arg)))
+    return tuple(out)
