@@ -472,10 +472,21 @@ class Translator:
         return self._quotients[key]
 
     def _torch_mod(self, expr: sympy.Basic) -> z3.ExprRef:
+        """torch's ``Mod`` is only defined for ``a >= 0, b > 0``, where every modulo
+        convention agrees.  A symbolic divisor goes through the same fresh floor quotient
+        as a ``FloorDiv(a, b)`` elsewhere in the query: ``Eq(8*s, n*((8*s)//n))`` under
+        ``Eq(Mod(8*s, n), 0)`` (tiny GPT-2's attention reshape) is then linear in the
+        shared quotient, where Z3's own ``mod`` left it unknown after a second."""
         a, b = self._ints(expr)
         self._require(a >= 0)
         self._require(b > 0)
-        return a % b
+        return self._natural_mod(a, b)
+
+    def _natural_mod(self, a: z3.ArithRef, b: z3.ArithRef) -> z3.ArithRef:
+        """``a % b`` for ``a >= 0, b > 0`` (the caller's side conditions)."""
+        if z3.is_int_value(b):
+            return a % b
+        return a - b * self._int_floordiv(a, b)
 
     def _sympy_mod(self, expr: sympy.Basic) -> z3.ExprRef:
         return self._python_mod(expr)
@@ -485,7 +496,10 @@ class Translator:
         self._require(a >= 0)
         self._require(b > 0)
         self._require(c > 0)
-        return (a / b) % c
+        # The same quotients as FloorDiv and Mod, so ModularIndexing(a, 1, c) and Mod(a, c)
+        # are one term to the solver.
+        quotient = a if z3.is_int_value(b) and b.as_long() == 1 else self._int_floordiv(a, b)
+        return self._natural_mod(quotient, c)
 
     def _min_max(self, expr: sympy.Basic) -> z3.ExprRef:
         terms = self._exact_args(expr)

@@ -225,3 +225,19 @@ def test_shared_context_work_is_never_concurrent(monkeypatch):
     for t in threads:
         t.join()
     assert overlaps[0] == 1
+
+
+def test_torch_mod_with_a_symbolic_divisor_shares_the_floor_quotient():
+    """Tiny GPT-2's attention reshape asks ``Eq(8*s, n*((8*s)//n))`` knowing
+    ``Eq(Mod(8*s, n), 0)``.  With Z3's own ``mod`` this came back unknown after up to a
+    second; sharing the quotient with the ``FloorDiv`` makes it linear in one fresh
+    integer.  The refutation next to it checks the premise still carries weight."""
+    s = sympy.Symbol("s", integer=True, positive=True)
+    n = sympy.Symbol("n", integer=True, positive=True)
+    goal = sympy.Eq(8 * s, n * tf.FloorDiv(8 * s, n))
+    p = Prover(store=None)
+    assert p.prove(goal, [sympy.Eq(tf.Mod(8 * s, n), 0)]).status == "proved"
+    refuted = p.prove(goal, [sympy.Eq(tf.Mod(8 * s, n), 1)])
+    assert refuted.status == "refuted"
+    cx = refuted.counterexample
+    assert (8 * cx["s"]) % cx["n"] == 1 and 8 * cx["s"] != cx["n"] * (8 * cx["s"] // cx["n"])
