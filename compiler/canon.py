@@ -71,6 +71,12 @@ class Canonicalizer:
 
     def __init__(self, rename: Callable[[sympy.Symbol], sympy.Basic]) -> None:
         self._rename = rename
+        #: storage of a folded whole-dimension scatter -> the storage of its src
+        self._same_storage: dict[Any, Any] = {}
+        #: storages some graph output uses (a scatter writing one is never folded)
+        self._output_storages: set[Any] = set()
+        #: the graph only calls ATen ops that mutate nothing (see :func:`_is_functional`)
+        self._functional = False
 
     def expr(self, e: sympy.Basic) -> sympy.Basic:
         out = e.xreplace({s: self._rename(s) for s in e.free_symbols})
@@ -93,19 +99,32 @@ class Canonicalizer:
             return tuple(self.scalar(x) for x in v)
         return self.number(v)
 
-    def tensor_meta(self, t: torch.Tensor, storages: list[Any]) -> tuple[Any, ...]:
+    def tensor_meta(self, t: torch.Tensor, storages: list[Any], loose: bool = False) -> tuple[Any, ...]:
+        """Sizes, strides, offset, dtype, device, layout, grad flag and storage identity.
+
+        ``loose``: the stride of a dimension of size 1 is left out.  Its only index is 0,
+        so it never moves an address: two tensors that agree on everything else view the
+        same elements of the same storage (torch's contiguity checks skip such strides
+        too).  At size 1 ATen's stride choice for them differs from the generic formula
+        (a clone of a (1, 7) slice of a (1, 8) tensor keeps stride 8, where (s, 7) is made
+        contiguous).  Used for intermediates only: a graph output's strides are seen by
+        the caller, and an input's are what its guards check."""
         key = t.untyped_storage()._cdata  # the storage's identity; fake tensors have one too
+        key = self._same_storage.get(key, key)
         if key not in storages:
             storages.append(key)
         alias = storages.index(key)
-        return ("tensor", self.scalar(t.shape), self.scalar(t.stride()), self.number(t.storage_offset()),
+        sizes, strides = self.scalar(t.shape), self.scalar(t.stride())
+        if loose:
+            strides = tuple("size-1" if n == 1 else st for n, st in zip(sizes, strides))
+        return ("tensor", sizes, strides, self.number(t.storage_offset()),
                 str(t.dtype), str(t.device), str(t.layout), bool(t.requires_grad), alias)
 
-    def meta(self, value: Any, storages: list[Any]) -> Any:
+    def meta(self, value: Any, storages: list[Any], loose: bool = False) -> Any:
         if isinstance(value, torch.Tensor):
-            return self.tensor_meta(value, storages)
+            return self.tensor_meta(value, storages, loose)
         if isinstance(value, (list, tuple)):
-            return tuple(self.meta(v, storages) for v in value)
+            return tuple(self.meta(v, storages, loose) for v in value)
         if value is None:
             return None
         return ("other", type(value).__name__)
@@ -146,11 +165,61 @@ class Canonicalizer:
         probe = list(storages)
         return self.tensor_meta(mine, probe) == self.tensor_meta(theirs, probe)
 
+    def _full_scatter(self, node: torch.fx.Node, index: dict[torch.fx.Node, int], folded: dict[torch.fx.Node, Any],
+                      storages: list[Any], outputs: set[torch.fx.Node]) -> bool:
+        """``aten.slice_scatter(base, src, dim, 0, end)`` whose slice is the whole of
+        ``dim`` (``end >= base.size(dim)``, step 1) and whose ``src`` has its result's
+        sizes and strides: every element comes from ``src``, so the result *is* ``src``'s
+        value.  Generic traces write ``t[:, 1:] = v`` through a full dim-0 slice and scatter
+        it back; at size 1 ATen drops that slice.  Only in functional (AOT) graphs, where no
+        intermediate is mutated, so a fresh copy and ``src`` cannot be told apart; never
+        for a graph output (the caller could see the storage it shares)."""
+        if node.target is not torch.ops.aten.slice_scatter.default or node in outputs or not self._functional:
+            return False
+        if not isinstance(_value(node), torch.Tensor) or _storage(_value(node)) in self._output_storages:
+            return False
+        args = list(node.args) + [None] * (6 - len(node.args))
+        base, src, dim, start, end, step = args[:6]
+        dim = node.kwargs.get("dim", 0 if dim is None else dim)
+        start = node.kwargs.get("start", start)
+        end = node.kwargs.get("end", end)
+        step = node.kwargs.get("step", 1 if step is None else step)
+        if not isinstance(src, torch.fx.Node) or src not in index or not isinstance(base, torch.fx.Node):
+            return False
+        mine, theirs, whole = _value(node), _value(src), _value(base)
+        if not all(isinstance(t, torch.Tensor) for t in (mine, theirs, whole)) or not isinstance(dim, int):
+            return False
+
+        def number(a: Any) -> Any:
+            return folded[a] if isinstance(a, torch.fx.Node) and a in folded else (
+                None if isinstance(a, torch.fx.Node) else self.number(a))
+
+        size = self.number(whole.shape[dim])
+        first, last, stride = number(0 if start is None else start), number(end), number(step)
+        if last is None and end is not None:
+            return False
+        covers = end is None or (isinstance(last, sympy.Expr) and isinstance(size, sympy.Expr)
+                                 and sympy.simplify(last - size).is_nonnegative is True)
+        if first != 0 or stride != 1 or not covers:
+            return False
+        probe = list(storages)
+        if self.tensor_meta(mine, probe)[:-1] != self.tensor_meta(theirs, probe)[:-1]:
+            return False
+        src_key = _storage(theirs)
+        self._same_storage[_storage(mine)] = self._same_storage.get(src_key, src_key)
+        return True
+
     def graph(self, gm: torch.fx.GraphModule) -> Canon:
         index: dict[torch.fx.Node, int] = {}
         folded: dict[torch.fx.Node, Any] = {}
         storages: list[Any] = []
         entries: list[Any] = []
+        outputs: set[torch.fx.Node] = set()
+        for node in gm.graph.find_nodes(op="output"):
+            torch.fx.node.map_arg(node.args, outputs.add)
+        self._same_storage = {}
+        self._output_storages = {_storage(v) for n in outputs for v in _flat_tensors(_value(n))}
+        self._functional = _is_functional(gm)
 
         def arg(a: Any) -> Any:
             if isinstance(a, torch.fx.Node):
@@ -171,8 +240,8 @@ class Canonicalizer:
                 return ("value", self.number(a))
             if isinstance(a, torch.Tensor):
                 raise NotWidened("a tensor constant is an argument of a graph node")
-            if isinstance(a, (float, str, type(None), torch.dtype, torch.device, torch.layout,
-                              torch.memory_format)):
+            if isinstance(a, (float, str, type(None), type(Ellipsis), torch.dtype, torch.device, torch.layout,
+                              torch.memory_format)):  # Ellipsis: ``x[..., :n]`` (LLaMA's rotary embedding)
                 return ("const", type(a).__name__, repr(a))
             raise NotWidened(f"cannot compare an argument of type {type(a).__name__}")
 
@@ -190,6 +259,9 @@ class Canonicalizer:
             if self._identity_view(node, index, storages):
                 index[node] = index[node.args[0]]  # a view equal to its input: the same value
                 continue
+            if self._full_scatter(node, index, folded, storages, outputs):
+                index[node] = index[node.args[1]]  # a whole-dimension scatter of src: src's value
+                continue
             target = node.target if isinstance(node.target, str) else _target_name(node.target)
             if node.op == "placeholder":
                 grapharg = node.meta.get("grapharg")
@@ -197,10 +269,53 @@ class Canonicalizer:
                 entry = ("placeholder", source, self.meta(value, storages))
             else:
                 entry = (node.op, target, arg(node.args), arg(node.kwargs),
-                         self.meta(value, storages) if node.op != "output" else None)
+                         self.meta(value, storages, loose=node not in outputs) if node.op != "output" else None)
             index[node] = len(entries)
             entries.append(entry)
         return Canon(tuple(entries))
+
+
+def first_difference(generic: Canon, other: Canon, width: int = 160) -> str:
+    """Where two canonical graphs first differ, for a refusal's reason (``""`` if equal)."""
+    for n, (a, b) in enumerate(zip(generic.entries, other.entries)):
+        if a != b:
+            ra, rb = str(a), str(b)
+            at = next((i for i, (x, y) in enumerate(zip(ra, rb)) if x != y), min(len(ra), len(rb)))
+            start = max(0, at - width // 2)  # centred on the first differing character
+            return f" at node {n} ({ra[:60]}...): generic ...{ra[start:start + width]} vs ...{rb[start:start + width]}"
+    if len(generic.entries) != len(other.entries):
+        return f": {len(generic.entries)} vs {len(other.entries)} nodes"
+    return ""
+
+
+def _is_functional(gm: torch.fx.GraphModule) -> bool:
+    """Every call is an ATen op that mutates nothing (or ``getitem`` of a result, or
+    arithmetic on sizes): then no value changes after it is made, and a fresh copy of a
+    value reads as the value."""
+    import operator
+
+    for node in gm.graph.nodes:
+        if node.op in ("placeholder", "output", "get_attr"):
+            continue
+        if node.op != "call_function":
+            return False
+        if node.target is operator.getitem or (is_size_only(_value(node)) and not _has_tensor(_value(node))):
+            continue  # a result's item, or size arithmetic (no tensor in or out)
+        if not isinstance(node.target, torch._ops.OpOverload) or node.target._schema.is_mutable:
+            return False
+    return True
+
+
+def _storage(t: torch.Tensor) -> Any:
+    return t.untyped_storage()._cdata
+
+
+def _flat_tensors(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _flat_tensors(v)]
+    return []
 
 
 def _target_name(target: Any) -> str:

@@ -26,6 +26,11 @@ is made at the level of the frame:
    widened, inside a scope that restores itself (guard minimization then runs under the
    widened range too), and logs the proof as a ``specialization_widened`` record.
 
+Several candidates are proved corner by corner (:func:`groups_to_try`, :func:`choose`): each
+alone at 1 with the others ``>= 2``, and every larger subset at 1 together; only a set whose
+every non-empty subset is proved is widened, so the region the widened guards admit is the
+union of the generic one and of the proved corners.
+
 Only eligible symbols are tried: backed, bound to an input tensor size, range exactly
 ``[2, upper]`` and not replaced.  Only the backends whose pipeline is known are used:
 ``eager`` (runs the Dynamo graph), ``aot_eager`` and ``inductor`` (inference graphs).
@@ -37,6 +42,7 @@ import contextlib
 import contextvars
 import dataclasses
 import hashlib
+import itertools
 import logging
 import time
 import types
@@ -47,7 +53,15 @@ import sympy
 import torch
 from torch.utils._sympy.value_ranges import ValueRanges
 
-from .canon import Canon, NotWidened, Canonicalizer, bytecode, canonical, is_size_only
+from .canon import (
+    Canon,
+    Canonicalizer,
+    NotWidened,
+    bytecode,
+    canonical,
+    first_difference,
+    is_size_only,
+)
 
 log = logging.getLogger("verishape")
 
@@ -66,6 +80,41 @@ def merged_into(env: Any, symbol: sympy.Symbol) -> list[sympy.Symbol]:
     narrowed together and neither may stay a symbol of its own in the comparison."""
     merged = sorted((s for s, r in env.replacements.items() if r == symbol and s != symbol), key=str)
     return [symbol, *merged]
+
+
+#: symbols narrowed to 1 together in one size-1 trace (sorted by first source name)
+Group = tuple[sympy.Symbol, ...]
+#: joint traces are made for at most this many candidate symbols (2**n - 1 traces in all)
+MAX_JOINT = 3
+
+
+def as_group(symbols: sympy.Symbol | Group) -> Group:
+    return symbols if isinstance(symbols, tuple) else (symbols,)
+
+
+def merged_group(env: Any, symbols: sympy.Symbol | Group) -> set[sympy.Symbol]:
+    """Every generic symbol that takes the narrowed value: the group's and those torch
+    replaced by them."""
+    return {m for s in as_group(symbols) for m in merged_into(env, s)}
+
+
+def groups_to_try(env: Any, symbols: list[sympy.Symbol]) -> list[Group]:
+    """Each candidate alone, then (for up to :data:`MAX_JOINT` candidates) every larger
+    subset: a batch-1 call sets all of them to 1 at once.  Hugging Face models give
+    ``input_ids`` and ``attention_mask`` a batch symbol each that nothing equates; the
+    widened region ``[1, oo)**n`` is covered only if every corner where some of them are
+    1 and the rest ``>= 2`` is proved."""
+    ordered = sorted(symbols, key=lambda s: (source_names(env, s), str(s)))
+    out: list[Group] = [(s,) for s in ordered]
+    if 2 <= len(ordered) <= MAX_JOINT:
+        for k in range(2, len(ordered) + 1):
+            out += list(itertools.combinations(ordered, k))
+    return out
+
+
+def group_name(env: Any, group: Group) -> str:
+    names = [(source_names(env, s) or [str(s)])[0] for s in group]
+    return names[0] + (f" (with {', '.join(names[1:])} at 1 too)" if len(names) > 1 else "")
 
 
 def bound_sources(env: Any, symbol: sympy.Symbol) -> list[Any]:
@@ -103,9 +152,11 @@ class Plan:
     why not."""
 
     output_graph: Any
-    evidence: dict[sympy.Symbol, Any] = dataclasses.field(default_factory=dict)
-    refused: dict[sympy.Symbol, str] = dataclasses.field(default_factory=dict)
+    evidence: dict[Group, Any] = dataclasses.field(default_factory=dict)
+    refused: dict[Group, str] = dataclasses.field(default_factory=dict)
     finished: bool = False
+    #: the symbols widened: every non-empty subset of them has a proof
+    chosen: tuple[sympy.Symbol, ...] = ()
 
     def lowers(self, env: Any, prover: Any) -> dict[sympy.Symbol, int]:
         """Called by the env when it produces guards: the lower bound each proved symbol
@@ -115,24 +166,28 @@ class Plan:
         proved = finish(env, self, prover)
         if first:
             log_ = env.verishape_log
-            for symbol, ev in proved.items():
-                log_.widened.append(ev)
-                if ev.proof is not None:
-                    log_.add(ev.proof)
-            for symbol, why in self.refused.items():
-                names = source_names(env, symbol)
-                log_.not_widened.append((names[0] if names else str(symbol), why))
-        return {s: ev.value for s, ev in proved.items()}
+            for group, ev in proved.items():
+                if set(group) <= set(self.chosen):
+                    log_.widened.append(ev)
+                    if ev.proof is not None:
+                        log_.add(ev.proof)
+                else:
+                    why = "proved, but not every subset of the sizes it sets to 1 together was (see the other reasons)"
+                    log_.not_widened.append((group_name(env, group), why))
+            for group, why in self.refused.items():
+                log_.not_widened.append((group_name(env, group), why))
+        return {s: 1 for s in self.chosen}
 
 
 @dataclasses.dataclass
 class _Recording:
     env: Any
     lowers: dict[sympy.Symbol, int]
+    groups: list[Group] = dataclasses.field(default_factory=list)
     aot_graphs: list[Any] = dataclasses.field(default_factory=list)
     aot_kwargs: dict[str, Any] | None = None
     aot_calls: int = 0
-    dynamo_graphs: dict[sympy.Symbol, Canon | str] = dataclasses.field(default_factory=dict)
+    dynamo_graphs: dict[Group, Canon | str] = dataclasses.field(default_factory=dict)
 
 
 _recording: contextvars.ContextVar[_Recording | None] = contextvars.ContextVar("verishape_widen_rec", default=None)
@@ -157,7 +212,7 @@ def observe_aot(kwargs: dict[str, Any]) -> dict[str, Any]:
     inner = kwargs.get("inference_compiler") or kwargs["fw_compiler"]
 
     def record_then_compile(gm: torch.fx.GraphModule, example_inputs: Any, *args: Any, **kw: Any) -> Any:
-        rec.aot_graphs.append(_generic_canon(rec.env, gm, rec.lowers))  # before lowering rewrites gm
+        rec.aot_graphs.append(_generic_canon(rec.env, gm, rec.groups))  # before lowering rewrites gm
         with rec.env._ranges_widened(rec.lowers):
             return inner(gm, example_inputs, *args, **kw)
 
@@ -176,20 +231,20 @@ def _same_kind(original: Any, fn: Callable[..., Any]) -> Any:
     return fn
 
 
-def _generic_canon(env: Any, gm: torch.fx.GraphModule, lowers: dict[sympy.Symbol, int]) -> dict[sympy.Symbol, Canon | str]:
-    """The generic graph's canonical form with each candidate symbol substituted (one per
-    symbol: each is proved on its own)."""
-    out: dict[sympy.Symbol, Canon | str] = {}
-    for symbol, value in lowers.items():
+def _generic_canon(env: Any, gm: torch.fx.GraphModule, groups: list[Group]) -> dict[Group, Canon | str]:
+    """The generic graph's canonical form with each group's symbols substituted by 1 (one
+    per group: each is proved on its own)."""
+    out: dict[Group, Canon | str] = {}
+    for group in groups:
         try:
-            out[symbol] = canonical(gm, _generic_rename(env, symbol, value))
+            out[group] = canonical(gm, _generic_rename(env, group, 1))
         except NotWidened as exc:
-            out[symbol] = str(exc)
+            out[group] = str(exc)
     return out
 
 
-def _generic_rename(env: Any, symbol: sympy.Symbol, value: int) -> Callable[[sympy.Symbol], sympy.Basic]:
-    merged = set(merged_into(env, symbol))
+def _generic_rename(env: Any, symbols: sympy.Symbol | Group, value: int) -> Callable[[sympy.Symbol], sympy.Basic]:
+    merged = merged_group(env, symbols)
 
     def rename(s: sympy.Symbol) -> sympy.Basic:
         if s in merged:
@@ -220,8 +275,8 @@ def recording(env: Any, backend_name: str, gm: torch.fx.GraphModule) -> Iterator
     if not lowers:
         yield None
         return
-    rec = _Recording(env, lowers)
-    rec.dynamo_graphs = _generic_canon(env, gm, lowers)
+    rec = _Recording(env, lowers, groups_to_try(env, list(lowers)))
+    rec.dynamo_graphs = _generic_canon(env, gm, rec.groups)
     token = _recording.set(rec)
     try:
         with torch._functorch.config.patch(enable_autograd_cache=False):
@@ -243,6 +298,8 @@ class _Capture:
     #: size-1 source name -> generic symbol's first source name (renames size-1 symbols)
     names: dict[str, str]
     code: types.CodeType | None = None
+    #: the generic Dynamo graph: when the size-1 one differs, AOTAutograd is not run
+    expect_dynamo: Canon | None = None
     output_graph: Any = None
     dynamo_gm: Any = None
     aot_gm: Any = None
@@ -269,6 +326,8 @@ def _capturing_backend(gm: torch.fx.GraphModule, example_inputs: Any) -> Callabl
         except NotWidened as exc:
             cap.error = str(exc)
             return _raise_stop
+        if cap.expect_dynamo is not None and cap.dynamo_gm != cap.expect_dynamo:
+            return _raise_stop  # refused by the caller; the AOT trace would be wasted work
         if cap.aot_kwargs is not None:
             from torch._functorch.aot_autograd import aot_module_simplified
 
@@ -295,7 +354,13 @@ def _raise_stop(*args: Any, **kwargs: Any) -> Any:
 def _resolve(source: Any, f_locals: dict[str, Any]) -> Any:
     """The object ``source`` names among the frame's locals (locals, items and
     attributes only)."""
-    from torch._dynamo.source import AttrSource, ConstDictKeySource, DictGetItemSource, GetItemSource, LocalSource
+    from torch._dynamo.source import (
+        AttrSource,
+        ConstDictKeySource,
+        DictGetItemSource,
+        GetItemSource,
+        LocalSource,
+    )
 
     if isinstance(source, LocalSource):
         return f_locals[source.local_name]
@@ -343,8 +408,8 @@ def _call_arguments(code: types.CodeType, f_locals: dict[str, Any]) -> tuple[lis
     return args, kwargs
 
 
-def trace_at(tx: Any, env: Any, symbol: sympy.Symbol, value: int, aot_kwargs: dict[str, Any] | None,
-             dynamic: bool | None) -> _Capture:
+def trace_at(tx: Any, env: Any, symbols: sympy.Symbol | Group, value: int, aot_kwargs: dict[str, Any] | None,
+             dynamic: bool | None, expect_dynamo: Canon | None = None) -> _Capture:
     """Trace a copy of ``tx``'s frame with every input dimension bound to ``symbol`` set
     to ``value`` (narrowed copies of those inputs; other tensors are detached aliases, so
     the user's objects are not marked), the generic compile's other dynamic dimensions
@@ -357,7 +422,9 @@ def trace_at(tx: Any, env: Any, symbol: sympy.Symbol, value: int, aot_kwargs: di
         raise NotWidened("the frame is a generator or coroutine")
     f_locals = dict(tx.f_locals)
     dims: dict[int, tuple[torch.Tensor, set[int]]] = {}
-    for source in bound_sources(env, symbol):
+    group = as_group(symbols)
+    narrowed = [src for symbol in group for src in bound_sources(env, symbol)]
+    for source in narrowed:
         t = _resolve(source.base, f_locals)
         if not isinstance(t, torch.Tensor):
             raise NotWidened(f"input {source.base.name} is not a tensor")
@@ -370,8 +437,11 @@ def trace_at(tx: Any, env: Any, symbol: sympy.Symbol, value: int, aot_kwargs: di
         new = t.detach()
         for d in ds:
             new = new.narrow(d, 0, value)
-        swap[key] = new.clone(memory_format=torch.preserve_format)
-    for name, v in f_locals.items():
+        # a contiguous input keeps contiguous strides: narrowing two dims of a (2, 4) tensor
+        # to (1, 1) keeps stride 4, which Dynamo would make a symbol of its own
+        fmt = torch.contiguous_format if t.is_contiguous() else torch.preserve_format
+        swap[key] = new.clone(memory_format=fmt)
+    for v in f_locals.values():
         for t in _tensors(v):
             if id(t) not in swap and not isinstance(t, torch.nn.Parameter):
                 swap[id(t)] = t.detach()
@@ -380,12 +450,12 @@ def trace_at(tx: Any, env: Any, symbol: sympy.Symbol, value: int, aot_kwargs: di
             if d < t.dim() and t.shape[d] != value:
                 torch._dynamo.maybe_mark_dynamic(t, d)
     new_locals = {k: _rebuild(v, swap) for k, v in f_locals.items()}
-    for source in bound_sources(env, symbol):
+    for source in narrowed:
         if _resolve(source.base, new_locals).shape[source.idx] != value:
             raise NotWidened(f"input {source.base.name} could not be narrowed (not reachable from the arguments)")
     args, kwargs = _call_arguments(code, new_locals)
     fn = types.FunctionType(code.replace(), tx.f_globals, code.co_name, None, closure)
-    cap = _Capture(aot_kwargs, _generic_names(env, symbol), fn.__code__)
+    cap = _Capture(aot_kwargs, _generic_names(env, group), fn.__code__, expect_dynamo)
     token = _capture.set(cap)
     try:
         # fullgraph: a graph break must not run part of the frame eagerly at size 1
@@ -437,7 +507,7 @@ class Evidence:
     """What proves ``symbol`` may take ``value``: fingerprints of the compared graphs,
     the guards checked and the solver's proof that the generic guards imply them."""
 
-    symbol: sympy.Symbol
+    symbol: Group
     value: int
     sources: list[str]
     dynamo: str
@@ -449,7 +519,8 @@ class Evidence:
 
     def describe(self, timed: bool = True) -> str:
         graphs = f"dynamo graph {self.dynamo}" + (f", aot graph {self.aot}" if self.aot else "")
-        return (f"{self.sources[0]} widened to admit {self.value}: size-{self.value} trace equals the generic graph "
+        together = f" (proved with {len(self.symbol) - 1} more size(s) at {self.value} too)" if len(self.symbol) > 1 else ""
+        return (f"{self.sources[0]} widened to admit {self.value}{together}: size-{self.value} trace equals the generic graph "
                 f"({graphs}, bytecode {self.bytecode}); {len(self.shape_guards)} shape guard(s) of that trace "
                 f"implied" + (f"; {self.time_s * 1e3:.0f} ms" if timed else ""))
 
@@ -461,20 +532,22 @@ def check_after_backend(rec: _Recording, tx: Any, dynamo_gm: torch.fx.GraphModul
     compared by :func:`finish`, when guards are produced."""
     plan = Plan(tx.output)
     env = rec.env
-    for symbol, value in rec.lowers.items():
+    for group in rec.groups:
+        if len(group) > 1 and not all((s,) in plan.evidence for s in group):
+            continue  # a member cannot be widened alone: the joint corner would widen nothing
         start = time.perf_counter()
         try:
-            found = _compare_graphs(rec, tx, env, dynamo_gm, symbol, value, backend_name, dynamic)
-            plan.evidence[symbol] = (*found, time.perf_counter() - start)
+            found = _compare_graphs(rec, tx, env, dynamo_gm, group, 1, backend_name, dynamic)
+            plan.evidence[group] = (*found, time.perf_counter() - start)
         except NotWidened as exc:
-            plan.refused[symbol] = str(exc)
+            plan.refused[group] = str(exc)
         except Exception as exc:  # noqa: BLE001 - reported as a refusal and logged; the compile goes on stock
-            log.warning("verishape: the size-1 trace of %s failed, not widened: %r", symbol, exc)
-            plan.refused[symbol] = f"the size-1 trace failed: {exc!r}"[:300]
+            log.warning("verishape: the size-1 trace of %s failed, not widened: %r", group, exc)
+            plan.refused[group] = f"the size-1 trace failed: {exc!r}"[:300]
     return plan
 
 
-def _compare_graphs(rec: _Recording, tx: Any, env: Any, dynamo_gm: torch.fx.GraphModule, symbol: sympy.Symbol,
+def _compare_graphs(rec: _Recording, tx: Any, env: Any, dynamo_gm: torch.fx.GraphModule, symbol: Group,
                     value: int, backend_name: str, dynamic: bool | None) -> Any:
     _refuse_if_excluded(env, symbol, value)
     aot_generic: Canon | None = None
@@ -488,7 +561,8 @@ def _compare_graphs(rec: _Recording, tx: Any, env: Any, dynamo_gm: torch.fx.Grap
     dynamo_generic = rec.dynamo_graphs[symbol]
     if isinstance(dynamo_generic, str):
         raise NotWidened(dynamo_generic)
-    cap = trace_at(tx, env, symbol, value, rec.aot_kwargs if aot_generic is not None else None, dynamic)
+    cap = trace_at(tx, env, symbol, value, rec.aot_kwargs if aot_generic is not None else None, dynamic,
+                   dynamo_generic)
     if cap.error:
         raise NotWidened(cap.error)
     if cap.graphs != 1:
@@ -497,19 +571,21 @@ def _compare_graphs(rec: _Recording, tx: Any, env: Any, dynamo_gm: torch.fx.Grap
     names = _match_symbols(env, symbol, nested_env)
     rename = _nested_rename(nested_env, names)
     if cap.dynamo_gm != dynamo_generic:
-        raise NotWidened(f"the Dynamo graph at size {value} differs from the generic graph")
+        raise NotWidened(f"the Dynamo graph at size {value} differs from the generic graph"
+                         f"{first_difference(dynamo_generic, cap.dynamo_gm)}")
     aot_fp = None
     if aot_generic is not None:
         if cap.aot_gm is None:
             raise NotWidened(f"the size-{value} trace produced no AOT inference graph")
         if cap.aot_gm != aot_generic:
-            raise NotWidened(f"the AOT graph at size {value} differs from the generic graph")
+            raise NotWidened(f"the AOT graph at size {value} differs from the generic graph"
+                             f"{first_difference(aot_generic, cap.aot_gm)}")
         aot_fp = aot_generic.fingerprint()
     _compare_inputs(tx.output, env, symbol, value, cap.output_graph, rename)
     return (dynamo_generic.fingerprint(), aot_fp, cap, names)
 
 
-def _match_symbols(env: Any, symbol: sympy.Symbol, nested_env: Any) -> dict[str, str]:
+def _match_symbols(env: Any, symbol: Group, nested_env: Any) -> dict[str, str]:
     """Source name of each size-1 symbol -> the generic symbol's first source name.
 
     The two traces must bind the same sources to symbols (``symbol``'s sources aside:
@@ -518,7 +594,7 @@ def _match_symbols(env: Any, symbol: sympy.Symbol, nested_env: Any) -> dict[str,
     symbol (duck sizing; the generic guards that install the widened range check their
     equality), never the reverse (a size-1 trace that equated two sizes assumed an
     equality no installed guard checks)."""
-    merged = set(merged_into(env, symbol))
+    merged = merged_group(env, symbol)
     generic_groups = {frozenset(source_names(env, s)) for s in env.var_to_sources if s not in merged}
     generic_groups.discard(frozenset())
     nested_groups = {frozenset(source_names(nested_env, s)) for s in nested_env.var_to_sources}
@@ -535,11 +611,11 @@ def _match_symbols(env: Any, symbol: sympy.Symbol, nested_env: Any) -> dict[str,
     return _generic_names(env, symbol)
 
 
-def _generic_names(env: Any, symbol: sympy.Symbol) -> dict[str, str]:
-    """Each source name of a generic symbol other than ``symbol`` -> that symbol's first
-    source name (the canonical name both traces' symbols are renamed to)."""
+def _generic_names(env: Any, symbol: sympy.Symbol | Group) -> dict[str, str]:
+    """Each source name of a generic symbol outside ``symbol`` (a group) -> that symbol's
+    first source name (the canonical name both traces' symbols are renamed to)."""
     out = {}
-    merged = set(merged_into(env, symbol))
+    merged = merged_group(env, symbol)
     # replaced symbols first, so that a source listed under the symbol that replaced it
     # maps to that symbol's name
     for s in sorted(env.var_to_sources, key=lambda s: (s not in env.replacements, str(s))):
@@ -550,7 +626,7 @@ def _generic_names(env: Any, symbol: sympy.Symbol) -> dict[str, str]:
     return out
 
 
-def _compare_inputs(generic_graph: Any, env: Any, symbol: sympy.Symbol, value: int, nested_graph: Any,
+def _compare_inputs(generic_graph: Any, env: Any, symbol: Group, value: int, nested_graph: Any,
                     rename: Callable[[sympy.Symbol], sympy.Basic]) -> None:
     """Sizes, strides and storage offset of every tracked input agree after
     substitution: then Dynamo's input checks (tensor match, stride guards) are the same."""
@@ -591,11 +667,10 @@ def finish(env: Any, plan: Plan, prover: Any) -> dict[sympy.Symbol, Evidence]:
     plan.finished = True
     generic_code = bytecode(plan.output_graph)
     generic_guards = _guard_keys(plan.output_graph)
-    # One proof at a time, each assuming the ranges the earlier ones widened: a second
-    # symbol's size-1 trace assumed the first one >= 2, so its proof fails once the
-    # first admits 1 (no proof covers both at 1 together).
-    lowered: dict[sympy.Symbol, int] = {}
-    for symbol, found in sorted(plan.evidence.items(), key=lambda kv: source_names(env, kv[0])):
+    # Each group's proof assumes the other candidates in their generic ranges (>= 2): the
+    # widened region is then covered corner by corner, and only a set of symbols whose
+    # every non-empty subset is proved is widened (:func:`choose`).
+    for symbol, found in list(plan.evidence.items()):
         start = time.perf_counter()
         try:
             dynamo_fp, aot_fp, cap, names, traced_s = found
@@ -605,10 +680,9 @@ def finish(env: Any, plan: Plan, prover: Any) -> dict[sympy.Symbol, Evidence]:
             missing = _guard_keys(nested) - generic_guards
             if missing:
                 raise NotWidened(f"the size-1 trace has guards the generic one lacks: {sorted(missing)[:3]}")
-            ev = Evidence(symbol, 1, source_names(env, symbol), dynamo_fp, aot_fp,
+            ev = Evidence(symbol, 1, [n for s in symbol for n in source_names(env, s)], dynamo_fp, aot_fp,
                           hashlib.sha256(repr(generic_code).encode()).hexdigest()[:16], [])
-            ev.proof = _prove_guards(env, symbol, 1, nested.shape_env, names, prover, ev, lowered)
-            lowered[symbol] = 1
+            ev.proof = _prove_guards(env, symbol, 1, nested.shape_env, names, prover, ev)
             ev.time_s = time.perf_counter() - start + traced_s
             proved[symbol] = ev
             plan.evidence[symbol] = ev
@@ -620,13 +694,27 @@ def finish(env: Any, plan: Plan, prover: Any) -> dict[sympy.Symbol, Evidence]:
             plan.refused[symbol] = f"the proof failed: {exc!r}"[:300]
             del plan.evidence[symbol]
     plan.output_graph = None  # the frames' graphs are no longer needed; keep only the evidence
+    plan.chosen = choose(env, list(proved))
     return proved
 
 
-def _refuse_if_excluded(env: Any, symbol: sympy.Symbol, value: int) -> None:
+def choose(env: Any, proved: list[Group]) -> tuple[sympy.Symbol, ...]:
+    """The largest set of symbols (ties: earliest by source name) whose every non-empty
+    subset was proved: its widened region is the union of the generic one and of one
+    proved corner per subset set to 1 (the rest of the set ``>= 2``)."""
+    done = {frozenset(g) for g in proved}
+    singles = sorted({s for g in proved if len(g) == 1 for s in g}, key=lambda s: (source_names(env, s), str(s)))
+    for k in range(len(singles), 0, -1):
+        for subset in itertools.combinations(singles, k):
+            if all(frozenset(c) in done for j in range(1, k + 1) for c in itertools.combinations(subset, j)):
+                return subset
+    return ()
+
+
+def _refuse_if_excluded(env: Any, symbol: sympy.Symbol | Group, value: int) -> None:
     """A guard that is False at ``symbol = value`` makes widening pointless (checked
     before the costly size-1 trace, and again when guards are produced)."""
-    sub = {symbol: sympy.Integer(value)}
+    sub = {s: sympy.Integer(value) for s in as_group(symbol)}
     for g in env.guards:
         if env.replace(g.expr).xreplace(sub) is sympy.false:
             raise NotWidened(f"the generic frame's guard {env.replace(g.expr)} excludes {value} (added at "
@@ -638,13 +726,14 @@ def _where(guard: Any) -> str:
     return str(sloc).strip()[:120] if sloc is not None else "?"
 
 
-def _prove_guards(env: Any, symbol: sympy.Symbol, value: int, nested_env: Any, names: dict[str, str],
-                  prover: Any, ev: Evidence, lowered: dict[sympy.Symbol, int]) -> Any:
-    """Prove: generic guards at ``symbol = value`` and the generic ranges of the other
-    input symbols imply the size-1 trace's guards and ranges (its symbols renamed to the
+def _prove_guards(env: Any, symbol: Group, value: int, nested_env: Any, names: dict[str, str],
+                  prover: Any, ev: Evidence) -> Any:
+    """Prove: generic guards at ``symbol = value`` (every symbol of the group) and the
+    generic ranges of the other input symbols imply the size-1 trace's guards and ranges (its symbols renamed to the
     generic ones by source)."""
-    from verishape import facts
     from verishape.proofs import Obligation, ProofRecord
+
+    from verishape import facts
 
     by_name = {}
     # replaced symbols first: a source also listed under the symbol that replaced it maps
@@ -657,15 +746,14 @@ def _prove_guards(env: Any, symbol: sympy.Symbol, value: int, nested_env: Any, n
         ns = source_names(nested_env, s)
         if ns:
             to_generic[s] = by_name[names[ns[0]]]
-    merged = set(merged_into(env, symbol))
-    sub = {symbol: sympy.Integer(value)}
+    merged = merged_group(env, symbol)
+    sub = {s: sympy.Integer(value) for s in symbol}
     _refuse_if_excluded(env, symbol, value)
     premises = [env.replace(g.expr).xreplace(sub) for g in env.guards]
     goals = [nested_env.replace(g.expr).xreplace(to_generic) for g in nested_env.guards]
     nested_ranges = {to_generic[s]: vr for s, vr in nested_env.var_to_range.items() if s in to_generic}
     goals += facts.range_facts(nested_ranges.keys(), nested_ranges)
-    others = {s: (ValueRanges(lowered[s], vr.upper) if s in lowered else vr)
-              for s, vr in env.var_to_range.items() if s not in merged and env.var_to_sources.get(s)}
+    others = {s: vr for s, vr in env.var_to_range.items() if s not in merged and env.var_to_sources.get(s)}
     premises += facts.range_facts(others.keys(), others)
     premises = [p for p in premises if p is not sympy.true]
     goals = [g for g in goals if g is not sympy.true]

@@ -45,6 +45,11 @@ def _widened(fn) -> list[str]:
     return [ev.sources[0] for env in _frames(fn) for ev in env.verishape_log.widened]
 
 
+def _widened_sizes(fn) -> set[str]:
+    """The input sizes widened (a size proved alone and again with others at 1 counts once)."""
+    return set(_widened(fn))
+
+
 def _refusals(fn) -> list[tuple[str, str]]:
     return [r for env in _frames(fn) for r in env.verishape_log.not_widened]
 
@@ -58,18 +63,20 @@ def same_at_one(x):
 
 def test_equal_graph_is_widened_and_batch_one_reuses_it():
     _sweep(same_at_one, (2, 3, 1, 4, 1), lambda b: (torch.randn(b, 5),))
-    assert _widened(same_at_one) == ["L['x'].size()[0]"]
+    # the columns too: x.sum(1, keepdim=True) broadcast over one column is the same graph
+    assert _widened_sizes(same_at_one) == {"L['x'].size()[0]", "L['x'].size()[1]"}
     assert len(_frames(same_at_one)) == 1  # batch 1 did not recompile
-    (ev,) = _frames(same_at_one)[0].verishape_log.widened
-    assert ev.aot is not None and ev.dynamo and ev.bytecode
+    evidence = _frames(same_at_one)[0].verishape_log.widened
+    assert len(evidence) == 3  # each size alone, and both at 1
+    assert all(ev.aot is not None and ev.dynamo and ev.bytecode for ev in evidence)
 
 
 def test_widening_is_logged_as_a_recheckable_proof():
     _sweep(same_at_one, (2, 1), lambda b: (torch.randn(b, 5),))
     (env,) = _frames(same_at_one)
     records = [r for r in env.verishape_log.records if r.obligation.kind == "specialization_widened"]
-    assert len(records) == 1
-    assert solvers.recheck(records[0]).status == solvers.PROVED
+    assert len(records) == 2  # each size alone; the trace with both at 1 has no shape guard to prove
+    assert all(solvers.recheck(r).status == solvers.PROVED for r in records)
     assert "widened to admit 1" in verishape.explain(same_at_one)
 
 
@@ -80,8 +87,9 @@ def test_widened_artifact_rejects_what_the_proof_does_not_cover():
     assert check({"x": torch.randn(1, 5)})  # proved
     assert check({"x": torch.randn(7, 5)})
     assert not check({"x": torch.randn(0, 5)})  # size 0 was not proved
-    assert not check({"x": torch.randn(1, 1)})  # the other size stays >= 2: its proof assumed batch >= 2
-    assert not check({"x": torch.randn(3, 1)})
+    # both sizes at 1 (and each alone) were traced and proved: admitted
+    assert check({"x": torch.randn(1, 1)}) and check({"x": torch.randn(3, 1)})
+    assert not check({"x": torch.randn(1, 0)})
     assert not check({"x": torch.randn(1, 5, dtype=torch.float64)})
     # the size-1 trace saw a contiguous input: other strides at batch 1 are not covered
     assert not check({"x": torch.randn(1, 10)[:, :5]})
@@ -95,7 +103,7 @@ def shares_batch(x, y):
 def test_duck_sized_inputs_are_narrowed_together():
     """x and y share the batch symbol (duck sizing): the size-1 trace sets both to 1."""
     _sweep(shares_batch, (2, 3, 1), lambda b: (torch.randn(b, 4), torch.randn(b, 6)))
-    assert _widened(shares_batch) == ["L['x'].size()[0]"]
+    assert _widened_sizes(shares_batch) == {"L['x'].size()[0]", "L['x'].size()[1]", "L['y'].size()[1]"}
     assert len(_frames(shares_batch)) == 1
     (entry,) = _debug_get_cache_entry_list(shares_batch.__code__)
     assert entry.guard_manager.check({"x": torch.randn(1, 4), "y": torch.randn(1, 6)})
@@ -129,7 +137,7 @@ def test_sizes_the_size_1_trace_keeps_apart_match_one_generic_symbol():
     marks them dynamic one by one and gets two symbols.  Finer is fine (the installed
     guards check the generic equality), so the batch is still widened."""
     _sweep(masked, (2, 3, 1), lambda b: (torch.randn(b, 8), torch.ones(b, 8)))
-    assert len(_widened(masked)) == 1
+    assert _widened_sizes(masked) == {"L['x'].size()[0]", "L['x'].size()[1]"}
     assert len(_frames(masked)) == 1
     (entry,) = _debug_get_cache_entry_list(masked.__code__)
     assert entry.guard_manager.check({"x": torch.randn(1, 8), "m": torch.ones(1, 8)})
@@ -148,7 +156,7 @@ def test_an_input_passed_in_kwargs_is_narrowed():
     for b in (2, 3, 1):
         x = torch.randn(b, 5)
         torch.testing.assert_close(compiled(x=x), through_kwargs(x=x))
-    assert _widened(through_kwargs) == ["L['kwargs']['x'].size()[0]"]
+    assert _widened_sizes(through_kwargs) == {"L['kwargs']['x'].size()[0]", "L['kwargs']['x'].size()[1]"}
     assert len(_frames(through_kwargs)) == 1
 
 
@@ -212,8 +220,127 @@ def test_without_the_flag_nothing_is_widened():
 
 def test_eager_backend_compares_the_dynamo_graph():
     _sweep(same_at_one, (2, 1), lambda b: (torch.randn(b, 5),), backend="eager")
-    assert _widened(same_at_one) == ["L['x'].size()[0]"]
+    assert _widened_sizes(same_at_one) == {"L['x'].size()[0]", "L['x'].size()[1]"}
     assert len(_frames(same_at_one)) == 1
+
+
+def batch_and_mask(x, m):
+    # as BERT, DistilBERT, T5, BART: input_ids and attention_mask get a batch symbol each and
+    # nothing in the graph equates them
+    return x * 2 + x.sum(1, keepdim=True), m.float().mean(1)
+
+
+def test_independent_batch_symbols_are_widened_together():
+    """Two batch symbols no guard relates (automatic dynamic gives each input its own):
+    widened one at a time, the second proof assumed the first >= 2 and was refuted, so a
+    batch-1 call (both at 1) recompiled.  Each symbol alone and both together are traced
+    at 1; all three proved, both ranges are widened and batch 1 reuses the graph."""
+    compiled = verishape.compile(batch_and_mask, backend="aot_eager", widen_specializations=True)
+    for b in (2, 3, 1, 4, 1):
+        x, m = torch.randn(b, 5), torch.ones(b, 7)
+        for got, want in zip(compiled(x, m), batch_and_mask(x, m)):
+            torch.testing.assert_close(got, want)
+    assert sorted(set(_widened(batch_and_mask))) == ["L['m'].size()[0]", "L['x'].size()[0]"], _refusals(batch_and_mask)
+    entries = _debug_get_cache_entry_list(batch_and_mask.__code__)
+    assert len(entries) == 2  # static batch 2, widened dynamic
+    check = entries[0].guard_manager.check
+    for bx, bm in ((1, 1), (1, 3), (3, 1), (4, 4)):
+        assert check({"x": torch.randn(bx, 5), "m": torch.ones(bm, 7)}), (bx, bm)
+    assert not check({"x": torch.randn(0, 5), "m": torch.ones(1, 7)})
+    assert not check({"x": torch.randn(1, 5), "m": torch.ones(0, 7)})
+
+
+def squeeze_second(x, m):
+    return x * 2 + x.sum(1, keepdim=True), m.squeeze(0).float()
+
+
+def test_only_the_symbols_whose_subsets_are_all_proved_are_widened():
+    """m's graph differs at 1 (a squeeze): x alone is widened (its proof holds with m >= 2),
+    m is refused, and a call with both at 1 still recompiles."""
+    compiled = verishape.compile(squeeze_second, backend="aot_eager", widen_specializations=True)
+    for b in (2, 3, 1):
+        x, m = torch.randn(b, 5), torch.ones(b, 7)
+        for got, want in zip(compiled(x, m), squeeze_second(x, m)):
+            torch.testing.assert_close(got, want)
+    assert _widened(squeeze_second) == ["L['x'].size()[0]"]
+    assert "differs" in dict(_refusals(squeeze_second))["L['m'].size()[0]"]
+    entries = _debug_get_cache_entry_list(squeeze_second.__code__)
+    assert len(entries) == 3  # batch 1 recompiled, as stock does
+    check = entries[1].guard_manager.check
+    assert check({"x": torch.randn(1, 5), "m": torch.ones(3, 7)})
+    assert not check({"x": torch.randn(1, 5), "m": torch.ones(1, 7)})
+
+
+def indexes_with_ellipsis(x):
+    return x[..., :2] * 2 + x.sum(1, keepdim=True)
+
+
+def test_an_ellipsis_index_is_compared_as_a_constant():
+    """LLaMA's rotary embedding indexes with ``x[..., :n]``: the Dynamo graph's getitem has
+    an ``Ellipsis`` argument, a constant like ``None``."""
+    _sweep(indexes_with_ellipsis, (2, 3, 1), lambda b: (torch.randn(b, 4),))
+    assert _widened(indexes_with_ellipsis) == ["L['x'].size()[0]"], _refusals(indexes_with_ellipsis)
+    assert len(_frames(indexes_with_ellipsis)) == 1
+
+
+def shift_right(ids):
+    # BART's shift_tokens_right: the clone of a column slice is contiguous, (s, 7) with
+    # strides (7, 1), for s >= 2; at batch 1 the slice counts as dense and the clone keeps
+    # its strides (8, 1); a stride of a size-1 dimension addresses nothing
+    shifted = ids.new_zeros(ids.shape)
+    shifted[:, 1:] = ids[:, :-1].clone()
+    shifted[:, 0] = 2
+    return shifted * 3
+
+
+def test_a_stride_of_a_size_1_dimension_is_not_a_difference():
+    compiled = verishape.compile(shift_right, backend="aot_eager", widen_specializations=True)
+    for b in (2, 3, 1, 4, 1):
+        ids = torch.randint(0, 100, (b, 8))
+        torch.testing.assert_close(compiled(ids), shift_right(ids))
+    assert _widened_sizes(shift_right) == {"L['ids'].size()[0]"}, _refusals(shift_right)
+    assert len(_debug_get_cache_entry_list(shift_right.__code__)) == 2  # static batch 2, widened dynamic
+
+
+def test_canonical_keeps_the_strides_of_graph_outputs():
+    """Intermediates compare their strides on dimensions of size > 1 only; a graph output
+    (the caller sees its strides) and an input compare all of them."""
+    c = canon.Canonicalizer(lambda s: s)
+    loose = c.tensor_meta(torch.empty_strided((1, 7), (8, 1)), [], loose=True)
+    assert loose == c.tensor_meta(torch.empty((1, 7)), [], loose=True)
+    assert c.tensor_meta(torch.empty_strided((1, 7), (8, 1)), []) != c.tensor_meta(torch.empty((1, 7)), [])
+    assert (c.tensor_meta(torch.empty_strided((2, 7), (8, 1)), [], loose=True)
+            != c.tensor_meta(torch.empty((2, 7)), [], loose=True))
+
+
+def test_a_whole_dimension_scatter_is_its_source_only_in_functional_graphs():
+    """``slice_scatter(base, src, 0, 0, end >= size)`` with src shaped like base reads as src
+    in a graph that mutates nothing; kept when it is a graph output or the graph mutates."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    scatter = torch.ops.aten.slice_scatter.default
+
+    def inner(base, src):
+        return scatter(base, src, 0, 0, 2**63 - 1) * 2
+
+    def output(base, src):
+        return scatter(base, src, 0, 0, 2**63 - 1)
+
+    def mutating(base, src):
+        out = scatter(base, src, 0, 0, 2**63 - 1) * 2
+        src.add_(1)
+        return out
+
+    def partial(base, src):
+        return scatter(base, src[:2], 0, 0, 2) * 2
+
+    def targets(fn):
+        gm = make_fx(fn, tracing_mode="fake")(torch.zeros(3, 4), torch.ones(3, 4))
+        return [e[1] for e in canon.canonical(gm, lambda s: s).entries if e[0] == "call_function"]
+
+    assert "aten.slice_scatter.default" not in targets(inner)
+    for fn in (output, mutating, partial):
+        assert "aten.slice_scatter.default" in targets(fn), fn.__name__
 
 
 # ---------------------------------------------------------------------------- different at size 1: not widened
@@ -254,7 +381,9 @@ def test_unknown_solver_answer_means_no_widening():
 
     with use_prover(Unknown()):
         _sweep(same_at_one, (2, 1), lambda b: (torch.randn(b, 5),))
-    assert _widened(same_at_one) == []
+    first = _frames(same_at_one)[0].verishape_log
+    assert first.widened == [] and len(first.not_widened) == 3  # each size alone, and both at 1
+    assert "L['x'].size()[0]" not in _widened_sizes(same_at_one)
     assert len(_frames(same_at_one)) == 2
 
 
