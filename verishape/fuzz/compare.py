@@ -23,28 +23,53 @@ import sympy
 
 from verishape.solvers import concrete
 
-from .inputs import Case, real_inputs
+import torch
+
+from .inputs import Case, TensorSpec, real_inputs, real_tensor
 from .trace import OP_ERRORS, OutMeta, Trace, eager_meta
 
-#: Eager error messages that come from values, not sizes (matched case-insensitively).
-VALUE_ERROR_PATTERNS = (
-    r"out of (\w+ )?(range|bounds)", r"indexing axis", r"index .* is out of", r"invalid index", r"index_select\(\): index",
-    r"positive[- ]definite", r"singular", r"not invertible", r"illegal value", r"failed to converge",
-    r"probability", r"multinomial", r"nan", r"\binf\b", r"non-?negative", r"must be (positive|>= 0|nonzero)",
-    r"greater than or equal to 0", r"negative", r"sorted", r"expected .*values? (to be )?in", r"should be in range",
-    r"integer (division|modulo) by zero", r"zerodivision", r"must be in the range", r"not in bounds",
-    r"found (an )?invalid", r"offsets", r"segment", r"labels? .* (out of|must be)", r"target .* out of bounds",
-    r"is not a valid value", r"lengths", r"repeats", r"bins", r"overflow", r"all elements of input should be",
-    r"max(imum)? value", r"weights should", r"unique", r"contain", r"cannot be converted",
-    # pivots and zero pivots are values of the LU/LDL inputs, not sizes
-    r"pivots given to", r"is zero and using it on lu_solve",
-    # counts and offsets read from tensor values (mask ones, bag offsets, repeat totals)
-    r"number of ones in mask", r"expected i < index_size", r"allocated size does not match required size",
+#: Eager error messages that may come from values rather than sizes (matched
+#: case-insensitively), grouped by what the values are about; the group names the reason an
+#: error is excluded in the report (``value_dependent_error:<group>``).
+VALUE_ERROR_GROUPS: dict[str, tuple[str, ...]] = {
+    "index_range": (
+        r"out of (\w+ )?(range|bounds)", r"indexing axis", r"index .* is out of", r"invalid index",
+        r"index_select\(\): index", r"not in bounds", r"labels? .* (out of|must be)", r"target .* out of bounds",
+        r"expected .*values? (to be )?in", r"should be in range", r"must be in the range", r"is not a valid value",
+    ),
+    "linear_algebra": (
+        r"positive[- ]definite", r"singular", r"not invertible", r"illegal value", r"failed to converge",
+        # pivots and zero pivots are values of the LU/LDL inputs, not sizes
+        r"pivots given to", r"is zero and using it on lu_solve",
+    ),
+    "probabilities": (r"probability", r"multinomial", r"nan", r"\binf\b"),
+    "sign_or_magnitude": (
+        r"non-?negative", r"must be (positive|>= 0|nonzero)", r"greater than or equal to 0", r"negative",
+        r"integer (division|modulo) by zero", r"zerodivision", r"overflow", r"all elements of input should be",
+        r"max(imum)? value", r"cannot be converted", r"found (an )?invalid",
+    ),
+    "ordering": (r"sorted", r"unique", r"contain"),
+    "shape_from_values": (r"bins", r"weights should"),
+    # counts and offsets read from tensor values (mask ones, bag offsets, segment lengths,
+    # repeat totals): no generic filling makes them consistent, so never re-run (below)
+    "counts_from_values": (
+        r"offsets", r"segment", r"lengths", r"repeats", r"number of ones in mask", r"expected i < index_size",
+        r"allocated size does not match required size",
+    ),
     # an eager backend limitation (MKL's DFTI rejects some stride/size configurations that
     # pocketfft accepts); the compiled code calls the same kernel and fails the same way
-    r"MKL FFT error",
-)
+    "eager_backend": (r"MKL FFT error",),
+}
+
+#: Groups whose errors are excluded without re-running eager on other values: the values
+#: that would satisfy them (lengths summing to a size, offsets) depend on the sizes, so a
+#: generic filling failing proves nothing about shape-determinism.
+NO_RETRY_GROUPS = frozenset({"counts_from_values", "eager_backend"})
+
+#: Every pattern, flat (kept for callers that match messages themselves).
+VALUE_ERROR_PATTERNS = tuple(p for group in VALUE_ERROR_GROUPS.values() for p in group)
 _VALUE_RE = re.compile("|".join(VALUE_ERROR_PATTERNS), re.IGNORECASE)
+_GROUP_RES = {name: re.compile("|".join(group), re.IGNORECASE) for name, group in VALUE_ERROR_GROUPS.items()}
 
 #: Fake-mode errors that mean "not supported", not "wrong" (counted, never findings).
 UNSUPPORTED_NAMES = ("DynamicOutputShapeException", "DataDependentOutputException",
@@ -79,6 +104,54 @@ def error_line(exc: BaseException | None) -> str:
 
 def is_value_error(exc: BaseException) -> bool:
     return bool(_VALUE_RE.search(str(exc)[:2000]))
+
+
+def value_error_group(exc: BaseException) -> str | None:
+    """The first :data:`VALUE_ERROR_GROUPS` group whose patterns match the error, or None."""
+    text = str(exc)[:2000]
+    for name, regex in _GROUP_RES.items():
+        if regex.search(text):
+            return name
+    return None
+
+
+#: Other tensor values tried when an eager error looks value-dependent.  Each is chosen to
+#: satisfy a family of value conditions: zeros (in-range indices, sorted, non-negative,
+#: valid offsets), ones (probabilities, positive weights, pivots of 1), the identity on the
+#: last two dims (positive-definite, invertible, converging factorizations), small
+#: non-negative integers (indices and counts that are not all equal).
+ALTERNATIVE_FILLS = ("zeros", "ones", "identity", "small_ints")
+
+
+def filled_tensor(spec: TensorSpec, fill: str) -> torch.Tensor:
+    """A real tensor of ``spec``'s shape, dtype and layout holding the values ``fill`` names."""
+    if fill == "identity":
+        t = real_tensor(dataclasses.replace(spec, pool=(0,)))
+        if t.dim() >= 2 and t.numel():
+            t.diagonal(dim1=-2, dim2=-1).fill_(1)
+        elif t.numel():
+            t.fill_(1)
+        return t
+    pools = {"zeros": (0,), "ones": (1,), "small_ints": (0, 1, 2, 1)}
+    return real_tensor(dataclasses.replace(spec, pool=pools[fill]))
+
+
+def accepts_other_values(fn: Callable[..., Any], case: Case) -> str | None:
+    """The first :data:`ALTERNATIVE_FILLS` filling at which eager accepts ``case``'s sizes and
+    non-tensor arguments, or None when eager rejects every one of them.
+
+    Why: an error that matches a value pattern may still be decided by sizes alone
+    (``index_select`` from an empty dimension rejects every index); if no filling helps, the
+    meta function had everything it needed to reject the input too.
+    """
+    for fill in ALTERNATIVE_FILLS:
+        args, kwargs = case.map_specs(lambda i, s: filled_tensor(s, fill))
+        try:
+            fn(*args, **kwargs)
+        except OP_ERRORS:
+            continue
+        return fill
+    return None
 
 
 def unsupported_reason(exc: BaseException) -> str | None:

@@ -64,7 +64,8 @@ def _explore(target: Target, case: Case, mode: str, pyd: bool, data: st.DataObje
     """Check one drawn case: trace point, solver points inside, one point outside."""
     def report(verdict: Verdict | None, at: Case, point: tuple[tuple[int, ...], ...] | None) -> None:
         if verdict is not None and verdict.kind not in ignore:
-            raise _Found(verdict, at, point, pyd)
+            # a verdict may name the shapes where it shows (a broken pin, a generic size)
+            raise _Found(verdict, at, verdict.shapes if verdict.shapes is not None else point, pyd)
 
     if too_large(case):
         notes["skipped:too_large"] += 1

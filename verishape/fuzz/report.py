@@ -3,9 +3,14 @@
 Report schema::
 
     {"findings": [{"op", "variant", "kind", "class", "mode", "python_dispatcher", "where",
-                   "message", "eager_error", "meta_error", "case", "point", "repro"}],
+                   "message", "eager_error", "meta_error", "documented", "case", "point", "repro",
+                   "fn_source", "imports"}],
      "ops": [{"op", "variant", "status", "seeds", "examples", "findings", "notes"}],
-     "summary": {"ops", "examples", "findings", "by_kind", "by_class", "excluded", ...}}
+     "summary": {"ops", "examples", "findings", "meta_bugs", "documented_divergences", "by_kind",
+                 "by_class", "excluded", "excluded_reasons", ...}}
+
+``documented`` is None for a meta bug, else one sentence on the torch behaviour that makes
+the divergence expected; the summary counts the two apart so neither hides the other.
 
 Everything except ``time_s`` fields is a function of the op list, the seed and the example
 budget, so two runs with the same ``--seed`` give the same report whatever ``--jobs`` is.
@@ -34,6 +39,26 @@ CLASSES = {
     "symbolic_trace_error": "symbolic_gap",
     "unbacked_silent_shape_mismatch": "unbacked_unsound",
     "unbacked_unchecked_error": "unbacked_unchecked",
+    "shape_determined_permissive": "error_mismatch",
+    "compiled_rejects_unbacked_assert": "compiled_rejects",
+    "compiled_rejects_specialization": "compiled_rejects",
+}
+
+#: Why each kind of case is excluded from the findings (keys of ``summary.excluded``; a key
+#: ``value_dependent_error:GROUP`` is explained by its prefix's entry plus the group name).
+EXCLUDED_REASONS = {
+    "value_dependent_error": "eager's error matches a value pattern (group after the colon) and eager accepts the "
+                             "same sizes with other values (or the group's values cannot be filled generically)",
+    "data_dependent_values": "the fake run read tensor values into sizes (item(), nonzero), so eager's error may be "
+                             "about values meta cannot see",
+    "zero_numel_strides": "strides/offset of an empty output differ; no memory is read through them",
+    "insignificant_strides": "strides of size-1 dims differ; never used to address memory",
+    "unbacked_layout_differs": "unbacked sizes make torch pick the general layout on purpose; compiled code "
+                               "produces exactly that layout",
+    "needs_python_dispatcher": "the trace failed without the python dispatcher and passed with it (every torch "
+                               "tracer enables it); the retried trace was checked",
+    "meta_unsupported": "fake tensors cannot run the case (reason after the colon: data-dependent output, no fake "
+                        "kernel, guard on an unbacked size); nothing to compare",
 }
 
 
@@ -80,9 +105,18 @@ class Finding:
             "class": CLASSES.get(self.kind, "other"), "mode": self.mode,
             "python_dispatcher": self.python_dispatcher, "where": self.verdict.where,
             "message": self.verdict.message, "eager_error": self.verdict.eager_error,
-            "meta_error": self.verdict.meta_error, "case": case_source(self.case),
+            "meta_error": self.verdict.meta_error, "documented": self.verdict.documented,
+            "case": case_source(self.case),
             "point": [list(s) for s in self.point] if self.point else None, "repro": self.repro(),
+            # how to get the callable back: lets repro.write_repros work from a saved report
+            "fn_source": self.fn_source, "imports": list(self.imports),
         }
+
+
+def _exclusion(key: str) -> str | None:
+    """The excluded-reason key a per-op note counts under, or None for a plain note."""
+    name = key.removeprefix("excluded:")
+    return name if key.startswith("excluded:") or name.split(":")[0] in EXCLUDED_REASONS else None
 
 
 def summarize(findings: Sequence[dict[str, Any]], ops: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -90,18 +124,26 @@ def summarize(findings: Sequence[dict[str, Any]], ops: Sequence[dict[str, Any]])
     notes: collections.Counter[str] = collections.Counter()
     for op in ops:
         for k, v in op.get("notes", {}).items():
-            (excluded if k.startswith("excluded:") or k in ("zero_numel_strides", "insignificant_strides")
-             else notes)[k.removeprefix("excluded:")] += v
+            reason = _exclusion(k)
+            if reason is None:
+                notes[k] += v
+            else:
+                excluded[reason] += v
     status = collections.Counter(op.get("status", "ok").split(":")[0] for op in ops)
+    documented = [f for f in findings if f.get("documented")]
     return {
         "ops": len(ops),
         "ops_with_findings": len({(f["op"], f["variant"]) for f in findings}),
         "examples": sum(op.get("examples", 0) for op in ops),
         "findings": len(findings),
+        "meta_bugs": len(findings) - len(documented),
+        "documented_divergences": len(documented),
         "by_kind": dict(sorted(collections.Counter(f["kind"] for f in findings).items())),
         "by_class": dict(sorted(collections.Counter(f["class"] for f in findings).items())),
         "by_mode": dict(sorted(collections.Counter(f["mode"] for f in findings).items())),
         "excluded": dict(sorted(excluded.items())),
+        "excluded_reasons": {r: EXCLUDED_REASONS[r] for r in sorted({k.split(":")[0] for k in excluded})
+                             if r in EXCLUDED_REASONS},
         "notes": dict(sorted(notes.items())),
         "op_status": dict(sorted(status.items())),
     }
@@ -122,11 +164,26 @@ def dump(report: dict[str, Any], path: str) -> None:
         fh.write("\n")
 
 
+def _finding_line(f: dict[str, Any]) -> str:
+    full = f"{f['op']}.{f['variant']}" if f["variant"] else f["op"]
+    return (f"  [{f['kind']}] {full} ({f['mode']}{', pydispatch' if f['python_dispatcher'] else ''}, "
+            f"{f['where']}): {f['message']}")
+
+
 def text_summary(report: dict[str, Any]) -> str:
+    """Meta bugs and documented divergences in two sections, then what was excluded."""
     s = report["summary"]
-    lines = [f"fuzz-meta: {s['ops']} op entries, {s['examples']} examples, {s['findings']} findings"]
-    for f in report["findings"]:
-        full = f"{f['op']}.{f['variant']}" if f["variant"] else f["op"]
-        lines.append(f"  [{f['kind']}] {full} ({f['mode']}{', pydispatch' if f['python_dispatcher'] else ''}, "
-                     f"{f['where']}): {f['message']}")
+    bugs = [f for f in report["findings"] if not f.get("documented")]
+    documented = [f for f in report["findings"] if f.get("documented")]
+    lines = [f"fuzz-meta: {s['ops']} op entries, {s['examples']} examples, {s['findings']} findings "
+             f"({len(bugs)} meta bugs, {len(documented)} documented divergences)"]
+    if bugs:
+        lines.append(f"meta bugs ({len(bugs)}):")
+        lines += [_finding_line(f) for f in bugs]
+    if documented:
+        lines.append(f"documented divergences ({len(documented)}; expected from torch's documented behaviour):")
+        for f in documented:
+            lines += [_finding_line(f), f"      documented: {f['documented']}"]
+    if s.get("excluded"):
+        lines.append("excluded (not findings): " + ", ".join(f"{k} {v}" for k, v in s["excluded"].items()))
     return "\n".join(lines)
