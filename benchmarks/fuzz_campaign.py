@@ -8,6 +8,14 @@ op that killed a sequential run is recorded as a crash instead of being retried.
         --progress benchmarks/results/fuzz_campaign.progress.jsonl \
         --json benchmarks/results/fuzz_campaign.json
 
+``--executor ray`` runs the ops as Ray tasks (a local Ray, or a cluster with
+``--ray-address HOST:6379``); ``--from NAME --first N`` takes N entries of the sorted list
+starting at NAME (the fixed slice of the throughput table), ``--time-budget 0`` means no
+time budget:
+
+    python benchmarks/fuzz_campaign.py --from abs --first 24 --max-examples 10 --time-budget 0 \
+        --jobs 2 --executor ray --progress '' --json /tmp/ray.json
+
 The summary figures of a run are written up in benchmarks/FUZZ.md.
 """
 
@@ -19,6 +27,7 @@ import sys
 import time
 
 from verishape.fuzz.campaign import run_campaign
+from verishape.fuzz.executors import make_executor
 from verishape.fuzz.fuzzer import MODES, FuzzConfig
 from verishape.fuzz.ops import resolve
 from verishape.fuzz.report import dump
@@ -30,18 +39,26 @@ def main() -> int:
     p.add_argument("--mode", choices=sorted(MODES), default="both")
     p.add_argument("--max-examples", type=int, default=50)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--from", dest="start", default="", metavar="NAME", help="skip the ops sorted before NAME")
+    p.add_argument("--first", type=int, default=None, metavar="N", help="only the first N ops (after --from)")
     p.add_argument("--jobs", type=int, default=1)
-    p.add_argument("--time-budget", type=float, default=2.5, help="seconds per op, all modes together")
-    p.add_argument("--progress", default="benchmarks/results/fuzz_campaign.progress.jsonl")
+    p.add_argument("--executor", choices=("local", "ray"), default="local")
+    p.add_argument("--ray-address", default=None, help="join this Ray cluster (with --executor ray)")
+    p.add_argument("--time-budget", type=float, default=2.5, help="seconds per op, all modes together; 0: none")
+    p.add_argument("--progress", default="benchmarks/results/fuzz_campaign.progress.jsonl", help="'': none")
     p.add_argument("--json", default="benchmarks/results/fuzz_campaign.json")
     args = p.parse_args()
     names = None if not args.ops else args.ops.split(",")
-    targets = [t.full_name for t in resolve(names)]
+    targets = [t.full_name for t in resolve(names) if t.full_name >= args.start][:args.first]
     cfg = FuzzConfig(max_examples=args.max_examples, seed=args.seed, modes=MODES[args.mode],
-                     time_budget_s=args.time_budget)
+                     time_budget_s=args.time_budget or None)
+    executor = make_executor(args.executor, args.jobs, args.ray_address)
     start = time.monotonic()
-    report = run_campaign(targets, cfg, jobs=args.jobs, progress_file=args.progress)
-    report["summary"]["wall_s"] = round(time.monotonic() - start, 1)
+    report = run_campaign(targets, cfg, jobs=args.jobs, progress_file=args.progress or None, executor=executor)
+    wall = time.monotonic() - start
+    report["summary"]["wall_s"] = round(wall, 1)
+    report["summary"]["ops_per_min"] = round(len(targets) / wall * 60, 1)
+    report["summary"]["executor"] = f"{args.executor} jobs={args.jobs}"
     dump(report, args.json)
     print(json.dumps(report["summary"], indent=1))
     return 0

@@ -510,6 +510,18 @@ def process_store() -> ProofStore | None:
         return store
 
 
+def close_process_store() -> None:
+    """Write this process's hit counts and ``runs`` row now and close its store; the next
+    use opens it again.  For worker processes that are killed rather than exit (Ray kills
+    its workers, so ``atexit`` never runs there).  A store disabled after a failure stays
+    disabled."""
+    with _process_lock:
+        mine = [ident for ident, s in _process.items() if ident[0] == os.getpid() and s is not None]
+        stores = [_process.pop(ident) for ident in mine]
+    for store in stores:
+        store.close()
+
+
 def disable(store: ProofStore, exc: BaseException) -> None:
     """``store`` failed in use (locked past the timeout, disk full, file replaced):
     warn once and stop using it in this process."""

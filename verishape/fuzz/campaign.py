@@ -1,45 +1,24 @@
 """Fuzz many ops: in parallel across processes, resumable, with a progress line.
 
 Each op is fuzzed independently (its own derived seed), so the set of ops, the seed and the
-example budget decide every result, and ``jobs`` only changes the wall time.  Finished ops
+example budget decide every result, and ``jobs`` or the executor (local processes or Ray
+tasks, :mod:`verishape.fuzz.executors`) only changes the wall time.  Finished ops
 are appended to a JSON-lines progress file as they complete; a rerun with the same file
 skips them, so a campaign killed halfway loses at most the ops in flight.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import json
-import multiprocessing
 import os
 import sys
 import time
-import traceback
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from .fuzzer import FuzzConfig, fuzz_target
-from .ops import by_full_name
+from .executors import Executor, LocalExecutor, crash_result, fuzz_one
+from .fuzzer import FuzzConfig
 from .report import build_report
-
-
-def _init_worker(imports: Sequence[str]) -> None:
-    import torch
-
-    torch.set_num_threads(1)
-    by_full_name([], imports)   # import op_db and the user's modules once per worker
-
-
-def fuzz_one(full_name: str, cfg: FuzzConfig, imports: Sequence[str]) -> dict[str, Any]:
-    """Fuzz one op by full name.  A crash of the fuzzer itself on one op is recorded with
-    its traceback (status ``crash``) rather than losing the whole campaign."""
-    (target,) = by_full_name([full_name], imports)
-    try:
-        return fuzz_target(target, cfg)
-    except Exception as exc:  # noqa: BLE001 - reported in full, per op, never swallowed
-        return {"op": target.name, "variant": target.variant, "status": f"crash: {type(exc).__name__}",
-                "seeds": 0, "examples": 0, "findings": 0, "notes": {}, "finding_records": [],
-                "traceback": traceback.format_exc(limit=8)}
 
 
 def _load_progress(path: str | None) -> dict[str, dict[str, Any]]:
@@ -63,8 +42,7 @@ def _load_progress(path: str | None) -> dict[str, dict[str, Any]]:
     for name in started:
         # Started in a sequential run and never finished: the op killed the process
         # (segfault, abort, out of memory).  Record it instead of dying on it again.
-        done[name] = {"op": name, "variant": "", "status": "crash: process died", "seeds": 0,
-                      "examples": 0, "findings": 0, "notes": {}, "finding_records": []}
+        done[name] = crash_result(name)
     return done
 
 
@@ -98,8 +76,12 @@ class _Progress:
 
 
 def run_campaign(full_names: Sequence[str], cfg: FuzzConfig, *, jobs: int = 1, imports: Sequence[str] = (),
-                 progress_file: str | None = None, stream: TextIO | None = sys.stderr) -> dict[str, Any]:
-    """Fuzz ``full_names`` and return the merged report."""
+                 progress_file: str | None = None, stream: TextIO | None = sys.stderr,
+                 executor: Executor | None = None) -> dict[str, Any]:
+    """Fuzz ``full_names`` and return the merged report.  ``executor`` runs the ops
+    elsewhere (Ray tasks, worker processes); None: ``jobs`` local processes, or this
+    process when ``jobs`` is 1.  The progress file and line are written here, in the
+    driver, as results arrive, whichever runs the ops."""
     done = _load_progress(progress_file)
     todo = [n for n in full_names if n not in done]
     results = {n: done[n] for n in full_names if n in done}
@@ -114,19 +96,17 @@ def run_campaign(full_names: Sequence[str], cfg: FuzzConfig, *, jobs: int = 1, i
         bar.update(name, result)
 
     try:
-        if jobs <= 1:
+        if executor is None and jobs > 1:
+            executor = LocalExecutor(jobs)
+        if executor is None:
             for name in todo:
                 if sink is not None:
                     sink.write(json.dumps({"full_name": name, "started": True}) + "\n")
                     sink.flush()
                 record(name, fuzz_one(name, cfg, imports))
-        else:
-            ctx = multiprocessing.get_context("spawn")
-            with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_init_worker,
-                                                        initargs=(tuple(imports),)) as pool:
-                futures = {pool.submit(fuzz_one, name, cfg, tuple(imports)): name for name in todo}
-                for fut in concurrent.futures.as_completed(futures):
-                    record(futures[fut], fut.result())
+        elif todo:
+            for name, result in executor.results(todo, cfg, tuple(imports)):
+                record(name, result)
     finally:
         if sink is not None:
             sink.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import math
 import os
 import sys
@@ -32,10 +33,18 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="backed (with and without the python dispatcher), unbacked, or both (default)")
     p.add_argument("--max-examples", type=int, default=50, metavar="N", help="hypothesis examples per op and mode")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="base seed; each op derives its own")
-    p.add_argument("--jobs", type=int, default=1, metavar="J", help="worker processes (results do not depend on it)")
+    p.add_argument("--jobs", type=int, default=None, metavar="J",
+                   help="ops at once: worker processes, or Ray tasks and a local Ray's CPUs (results do not depend on it)")
+    p.add_argument("--executor", choices=("local", "ray"), default="local",
+                   help="where ops run: local processes (default) or Ray tasks (needs the 'ray' extra)")
+    p.add_argument("--ray-address", metavar="ADDRESS",
+                   help="join this Ray cluster (HOST:PORT, ray://HOST:PORT or auto) instead of starting a local Ray")
     p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                    help="import MODULE first (it registers torch.library custom ops); repeatable")
     p.add_argument("--json", metavar="REPORT.json", help="write the JSON report here")
+    p.add_argument("--repro-dir", metavar="DIR",
+                   help="write one standalone repro file per finding here (created if missing); each is "
+                        "run in a fresh process first and written only if it reproduces")
     p.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
                    help="per-op time limit (makes results depend on machine speed; for campaigns)")
     p.add_argument("--resume", metavar="PROGRESS.jsonl", help="append finished ops here and skip those already in it")
@@ -47,8 +56,9 @@ def _check_arguments(args: argparse.Namespace) -> None:
     never after a campaign whose results it would lose."""
     if args.max_examples < 1:
         raise UsageError(f"--max-examples must be at least 1, got {args.max_examples}")
-    if args.jobs < 1:
+    if args.jobs is not None and args.jobs < 1:
         raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
+    _check_executor(args)
     if args.time_budget is not None and not (math.isfinite(args.time_budget) and args.time_budget > 0):
         raise UsageError(f"--time-budget must be a positive number of seconds, got {args.time_budget}")
     if not args.all and not any(n.strip() for n in args.ops.split(",")):
@@ -57,6 +67,37 @@ def _check_arguments(args: argparse.Namespace) -> None:
         check_writable(args.resume, "--resume")
     if args.json is not None:
         check_writable(args.json, "--json")
+    if args.repro_dir is not None:
+        _check_repro_dir(args.repro_dir)
+
+
+def _check_repro_dir(directory: str) -> None:
+    """Create ``--repro-dir`` and prove a file can be written there, before any fuzzing."""
+    probe = os.path.join(directory, f".verishape-write-check-{os.getpid()}")
+    try:
+        os.makedirs(directory, exist_ok=True)
+        with open(probe, "w"):
+            pass
+        os.unlink(probe)
+    except OSError as exc:
+        why = exc.strerror or type(exc).__name__
+        raise UsageError(f"--repro-dir {directory}: cannot write there: {why}") from None
+
+
+def _check_executor(args: argparse.Namespace) -> None:
+    """``--executor ray`` needs Ray importable (looked up, not imported: that takes a
+    second) and ``--ray-address`` only means something with it."""
+    if args.ray_address is not None and args.executor != "ray":
+        raise UsageError("--ray-address needs --executor ray")
+    if args.executor == "ray":
+        from .executors import RAY_HINT
+
+        try:
+            found = importlib.util.find_spec("ray") is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise UsageError(f"--executor ray needs Ray, which is not installed: {RAY_HINT}")
 
 
 def _import_user_modules(modules: list[str]) -> None:
@@ -65,7 +106,8 @@ def _import_user_modules(modules: list[str]) -> None:
     worker processes are spawned with the parent's ``sys.path``, so they find it too).
     Whatever the module raises is the user's error, reported in one line."""
     cwd = os.getcwd()
-    if cwd not in sys.path and "" not in sys.path:
+    if sys.path[:1] not in ([cwd], [""]):
+        # First, as with ``python -m``: a local module shadows an installed one of its name.
         sys.path.insert(0, cwd)
     for module in modules:
         try:
@@ -75,13 +117,24 @@ def _import_user_modules(modules: list[str]) -> None:
             raise UsageError(f"--import {module}: {type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")) from None
 
 
+def _dump(report: dict[str, Any], path: str | None) -> None:
+    from .report import dump
+
+    if path:
+        try:
+            dump(report, path)
+        except OSError as exc:
+            raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     _check_arguments(args)
     _import_user_modules(args.imports)
     from .campaign import run_campaign
+    from .executors import make_executor
     from .fuzzer import MODES, FuzzConfig
     from .ops import UnknownOp, resolve
-    from .report import dump, text_summary
+    from .report import text_summary
 
     names = None if args.all else [n.strip() for n in args.ops.split(",") if n.strip()]
     try:
@@ -90,12 +143,18 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     cfg = FuzzConfig(max_examples=args.max_examples, seed=args.seed, modes=MODES[args.mode],
                      time_budget_s=args.time_budget)
-    report = run_campaign([t.full_name for t in targets], cfg, jobs=args.jobs, imports=args.imports,
-                          progress_file=args.resume, stream=sys.stderr if len(targets) > 1 else None)
-    if args.json:
-        try:
-            dump(report, args.json)
-        except OSError as exc:
-            raise UsageError(f"cannot write {args.json}: {exc.strerror}") from None
+    executor = make_executor(args.executor, args.jobs, args.ray_address)
+    report = run_campaign([t.full_name for t in targets], cfg, jobs=args.jobs or 1, imports=args.imports,
+                          progress_file=args.resume, stream=sys.stderr if len(targets) > 1 else None,
+                          executor=executor)
+    _dump(report, args.json)
+    if args.repro_dir is not None:
+        from .repro import summary_line, write_repros
+
+        # After the first dump, so a bug in a repro generator cannot lose the campaign.
+        write_repros(report, args.repro_dir, args.imports, cwd=os.getcwd(), jobs=args.jobs or 1)
+        _dump(report, args.json)
     print(text_summary(report))
+    if args.repro_dir is not None:
+        print(summary_line(report))
     return 1 if report["findings"] else 0
