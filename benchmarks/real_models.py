@@ -32,8 +32,15 @@ cannot alternate as in ``guards.py``): read ratios near 1 as noise.
 ``--rounds N`` runs N processes per (model, variant), taking turns, and reports the median
 compile CPU: between processes it moves by about 10% on a busy machine.
 
+``--interleave N`` measures the compile-CPU ratio without that noise: one process per model
+runs each sweep N times per variant (stock and verishape, each from a clean Dynamo state and
+a cleared solver cache, the order alternating every round) and reports the median of each
+variant's compile CPU and their ratio.  Both variants then share one interpreter, one heap and
+one set of lazy imports, so what differs between them is verishape's own work.
+
     python benchmarks/real_models.py                       # all models, aot_eager
     python benchmarks/real_models.py --models gpt2,t5 --widen --backend inductor
+    python benchmarks/real_models.py --models llama,t5 --interleave 5
 """
 
 from __future__ import annotations
@@ -486,10 +493,40 @@ def child(model: str, variant: str, backend: str, sweeps: list[str]) -> dict[str
     return out
 
 
+def interleaved(model: str, backend: str, sweeps: list[str], rounds: int) -> dict[str, Any]:
+    """Stock and verishape taking turns in this process: ``rounds`` sweeps each, the
+    variant going first alternating, and the median compile CPU of each."""
+    import torch
+
+    fns = {"stock": compiler_for("stock"), "verishape": compiler_for("verishape")}
+    torch.manual_seed(0)
+    case = MODELS[model]()
+    for fn in fns.values():
+        _warm_up(fn, backend)
+    out: dict[str, Any] = {"model": model, "rounds": rounds, "sweeps": {}}
+    for sweep in sweeps:
+        if sweep == "seq" and not case.seq_sweep:
+            continue
+        cpu: dict[str, list[float]] = {v: [] for v in fns}
+        compiles: dict[str, set[int]] = {v: set() for v in fns}
+        for r in range(rounds):
+            order = list(fns) if r % 2 == 0 else list(reversed(fns))
+            for variant in order:
+                figures = run_sweep(case, fns[variant], backend, SWEEPS[sweep], checks=10)
+                cpu[variant].append(figures["compile_cpu_s"])
+                compiles[variant].add(figures["compiles"])
+        med = {v: statistics.median(xs) for v, xs in cpu.items()}
+        out["sweeps"][sweep] = {"compile_cpu_s": cpu, "median_s": med,
+                                "compiles": {v: sorted(c) for v, c in compiles.items()},
+                                "ratio": med["verishape"] / med["stock"] if med["stock"] else None}
+    return out
+
+
 # ------------------------------------------------------------------ parent: processes, table
 
 
-def run_child(model: str, variant: str, backend: str, sweeps: list[str], store: str) -> dict[str, Any]:
+def run_child(model: str, variant: str, backend: str, sweeps: list[str], store: str,
+              interleave: int = 0) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "out.json"
         env = dict(os.environ)
@@ -497,6 +534,8 @@ def run_child(model: str, variant: str, backend: str, sweeps: list[str], store: 
             env["VERISHAPE_PROOF_STORE"] = store
         cmd = [sys.executable, __file__, "--child", str(path), "--models", model, "--variant", variant,
                "--backend", backend, "--sweeps", ",".join(sweeps)]
+        if interleave:
+            cmd += ["--interleave", str(interleave)]
         proc = subprocess.run(cmd, check=False, env=env, cwd=ROOT, capture_output=True, text=True)
         if proc.returncode != 0 or not path.exists():
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
@@ -561,6 +600,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--widen", action="store_true", help="also run verishape.compile(widen_specializations=True)")
     ap.add_argument("--rounds", type=int, default=1,
                     help="processes per (model, variant), taking turns; compile CPU is their median (default 1)")
+    ap.add_argument("--interleave", type=int, default=0, metavar="N",
+                    help="instead: stock and verishape taking turns N times each in one process per model; "
+                         "median compile CPU ratio (writes real_models_interleave.json)")
     ap.add_argument("--store", default="off",
                     help="VERISHAPE_PROOF_STORE for the children: off (default, cold compiles), a path, or 'default'")
     ap.add_argument("--json", type=Path, default=RESULTS / "real_models.json")
@@ -577,10 +619,16 @@ def main(argv: list[str] | None = None) -> int:
     sweeps = [s for s in args.sweeps.split(",") if s]
     if any(s not in SWEEPS for s in sweeps):
         ap.error(f"--sweeps: got {args.sweeps!r}; use a comma-separated subset of {', '.join(SWEEPS)}")
+    if args.interleave < 0:
+        ap.error(f"--interleave: got {args.interleave}; use 1 or more rounds (0: off)")
     if args.child:
         sys.path[:0] = [str(ROOT)]
-        args.child.write_text(json.dumps(child(models[0], args.variant, args.backend, sweeps)))
+        result = (interleaved(models[0], args.backend, sweeps, args.interleave) if args.interleave
+                  else child(models[0], args.variant, args.backend, sweeps))
+        args.child.write_text(json.dumps(result))
         return 0
+    if args.interleave:
+        return _main_interleaved(args, models, sweeps)
     variants = ["stock", "verishape"] + (["widen"] if args.widen else [])
     rows = []
     start = time.perf_counter()
@@ -605,6 +653,28 @@ def main(argv: list[str] | None = None) -> int:
     report = _write(args, rows, sweeps, start)
     print(markdown(rows))
     print(json.dumps(report["summary"]), f"wall {report['wall_s']:.0f} s")
+    return 0
+
+
+def _main_interleaved(args: argparse.Namespace, models: list[str], sweeps: list[str]) -> int:
+    rows = []
+    start = time.perf_counter()
+    for model in models:
+        row = run_child(model, "verishape", args.backend, sweeps, args.store, interleave=args.interleave)
+        rows.append(row)
+        if "error" in row:
+            print(f"{model:11} error: {row['error']}", flush=True)
+        for sweep, f in row.get("sweeps", {}).items():
+            print(f"{model:11} {sweep:5} stock {f['median_s']['stock']:.2f}s verishape "
+                  f"{f['median_s']['verishape']:.2f}s ratio {f['ratio']:.3f} compiles {f['compiles']} "
+                  f"(rounds: stock {[round(x, 2) for x in f['compile_cpu_s']['stock']]}, "
+                  f"verishape {[round(x, 2) for x in f['compile_cpu_s']['verishape']]})", flush=True)
+    path = args.json.with_name("real_models_interleave.json") if args.json == RESULTS / "real_models.json" else args.json
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"benchmark": "real_models_interleave", "backend": args.backend,
+                                "rounds": args.interleave, "wall_s": time.perf_counter() - start,
+                                "torch": _version("torch"), "transformers": _version("transformers"),
+                                "cpus": os.cpu_count(), "models": rows}, indent=2) + "\n")
     return 0
 
 

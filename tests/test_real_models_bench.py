@@ -161,3 +161,17 @@ def test_a_tiny_transformers_model_through_the_command_line(rm, tmp_path):
         assert "error" not in widen, widen.get("error")
         assert widen["sweeps"]["batch"]["max_abs_diff"] < 1e-5
     assert "| gpt2 | batch |" in (tmp_path / "r.md").read_text()
+
+
+def test_interleaved_rounds_alternate_and_give_the_median_ratio(rm):
+    """``--interleave``: both variants measured in one process, the same number of times,
+    each sweep compiling as often as in its own process; the ratio is of the medians."""
+    import statistics
+
+    out = rm.interleaved("toy", "aot_eager", ["batch"], rounds=3)
+    f = out["sweeps"]["batch"]
+    assert {v: len(xs) for v, xs in f["compile_cpu_s"].items()} == {"stock": 3, "verishape": 3}
+    assert all(x > 0 for xs in f["compile_cpu_s"].values() for x in xs)
+    assert f["compiles"]["stock"] == f["compiles"]["verishape"] and len(f["compiles"]["stock"]) == 1
+    med = {v: statistics.median(xs) for v, xs in f["compile_cpu_s"].items()}
+    assert f["median_s"] == med and f["ratio"] == med["verishape"] / med["stock"]
