@@ -183,3 +183,17 @@ def test_check_meta_fails_on_meta_bugs_and_on_documented_divergences_only_when_a
         check_meta(to3, samples, mode="unbacked", max_examples=20, documented=True)
     with pytest.raises(AssertionError, match="compiled_rejects_unbacked_assert"):
         check_meta(copy_even, [(torch.ones(5),)], mode="unbacked", max_examples=20)
+
+
+def test_a_singular_reshaped_matrix_is_value_dependent_not_shape_determined():
+    """``linalg.tensorinv`` inverts the input reshaped to a square matrix: every generic
+    filling (the identity on the last two dims included) is singular there, yet other values
+    are invertible.  Linear-algebra errors are excluded without retrying."""
+    from verishape.fuzz.check import Notes, check_trace_point
+
+    fn = lambda x: torch.linalg.tensorinv(x, ind=1)   # noqa: E731 - a one-off callable
+    case = Case(args=(T((4, 2, 2), torch.float32, pool=(1.0,)),), kwargs={})
+    notes: Notes = collections.Counter()
+    verdict, _ = check_trace_point(fn, case, BACKED, True, notes)
+    assert verdict is None
+    assert notes["excluded:value_dependent_error:linear_algebra"] == 1

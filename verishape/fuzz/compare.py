@@ -63,8 +63,12 @@ VALUE_ERROR_GROUPS: dict[str, tuple[str, ...]] = {
 
 #: Groups whose errors are excluded without re-running eager on other values: the values
 #: that would satisfy them (lengths summing to a size, offsets) depend on the sizes, so a
-#: generic filling failing proves nothing about shape-determinism.
-NO_RETRY_GROUPS = frozenset({"counts_from_values", "eager_backend"})
+#: generic filling failing proves nothing about shape-determinism.  Linear algebra too: a
+#: singular or indefinite matrix is never decided by sizes alone (a degenerate shape fails
+#: with a shape error instead), and the matrix may be a reshape of the input
+#: (``linalg.tensorinv``/``tensorsolve``), where the identity on the last two dims is singular;
+#: the deterministic campaign reported those two as shape-determined until this was added.
+NO_RETRY_GROUPS = frozenset({"counts_from_values", "eager_backend", "linear_algebra"})
 
 #: Every pattern, flat (kept for callers that match messages themselves).
 VALUE_ERROR_PATTERNS = tuple(p for group in VALUE_ERROR_GROUPS.values() for p in group)
