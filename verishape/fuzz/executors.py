@@ -8,18 +8,18 @@ line itself, in the driver, whatever the executor.
 
 ``local``: a pool of spawned processes on this machine.  ``ray``: one Ray task per op, on
 a local Ray started here (and shut down afterwards) or on an existing cluster
-(``address``).  A Ray worker that dies on an op (segfault, abort, out of memory) is that
-op's crash, not the end of the campaign; Ray is told not to retry it, because a retry
-would crash again.
+(``address``).  A worker (local process or Ray worker) that dies on an op (segfault,
+abort, out of memory) is that op's crash, not the end of the campaign; it is not retried,
+because a retry would crash again.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import importlib
 import logging
 import multiprocessing
+import multiprocessing.connection
 import os
 import socket
 import sys
@@ -119,19 +119,110 @@ def _driver_path_entries() -> tuple[str, ...]:
 
 
 class LocalExecutor:
-    """``jobs`` spawned processes on this machine (spawn, not fork: torch and threads)."""
+    """``jobs`` spawned processes on this machine (spawn, not fork: torch and threads), each
+    given one op at a time over its own pipe.  The driver knows which op each worker runs,
+    so a worker that dies (segfault, abort in an eager kernel) is that op's crash, as under
+    Ray: the worker is replaced and every other op still runs.  A process pool cannot do
+    this: one dead worker breaks the whole pool."""
 
     def __init__(self, jobs: int) -> None:
         self.jobs = jobs
 
     def results(self, names: Sequence[str], cfg: FuzzConfig, imports: Sequence[str]) -> Iterator[tuple[str, Result]]:
         ctx = multiprocessing.get_context("spawn")
-        paths = _driver_path_entries()
-        with concurrent.futures.ProcessPoolExecutor(self.jobs, mp_context=ctx, initializer=prepare_worker,
-                                                    initargs=(tuple(imports), paths)) as pool:
-            futures = {pool.submit(_fuzz_in_worker, name, cfg, tuple(imports), paths): name for name in names}
-            for fut in concurrent.futures.as_completed(futures):
-                yield futures[fut], fut.result()
+        setup = (cfg, tuple(imports), _driver_path_entries())
+        queue = list(names)
+        workers = [_Worker(ctx, setup) for _ in range(min(self.jobs, len(queue)))]
+        try:
+            while workers:
+                ready = multiprocessing.connection.wait([w.conn for w in workers])
+                for worker in [w for w in workers if w.conn in ready]:
+                    done = worker.receive()
+                    if done is not None:
+                        yield done
+                    if worker.alive:
+                        worker.give(queue.pop(0) if queue else None)
+                    if not worker.alive or worker.op is None:
+                        worker.close()
+                        workers.remove(worker)
+                        if worker.died and queue:
+                            workers.append(_Worker(ctx, setup))
+        finally:
+            for worker in workers:
+                worker.close()
+
+
+class _Worker:
+    """One local worker process and the op it runs (None: setting up, or idle)."""
+
+    def __init__(self, ctx: Any, setup: tuple[Any, ...]) -> None:
+        self.conn, child = ctx.Pipe()
+        self.process = ctx.Process(target=_local_worker_main, args=(child, *setup), daemon=True)
+        self.process.start()
+        child.close()   # only the worker holds its end now: its death is EOF here
+        self.op: str | None = None
+        self.alive, self.died = True, False
+
+    def give(self, op: str | None) -> None:
+        """The next op, or None: no more work (the worker exits)."""
+        self.op = op
+        self.conn.send(op)
+        if op is None:
+            self.alive = False
+
+    def receive(self) -> tuple[str, Result] | None:
+        """The finished ``(op, result)``, if the message is one; a dead worker's op is its crash."""
+        try:
+            kind, payload = self.conn.recv()
+        except EOFError:
+            self.alive, self.died = False, True
+            self.process.join()
+            if self.op is None:
+                raise RuntimeError(f"internal error (a bug): a fuzz worker died while setting up "
+                                   f"(exit code {self.process.exitcode})") from None
+            return self.op, crash_result(self.op)
+        if kind == "setup_error":
+            raise UsageError(f"a worker process cannot set up: {payload} (are the --import modules "
+                             "importable from the current folder?)")
+        if kind == "bug":
+            raise RuntimeError(f"internal error (a bug) in a fuzz worker on {self.op}:\n{payload}")
+        if kind == "ready":
+            return None
+        assert kind == "result" and self.op is not None, kind
+        return self.op, payload
+
+    def close(self) -> None:
+        """Wait briefly for a worker told to stop; end one not told to stop (the
+        campaign was interrupted or failed)."""
+        if self.alive:
+            self.process.terminate()
+        self.process.join(timeout=10)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+        self.conn.close()
+
+
+def _local_worker_main(conn: Any, cfg: FuzzConfig, imports: Sequence[str], path_entries: Sequence[str]) -> None:
+    """A local worker: set up once, then fuzz the ops the driver sends until it sends None.
+    The user's setup failing is said to the driver as such; anything else this raises
+    outside :func:`fuzz_one`'s per-op record is a bug, sent with its traceback."""
+    from .ops import UnknownOp
+
+    try:
+        prepare_worker(imports, path_entries)
+    except (ImportError, UnknownOp) as exc:
+        first = (str(exc).strip().splitlines() or [""])[0]
+        conn.send(("setup_error", f"{type(exc).__name__}: {first}"))
+        return
+    conn.send(("ready", None))
+    while (name := conn.recv()) is not None:
+        try:
+            result = fuzz_one(name, cfg, imports)
+        except Exception:  # noqa: BLE001 - forwarded with its traceback and raised in the driver
+            conn.send(("bug", traceback.format_exc(limit=8)))
+            return
+        conn.send(("result", result))
 
 
 # ---------------------------------------------------------------------- Ray
