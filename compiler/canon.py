@@ -268,11 +268,47 @@ class Canonicalizer:
                 source = grapharg.source.name if grapharg is not None and grapharg.source is not None else None
                 entry = ("placeholder", source, self.meta(value, storages))
             else:
-                entry = (node.op, target, arg(node.args), arg(node.kwargs),
+                args, kwargs = self._moot_causal(node, target)
+                entry = (node.op, target, arg(args), arg(kwargs),
                          self.meta(value, storages, loose=node not in outputs) if node.op != "output" else None)
             index[node] = len(entries)
             entries.append(entry)
         return Canon(tuple(entries))
+
+
+    def _moot_causal(self, node: torch.fx.Node, target: str) -> tuple[Any, Any]:
+        """``node``'s arguments, with ``is_causal`` of an attention call read as False when
+        the query and the key both have one position.
+
+        Why: the causal mask of a 1 x 1 score matrix is ``[[True]]``, which masks nothing, so
+        ``is_causal=True`` and ``False`` compute the same there.  Hugging Face decoders pass
+        ``is_causal=q_len > 1`` (BART): the generic graph at length 1 says True, the length-1
+        trace False.  Only the flag is normalised; every other argument and the output
+        metadata are still compared, and a key longer than one position keeps the flag."""
+        if "scaled_dot_product" not in target or len(node.args) < 2:
+            return node.args, node.kwargs
+        q, k = (_value(a) if isinstance(a, torch.fx.Node) else None for a in node.args[:2])
+        if not all(isinstance(t, torch.Tensor) and t.dim() >= 2 for t in (q, k)):
+            return node.args, node.kwargs
+        if not (self.number(q.shape[-2]) == 1 and self.number(k.shape[-2]) == 1):
+            return node.args, node.kwargs
+        if "is_causal" in node.kwargs:
+            return node.args, {**node.kwargs, "is_causal": False}
+        schema = getattr(node.target, "_schema", None)
+        if schema is None:
+            return node.args, node.kwargs
+        # An ATen overload: spell out every positional argument (AOT writes a default or
+        # leaves it out depending on the value), then clear the flag.
+        positional = [a for a in schema.arguments if not a.kwarg_only]
+        args = list(node.args)
+        for a in positional[len(args):]:
+            if a.name in node.kwargs or not a.has_default_value():
+                break
+            args.append(a.default_value)
+        names = [a.name for a in positional[:len(args)]]
+        if "is_causal" in names:
+            args[names.index("is_causal")] = False
+        return tuple(args), node.kwargs
 
 
 def first_difference(generic: Canon, other: Canon, width: int = 160) -> str:

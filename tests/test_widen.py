@@ -440,3 +440,41 @@ def test_tiny_gpt2_batch_sweep_is_widened_and_equal_to_eager():
     # batch 1 reused the dynamic graph: the only frames are the dynamic compile (and a
     # restarted analysis of it, which Dynamo counts as a frame of its own)
     assert not any("size()[0]" in r for r in verishape.explain(fwd).splitlines() if "recompiled" in r)
+
+
+def _attention_graph(q_len: int, k_len: int, causal: bool, aten: bool) -> torch.fx.GraphModule:
+    """An attention call traced with meta values: Dynamo-style (``torch._C._nn`` function,
+    ``is_causal`` keyword) or ATen-style (the CPU flash overload, flags positional)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def dynamo_style(q, k):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, k, is_causal=causal)
+
+    def aten_style(q, k):
+        if causal:
+            return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default(q, k, k, 0.0, True)[0]
+        return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default(q, k, k)[0]
+
+    q, k = torch.randn(2, 1, q_len, 4), torch.randn(2, 1, k_len, 4)
+    if aten:
+        return make_fx(aten_style)(q, k)
+    gm = torch.fx.symbolic_trace(dynamo_style)
+    for node, value in zip(gm.graph.find_nodes(op="placeholder"), (q, k)):
+        node.meta["val"] = value
+    return gm
+
+
+@pytest.mark.parametrize("aten", [False, True], ids=["dynamo", "aot"])
+def test_is_causal_is_moot_only_for_one_query_and_one_key(aten):
+    """BART's decoder passes ``is_causal=q_len > 1``; at one query and one key the flag
+    masks nothing, so the graphs compare equal.  With three keys the causal mask keeps only
+    the first, a different computation: the graphs still differ (and so do the results)."""
+    c = canon.Canonicalizer(lambda s: s)
+    one = c.graph(_attention_graph(1, 1, True, aten)), c.graph(_attention_graph(1, 1, False, aten))
+    assert one[0].entries == one[1].entries
+    three = c.graph(_attention_graph(1, 3, True, aten)), c.graph(_attention_graph(1, 3, False, aten))
+    assert three[0].entries != three[1].entries
+    q, k = torch.randn(1, 1, 1, 4), torch.randn(1, 1, 3, 4)
+    f = torch.nn.functional.scaled_dot_product_attention
+    torch.testing.assert_close(f(q, q, q, is_causal=True), f(q, q, q, is_causal=False))
+    assert not torch.allclose(f(q, k, k, is_causal=True), f(q, k, k, is_causal=False))
