@@ -133,9 +133,9 @@ def _inside_widening_trace() -> bool:
     """Whether Dynamo is tracing for ``verishape.compile(widen_specializations=True)``'s
     proof of specialization equivalence: a check, not a compile of the user's code, so not
     a frame of the report."""
-    from verishape.compiler import widen
+    from verishape.compiler import narrow_trace
 
-    return widen.tracing_at_excluded_size()
+    return narrow_trace.tracing_at_excluded_size()
 
 
 def _enclosing_call(frames_: Sequence[Frame]) -> int | None:
