@@ -404,19 +404,29 @@ def _measure(case: ModelCase, compiled: Any, shapes: list[tuple[int, int]], chec
     from torch._dynamo.utils import counters
 
     compiled_calls: list[int] = []
-    compile_cpu_s = 0.0
+    reused_calls: list[int] = []
+    call_cpu_s: list[float] = []
+    compile_cpu_s = compile_wall_s = 0.0
+    backend_compiles = 0
     max_diff = 0.0
     for i, (batch, seq) in enumerate(shapes):
         kwargs = case.inputs(batch, seq)
-        graphs = counters["stats"]["unique_graphs"]
+        graphs, reused = counters["stats"]["unique_graphs"], counters["verishape"]["reused_at_size_1"]
         with torch.no_grad():
-            start = time.process_time()
+            start, wall = time.process_time(), time.perf_counter()
             got = _first_tensor(compiled(**kwargs))
-            elapsed = time.process_time() - start
+            elapsed, elapsed_wall = time.process_time() - start, time.perf_counter() - wall
             want = _first_tensor(case.module(**kwargs))
-        if counters["stats"]["unique_graphs"] > graphs:
+        call_cpu_s.append(elapsed)
+        traced = counters["stats"]["unique_graphs"] - graphs
+        ran_generic = counters["verishape"]["reused_at_size_1"] - reused
+        if traced:  # Dynamo traced: the backend compiled, or a size-1 trace reused a generic artifact
             compiled_calls.append(i)
             compile_cpu_s += elapsed
+            compile_wall_s += elapsed_wall
+            backend_compiles += traced - ran_generic
+            if ran_generic:
+                reused_calls.append(i)
         if got.shape != want.shape:
             max_diff = float("inf")
         elif got.numel():
@@ -432,11 +442,16 @@ def _measure(case: ModelCase, compiled: Any, shapes: list[tuple[int, int]], chec
     stats = prover.stats
     figures: dict[str, Any] = {
         "shapes": [list(s) for s in shapes],
+        # calls Dynamo traced (a backend compile, or a size-1 call proved to run a generic artifact)
         "compiled_calls": compiled_calls,
-        "compiles": len(compiled_calls),
+        "reused_calls": reused_calls,
+        # graphs the user's backend compiled (a reused size-1 trace is not one)
+        "compiles": backend_compiles,
         "graphs": counters["stats"]["unique_graphs"],
         "cache_entries": len(entries),
         "compile_cpu_s": compile_cpu_s,
+        "compile_wall_s": compile_wall_s,
+        "call_cpu_s": call_cpu_s,
         "shape_guard_lines": sum(_SPIES.guard_lines.values()),
         "guard_check_us": check_us,
         "shape_guard_fn_us": shape_us,
@@ -475,10 +490,21 @@ def _merge_counts(counts: Any) -> dict[str, int]:
     return out
 
 
+def cold_caches() -> None:
+    """Torch's compile caches off (Inductor's FX graph cache, the AOTAutograd cache), for
+    every variant: each sweep compiles cold, as a program's first run does, whatever an
+    earlier round or run left on disk."""
+    import torch
+
+    torch._inductor.config.fx_graph_cache = False
+    torch._functorch.config.enable_autograd_cache = False
+
+
 def child(model: str, variant: str, backend: str, sweeps: list[str]) -> dict[str, Any]:
     """Everything one (model, variant) process measures."""
     import torch
 
+    cold_caches()
     compile_fn = compiler_for(variant)
     if compile_fn is None:
         return {"model": model, "variant": variant, "available": False}
@@ -493,32 +519,42 @@ def child(model: str, variant: str, backend: str, sweeps: list[str]) -> dict[str
     return out
 
 
-def interleaved(model: str, backend: str, sweeps: list[str], rounds: int) -> dict[str, Any]:
-    """Stock and verishape taking turns in this process: ``rounds`` sweeps each, the
-    variant going first alternating, and the median compile CPU of each."""
+def interleaved(model: str, backend: str, sweeps: list[str], rounds: int, other: str = "verishape") -> dict[str, Any]:
+    """Stock and ``other`` (verishape or widen) taking turns in this process: ``rounds``
+    sweeps each, the variant going first alternating; per variant the median compile CPU
+    and wall time, the backend compiles, the size-1 calls that reused a generic artifact,
+    the max difference against eager, and the median CPU of the sweep's first size-1
+    call (stock's recompile there, or the lazy proof that replaced it)."""
     import torch
 
-    fns = {"stock": compiler_for("stock"), "verishape": compiler_for("verishape")}
+    cold_caches()
+    fns = {"stock": compiler_for("stock"), other: compiler_for(other)}
     torch.manual_seed(0)
     case = MODELS[model]()
     for fn in fns.values():
         _warm_up(fn, backend)
-    out: dict[str, Any] = {"model": model, "rounds": rounds, "sweeps": {}}
+    out: dict[str, Any] = {"model": model, "rounds": rounds, "other": other, "sweeps": {}}
     for sweep in sweeps:
         if sweep == "seq" and not case.seq_sweep:
             continue
-        cpu: dict[str, list[float]] = {v: [] for v in fns}
-        compiles: dict[str, set[int]] = {v: set() for v in fns}
+        shapes = SWEEPS[sweep]
+        first_1 = next(i for i, (b, s) in enumerate(shapes) if (b if sweep == "batch" else s) == 1)
+        runs: dict[str, list[dict[str, Any]]] = {v: [] for v in fns}
         for r in range(rounds):
             order = list(fns) if r % 2 == 0 else list(reversed(fns))
             for variant in order:
-                figures = run_sweep(case, fns[variant], backend, SWEEPS[sweep], checks=10)
-                cpu[variant].append(figures["compile_cpu_s"])
-                compiles[variant].add(figures["compiles"])
+                runs[variant].append(run_sweep(case, fns[variant], backend, shapes, checks=10))
+        cpu = {v: [f["compile_cpu_s"] for f in fs] for v, fs in runs.items()}
         med = {v: statistics.median(xs) for v, xs in cpu.items()}
-        out["sweeps"][sweep] = {"compile_cpu_s": cpu, "median_s": med,
-                                "compiles": {v: sorted(c) for v, c in compiles.items()},
-                                "ratio": med["verishape"] / med["stock"] if med["stock"] else None}
+        out["sweeps"][sweep] = {
+            "compile_cpu_s": cpu, "median_s": med,
+            "median_wall_s": {v: statistics.median(f["compile_wall_s"] for f in fs) for v, fs in runs.items()},
+            "compiles": {v: sorted({f["compiles"] for f in fs}) for v, fs in runs.items()},
+            "reused_calls": {v: sorted({tuple(f["reused_calls"]) for f in fs}) for v, fs in runs.items()},
+            "max_abs_diff": {v: max(f["max_abs_diff"] for f in fs) for v, fs in runs.items()},
+            "size_1_call": first_1,
+            "size_1_call_cpu_s": {v: statistics.median(f["call_cpu_s"][first_1] for f in fs) for v, fs in runs.items()},
+            "ratio": med[other] / med["stock"] if med["stock"] else None}
     return out
 
 
@@ -601,8 +637,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=1,
                     help="processes per (model, variant), taking turns; compile CPU is their median (default 1)")
     ap.add_argument("--interleave", type=int, default=0, metavar="N",
-                    help="instead: stock and verishape taking turns N times each in one process per model; "
-                         "median compile CPU ratio (writes real_models_interleave.json)")
+                    help="instead: stock and verishape (with --widen: widen) taking turns N times each in one "
+                         "process per model; median compile CPU ratio (writes real_models_interleave.json)")
     ap.add_argument("--store", default="off",
                     help="VERISHAPE_PROOF_STORE for the children: off (default, cold compiles), a path, or 'default'")
     ap.add_argument("--json", type=Path, default=RESULTS / "real_models.json")
@@ -623,8 +659,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--interleave: got {args.interleave}; use 1 or more rounds (0: off)")
     if args.child:
         sys.path[:0] = [str(ROOT)]
-        result = (interleaved(models[0], args.backend, sweeps, args.interleave) if args.interleave
-                  else child(models[0], args.variant, args.backend, sweeps))
+        result = (interleaved(models[0], args.backend, sweeps, args.interleave, args.variant or "verishape")
+                  if args.interleave else child(models[0], args.variant, args.backend, sweeps))
         args.child.write_text(json.dumps(result))
         return 0
     if args.interleave:
@@ -659,23 +695,45 @@ def main(argv: list[str] | None = None) -> int:
 def _main_interleaved(args: argparse.Namespace, models: list[str], sweeps: list[str]) -> int:
     rows = []
     start = time.perf_counter()
+    other = "widen" if args.widen else "verishape"
     for model in models:
-        row = run_child(model, "verishape", args.backend, sweeps, args.store, interleave=args.interleave)
+        row = run_child(model, other, args.backend, sweeps, args.store, interleave=args.interleave)
         rows.append(row)
         if "error" in row:
             print(f"{model:11} error: {row['error']}", flush=True)
         for sweep, f in row.get("sweeps", {}).items():
-            print(f"{model:11} {sweep:5} stock {f['median_s']['stock']:.2f}s verishape "
-                  f"{f['median_s']['verishape']:.2f}s ratio {f['ratio']:.3f} compiles {f['compiles']} "
+            print(f"{model:11} {sweep:5} stock {f['median_s']['stock']:.2f}s {other} "
+                  f"{f['median_s'][other]:.2f}s ratio {f['ratio']:.3f} compiles {f['compiles']} "
+                  f"reused {f['reused_calls'][other]} size-1 call {f['size_1_call_cpu_s']['stock']:.2f}s -> "
+                  f"{f['size_1_call_cpu_s'][other]:.2f}s diff {max(f['max_abs_diff'].values()):.1e} "
                   f"(rounds: stock {[round(x, 2) for x in f['compile_cpu_s']['stock']]}, "
-                  f"verishape {[round(x, 2) for x in f['compile_cpu_s']['verishape']]})", flush=True)
+                  f"{other} {[round(x, 2) for x in f['compile_cpu_s'][other]]})", flush=True)
     path = args.json.with_name("real_models_interleave.json") if args.json == RESULTS / "real_models.json" else args.json
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"benchmark": "real_models_interleave", "backend": args.backend,
+    summary_ = interleave_summary(rows, other)
+    path.write_text(json.dumps({"benchmark": "real_models_interleave", "backend": args.backend, "other": other,
                                 "rounds": args.interleave, "wall_s": time.perf_counter() - start,
                                 "torch": _version("torch"), "transformers": _version("transformers"),
-                                "cpus": os.cpu_count(), "models": rows}, indent=2) + "\n")
+                                "cpus": os.cpu_count(), "models": rows, "summary": summary_}, indent=2) + "\n")
+    print(json.dumps(summary_))
     return 0
+
+
+def interleave_summary(rows: list[dict[str, Any]], other: str) -> dict[str, Any]:
+    """Per sweep: models with fewer backend compiles than stock, the median and max ratio
+    of compile CPU, and the largest difference against eager."""
+    out: dict[str, Any] = {}
+    for sweep in SWEEPS:
+        fs = [r["sweeps"][sweep] for r in rows if sweep in r.get("sweeps", {})]
+        if not fs:
+            continue
+        ratios = [f["ratio"] for f in fs if f["ratio"] is not None]
+        out[sweep] = {"models": len(fs),
+                      "fewer_compiles": sum(max(f["compiles"][other]) < min(f["compiles"]["stock"]) for f in fs),
+                      "ratio_median": statistics.median(ratios) if ratios else None,
+                      "ratio_max": max(ratios) if ratios else None,
+                      "max_abs_diff": max(max(f["max_abs_diff"].values()) for f in fs)}
+    return out
 
 
 def _combined(runs: list[dict[str, Any]]) -> dict[str, Any]:

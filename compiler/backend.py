@@ -157,19 +157,23 @@ class VerishapeBackend:
             return self._compile_widening(gm, example_inputs, **kwargs)
 
     def _compile_widening(self, gm: torch.fx.GraphModule, example_inputs: Any, **kwargs: Any) -> Any:
-        """Compile as usual, recording what specialization equivalence needs; then trace
-        the frame at size 1 and leave the plan on the frame's env, which widens the
-        proved ranges when Dynamo produces this frame's guards (same compile)."""
+        """A call whose kept sizes are 1 runs the generic artifact of an earlier compile of
+        this frame when that is proved (the user's backend compiles nothing); any other
+        compile runs the user's backend as usual and is kept for such a call (see
+        :mod:`verishape.compiler.widen`)."""
         from torch._dynamo import symbolic_convert
 
         tx = getattr(symbolic_convert.tls, "current_tx", None)  # None: called outside a Dynamo trace
         env = tx.output.shape_env if tx is not None else None
         if not isinstance(env, VeriShapeEnv) or tx is not tx.output.root_tx:
             return self._inner(gm, example_inputs, **kwargs)
+        reused = widen.reuse(env, tx, gm, example_inputs, self.__name__, current_prover())
+        if reused is not None:
+            return reused
         with widen.recording(env, self.__name__, gm) as rec:
             compiled = self._inner(gm, example_inputs, **kwargs)
         if rec is not None:
-            env._vs_widen_plan = widen.check_after_backend(rec, tx, gm, self.__name__, self._dynamic)
+            widen.keep(rec, tx, compiled, self.__name__)
         return compiled
 
     def __getattr__(self, name: str) -> Any:

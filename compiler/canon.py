@@ -147,12 +147,16 @@ class Canonicalizer:
             return meta, hashlib.sha256(data).hexdigest()
         return meta, ("data_ptr", attr.data_ptr())
 
-    def _identity_view(self, node: torch.fx.Node, index: dict[torch.fx.Node, int], storages: list[Any]) -> bool:
-        """An ATen view op (``slice``, ``alias``, ``view``...) whose result has its
-        input's sizes, strides, storage offset, dtype and storage: it reads exactly the
+    def _identity_view(self, node: torch.fx.Node, index: dict[torch.fx.Node, int], storages: list[Any],
+                       loose: bool = False) -> bool:
+        """An ATen view op (``slice``, ``alias``, ``view``, ``expand``...) whose result has
+        its input's sizes, strides, storage offset, dtype and storage: it reads exactly the
         input's elements, so it is the input.  The traces differ in these (a generic
-        ``slice(x, 0, 0, end)`` is dropped at size 1, or becomes ``alias``); folded on
-        both sides."""
+        ``slice(x, 0, 0, end)`` is dropped at size 1, or becomes ``alias``; ViT's
+        ``cls_token.expand(batch, -1, -1)`` is dropped at batch 1, where the generic expand
+        gives the size-1 dimension stride 0); folded on both sides.  ``loose`` (not for a
+        graph output): strides of size-1 dimensions are not compared (see
+        :meth:`tensor_meta`)."""
         target = node.target
         if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload) or not target.is_view:
             return False
@@ -163,7 +167,7 @@ class Canonicalizer:
         if not isinstance(mine, torch.Tensor) or not isinstance(theirs, torch.Tensor):
             return False
         probe = list(storages)
-        return self.tensor_meta(mine, probe) == self.tensor_meta(theirs, probe)
+        return self.tensor_meta(mine, probe, loose) == self.tensor_meta(theirs, probe, loose)
 
     def _full_scatter(self, node: torch.fx.Node, index: dict[torch.fx.Node, int], folded: dict[torch.fx.Node, Any],
                       storages: list[Any], outputs: set[torch.fx.Node]) -> bool:
@@ -256,7 +260,7 @@ class Canonicalizer:
             if node.op != "output" and is_size_only(value) and not _has_tensor(value):
                 folded[node] = self.scalar(value)
                 continue
-            if self._identity_view(node, index, storages):
+            if self._identity_view(node, index, storages, loose=node not in outputs):
                 index[node] = index[node.args[0]]  # a view equal to its input: the same value
                 continue
             if self._full_scatter(node, index, folded, storages, outputs):

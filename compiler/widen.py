@@ -1,38 +1,36 @@
-"""Specialization equivalence: prove a dynamic graph valid at the size 1 its guards exclude.
+"""Batch 1 from the batch-N graph: a size-1 call runs the generic compiled artifact, when proved.
 
 Dynamo gives every backed input size a range ``[2, oo)`` (0/1 specialization), so the
-graph compiled for batch 2 is never reused for batch 1.  The generic graph often
-computes exactly what a batch-1 trace computes; answers to single shape questions differ
-(``Eq(s, 1)`` is False in one, True in the other) while the graph does not.  So the proof
-is made at the level of the frame:
+graph compiled for batch 2 is never reused for batch 1: the call at batch 1 misses the
+cache and the backend compiles again.  The generic graph often computes exactly what a
+batch-1 trace computes.  The proof is made lazily, when size 1 arrives:
 
-1. While the user's backend compiles the generic graph (:func:`recording`), the
-   AOTAutograd inference graph it lowers is captured in canonical form
-   (:func:`canonical`), and the lowering (Inductor) runs with the symbol's range already
-   widened to ``[1, upper]``: every static answer it acts on is then valid at 1 by
-   construction, and any guard it needs lands in the frame's guard list.
-2. The frame is traced again at the excluded value (:func:`trace_at`): a *copy* of the
-   frame's code object (Dynamo's cache for the user's code is untouched), its inputs with
-   every dimension bound to the symbol narrowed to 1, the other dimensions dynamic as in
-   the generic compile.  A capturing backend records the Dynamo graph and replays the
-   backend's own AOTAutograd call (same decompositions and options) with recording
-   compilers; nothing is lowered and the graph never runs.
-3. :func:`check_after_backend` and :func:`finish` compare: Dynamo and AOT graphs node for node after substituting the
-   symbol (size-only nodes replaced by their value, see :func:`canonical`), the sizes and
-   strides of every input, the output bytecode Dynamo generated around the graph, the
-   non-shape guards, and proves with the solver that the generic shape guards at 1 imply
-   the size-1 trace's shape guards.  Any difference, unknown or error: no widening.
-4. :class:`verishape.shape_env.VeriShapeEnv` produces the frame's guards with the range
-   widened, inside a scope that restores itself (guard minimization then runs under the
-   widened range too), and logs the proof as a ``specialization_widened`` record.
+1. A generic compile keeps what the proof needs (:func:`recording`, :func:`keep`): copies
+   of its Dynamo graph and of the AOTAutograd inference graph the backend lowers (taken
+   before any pass rewrites them), the compiled artifact, its inputs, its guards, and every
+   static shape answer the lowering acted on that holds only because a size is at least 2
+   (:mod:`verishape.compiler.questions`).  Nothing is traced at size 1: a program that never
+   sees size 1 pays for two graph copies and the question log.
+2. The call that misses the cache because kept sizes are 1 is traced by Dynamo as stock
+   traces it.  Before the user's backend is asked to compile that trace, :func:`reuse`
+   proves, for the pattern that arrived (the kept sizes that are 1 now, together):
 
-Several candidates are proved corner by corner (:func:`groups_to_try`, :func:`choose`): each
-alone at 1 with the others ``>= 2``, and every larger subset at 1 together; only a set whose
-every non-empty subset is proved is widened, so the region the widened guards admit is the
-union of the generic one and of the proved corners.
+   * the size-1 Dynamo graph equals the generic one with those sizes set to 1, and so does
+     its AOTAutograd inference graph (traced, never lowered), in the canonical form of
+     :mod:`verishape.compiler.canon`; input sizes and strides agree;
+   * the size-1 trace's guards imply the generic frame's guards at 1 (those the lowering
+     added included), the generic ranges of the other sizes, and every recorded answer of
+     the lowering at 1 (a broadcast's "not size 1" is harmless where the two sizes it
+     compares are equal at 1);
+   * the size-1 trace checks every non-shape guard the generic frame checks.
 
-Only eligible symbols are tried: backed, bound to an input tensor size, range exactly
-``[2, upper]`` and not replaced.  Only the backends whose pipeline is known are used:
+   Then the size-1 cache entry (its own guards, its own bytecode) calls the generic
+   artifact, its arguments rebuilt from the size-1 call's (a size set to 1 is passed as
+   1), and the user's backend compiles nothing.  Otherwise the backend compiles the
+   size-1 trace as stock would, and the reason is in the frame's decision log.
+
+Only eligible symbols are kept: backed, bound to input tensor sizes, range exactly
+``[2, upper]``, not replaced.  Only the backends whose pipeline is known are used:
 ``eager`` (runs the Dynamo graph), ``aot_eager`` and ``inductor`` (inference graphs).
 """
 
@@ -40,11 +38,13 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import copy
 import dataclasses
-import hashlib
-import itertools
 import logging
+import threading
 import time
+import types
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -52,16 +52,8 @@ import sympy
 import torch
 from torch.utils._sympy.value_ranges import ValueRanges
 
-from .canon import (
-    Canon,
-    Canonicalizer,
-    NotWidened,
-    bytecode,
-    canonical,
-    first_difference,
-    is_size_only,
-)
-from .narrow_trace import trace_at
+from . import questions as questions_
+from .canon import Canon, Canonicalizer, NotWidened, canonical, first_difference, is_size_only
 
 log = logging.getLogger("verishape")
 
@@ -76,40 +68,20 @@ _AOT_BACKENDS = ("aot_eager", "inductor")
 def merged_into(env: Any, symbol: sympy.Symbol) -> list[sympy.Symbol]:
     """``symbol`` and every symbol torch replaced by it: one size under several names.
     On a Hugging Face model ``input_ids`` and ``attention_mask`` get a batch symbol each
-    and a guard equates them (``s52 -> s92``): both inputs are that size, so both are
-    narrowed together and neither may stay a symbol of its own in the comparison."""
+    and a guard may equate them (``s52 -> s92``): both inputs are that size, so both are
+    set to 1 together and neither may stay a symbol of its own in the comparison."""
     merged = sorted((s for s, r in env.replacements.items() if r == symbol and s != symbol), key=str)
     return [symbol, *merged]
 
 
-#: symbols narrowed to 1 together in one size-1 trace (sorted by first source name)
+#: symbols set to 1 together by one size-1 call (sorted by first source name)
 Group = tuple[sympy.Symbol, ...]
-#: joint traces are made for at most this many candidate symbols (2**n - 1 traces in all)
-MAX_JOINT = 3
 
 
-def as_group(symbols: sympy.Symbol | Group) -> Group:
-    return symbols if isinstance(symbols, tuple) else (symbols,)
-
-
-def merged_group(env: Any, symbols: sympy.Symbol | Group) -> set[sympy.Symbol]:
-    """Every generic symbol that takes the narrowed value: the group's and those torch
-    replaced by them."""
-    return {m for s in as_group(symbols) for m in merged_into(env, s)}
-
-
-def groups_to_try(env: Any, symbols: list[sympy.Symbol]) -> list[Group]:
-    """Each candidate alone, then (for up to :data:`MAX_JOINT` candidates) every larger
-    subset: a batch-1 call sets all of them to 1 at once.  Hugging Face models give
-    ``input_ids`` and ``attention_mask`` a batch symbol each that nothing equates; the
-    widened region ``[1, oo)**n`` is covered only if every corner where some of them are
-    1 and the rest ``>= 2`` is proved."""
-    ordered = sorted(symbols, key=lambda s: (source_names(env, s), str(s)))
-    out: list[Group] = [(s,) for s in ordered]
-    if 2 <= len(ordered) <= MAX_JOINT:
-        for k in range(2, len(ordered) + 1):
-            out += list(itertools.combinations(ordered, k))
-    return out
+def merged_group(env: Any, symbols: Group) -> set[sympy.Symbol]:
+    """Every generic symbol that takes the value 1: the group's and those torch replaced
+    by them."""
+    return {m for s in symbols for m in merged_into(env, s)}
 
 
 def group_name(env: Any, group: Group) -> str:
@@ -143,60 +115,63 @@ def eligible(env: Any) -> dict[sympy.Symbol, ValueRanges]:
     return out
 
 
-# ---------------------------------------------------------------------------- recording the generic compile
+# ---------------------------------------------------------------------------- keeping the generic compile
+
+
+class GraphCopy:
+    """A graph copied before a backend's passes rewrite it (node metadata is shared with
+    the original, and ``get_attr`` targets are read from the module it came from): enough
+    for :func:`canonical`, cheap to take."""
+
+    def __init__(self, gm: torch.fx.GraphModule) -> None:
+        graph = torch.fx.Graph()
+        out, out_node = graph.graph_copy(gm.graph, {}, return_output_node=True)
+        graph.output(out).meta = copy.copy(out_node.meta)
+        self.graph = graph
+        self._owner = gm
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__dict__["_owner"], name)
 
 
 @dataclasses.dataclass
-class Plan:
-    """What the generic compile left for guard production: per symbol the evidence, or
-    why not."""
+class Kept:
+    """A generic compile, kept for a later size-1 call (see the module docstring)."""
 
-    output_graph: Any
-    evidence: dict[Group, Any] = dataclasses.field(default_factory=dict)
-    refused: dict[Group, str] = dataclasses.field(default_factory=dict)
-    finished: bool = False
-    #: the symbols widened: every non-empty subset of them has a proof
-    chosen: tuple[sympy.Symbol, ...] = ()
-
-    def lowers(self, env: Any, prover: Any) -> dict[sympy.Symbol, int]:
-        """Called by the env when it produces guards: the lower bound each proved symbol
-        may take.  The first call finishes the proof and writes the evidence (and every
-        refusal, with its reason) to the env's decision log."""
-        first = not self.finished
-        proved = finish(env, self, prover)
-        if first:
-            log_ = env.verishape_log
-            for group, ev in proved.items():
-                if set(group) <= set(self.chosen):
-                    log_.widened.append(ev)
-                    if ev.proof is not None:
-                        log_.add(ev.proof)
-                else:
-                    why = "proved, but not every subset of the sizes it sets to 1 together was (see the other reasons)"
-                    log_.not_widened.append((group_name(env, group), why))
-            for group, why in self.refused.items():
-                log_.not_widened.append((group_name(env, group), why))
-        return {s: 1 for s in self.chosen}
+    env: Any
+    candidates: frozenset[sympy.Symbol]
+    backend: str
+    dynamo: GraphCopy
+    aot: GraphCopy | None
+    aot_kwargs: dict[str, Any] | None
+    questions: questions_.QuestionLog | None
+    compiled: Callable[..., Any]
+    inputs: list[tuple[str, Any]]
+    guards: Any
+    compile_id: Any
+    code: types.CodeType
 
 
 @dataclasses.dataclass
 class _Recording:
     env: Any
-    lowers: dict[sympy.Symbol, int]
-    groups: list[Group] = dataclasses.field(default_factory=list)
-    aot_graphs: list[Any] = dataclasses.field(default_factory=list)
+    candidates: frozenset[sympy.Symbol]
+    dynamo: GraphCopy
+    aot: GraphCopy | None = None
     aot_kwargs: dict[str, Any] | None = None
     aot_calls: int = 0
-    dynamo_graphs: dict[Group, Canon | str] = dataclasses.field(default_factory=dict)
+    questions: questions_.QuestionLog | None = None
 
 
 _recording: contextvars.ContextVar[_Recording | None] = contextvars.ContextVar("verishape_widen_rec", default=None)
+_kept: weakref.WeakKeyDictionary[types.CodeType, list[Kept]] = weakref.WeakKeyDictionary()
+_kept_lock = threading.Lock()
 
 
 def observe_aot(kwargs: dict[str, Any]) -> dict[str, Any]:
     """Called by the backend's ``aot_module_simplified`` hook: while a generic compile is
-    recorded, keep the call's options and wrap its inference compiler so that the graph
-    it receives is captured and lowered with the widened ranges."""
+    recorded, keep the call's options and wrap its inference compiler so that the graph it
+    receives is copied, and the lowering's shape answers logged, before it is lowered."""
     rec = _recording.get()
     if rec is None:
         return kwargs
@@ -205,9 +180,15 @@ def observe_aot(kwargs: dict[str, Any]) -> dict[str, Any]:
     inner = kwargs.get("inference_compiler") or kwargs["fw_compiler"]
 
     def record_then_compile(gm: torch.fx.GraphModule, example_inputs: Any, *args: Any, **kw: Any) -> Any:
-        rec.aot_graphs.append(_generic_canon(rec.env, gm, rec.groups))  # before lowering rewrites gm
-        with rec.env._ranges_widened(rec.lowers):
-            return inner(gm, example_inputs, *args, **kw)
+        from torch._dynamo.utils import counters
+
+        rec.aot = GraphCopy(gm)  # before lowering rewrites gm
+        hits = counters["inductor"]["fxgraph_cache_hit"]
+        with questions_.recording(rec.env, rec.candidates) as qlog:
+            out = inner(gm, example_inputs, *args, **kw)
+        # served from Inductor's FX graph cache: lowered out of sight, answers unknown
+        rec.questions = qlog if counters["inductor"]["fxgraph_cache_hit"] == hits else None
+        return out
 
     out = dict(kwargs)
     out["inference_compiler"] = _same_kind(inner, record_then_compile)
@@ -224,19 +205,225 @@ def _same_kind(original: Any, fn: Callable[..., Any]) -> Any:
     return fn
 
 
-def _generic_canon(env: Any, gm: torch.fx.GraphModule, groups: list[Group]) -> dict[Group, Canon | str]:
-    """The generic graph's canonical form with each group's symbols substituted by 1 (one
-    per group: each is proved on its own)."""
-    out: dict[Group, Canon | str] = {}
-    for group in groups:
+@contextlib.contextmanager
+def recording(env: Any, backend_name: str, gm: torch.fx.GraphModule) -> Iterator[_Recording | None]:
+    """Around the user's backend call of a compile: record what a later size-1 call's
+    proof needs.  Yields None when no size of this frame can be widened.  Torch's caches
+    stay on: a generic artifact served from the AOTAutograd or FX-graph cache was lowered
+    out of sight, so it is kept without its lowering's answers and a size-1 call compiles
+    as stock (from the same caches, on a warm start)."""
+    candidates = frozenset(eligible(env)) if backend_name in KNOWN_BACKENDS else frozenset()
+    if not candidates:
+        yield None
+        return
+    rec = _Recording(env, candidates, GraphCopy(gm))
+    token = _recording.set(rec)
+    try:
+        yield rec
+    finally:
+        _recording.reset(token)
+
+
+def keep(rec: _Recording, tx: Any, compiled: Callable[..., Any], backend_name: str) -> None:
+    """After the user's backend compiled the generic graph: keep it for a size-1 call."""
+    from torch._guards import CompileContext
+
+    if backend_name in _AOT_BACKENDS and (rec.aot_calls != 1 or rec.aot is None):
+        rec.env.verishape_log.not_widened.append(
+            (group_name(rec.env, tuple(sorted(rec.candidates, key=str))),
+             "no AOTAutograd inference graph was compiled (a training graph, or one served from the "
+             "AOTAutograd cache): nothing kept for size 1"))
+        return
+    inputs = [(tf.source.name, tf.fake) for tf in tx.output.tracked_fakes]
+    kept = Kept(rec.env, rec.candidates, backend_name, rec.dynamo, rec.aot, rec.aot_kwargs, rec.questions,
+                compiled, inputs, tx.output.guards, CompileContext.current_compile_id(), tx.f_code)
+    kept_count()  # drops what Dynamo no longer holds (a reset, an evicted entry)
+    with _kept_lock:
+        _kept.setdefault(tx.f_code, []).append(kept)
+
+
+def _alive(code: types.CodeType) -> list[Kept]:
+    """The kept compiles of ``code`` whose cache entry Dynamo still holds (a reset or an
+    evicted entry drops them)."""
+    from verishape import torch_seam
+
+    with _kept_lock:
+        kept = list(_kept.get(code, ()))
+    if not kept:
+        return []
+    ids = {str(e.compile_id) for e in torch_seam.cache_entries(code)}
+    alive = [k for k in kept if str(k.compile_id) in ids]
+    with _kept_lock:
+        left = [k for k in _kept.get(code, ()) if k in alive]
+        if left:
+            _kept[code] = left
+        else:
+            _kept.pop(code, None)
+    return alive
+
+
+# ---------------------------------------------------------------------------- the proof, when size 1 arrives
+
+
+@dataclasses.dataclass
+class Evidence:
+    """What proves that the size-1 call may run the generic artifact: fingerprints of
+    the compared graphs, the goals proved at 1 and the solver's proof."""
+
+    symbol: Group
+    value: int
+    #: the first input source of each size set to 1 (``group_name`` order)
+    sources: list[str]
+    dynamo: str
+    aot: str | None
+    reused: str
+    shape_guards: list[sympy.Basic]
+    answers: int = 0
+    proof: Any = None
+    time_s: float = 0.0
+
+    def describe(self, timed: bool = True) -> str:
+        graphs = f"dynamo graph {self.dynamo}" + (f", aot graph {self.aot}" if self.aot else "")
+        together = f" (with {', '.join(self.sources[1:])} at {self.value} too)" if len(self.sources) > 1 else ""
+        return (f"{self.sources[0]} widened to admit {self.value}{together}: the size-{self.value} trace equals "
+                f"the generic graph ({graphs}) and runs the artifact of compile {self.reused}; "
+                f"{len(self.shape_guards)} generic guard(s), range(s) and lowering answer(s) "
+                f"({self.answers} answer(s)) implied at {self.value}"
+                + (f"; {self.time_s * 1e3:.0f} ms" if timed else ""))
+
+
+def reuse(env: Any, tx: Any, gm: torch.fx.GraphModule, example_inputs: Any, backend_name: str,
+          prover: Any) -> Callable[..., Any] | None:
+    """At a compile of a frame with a kept generic compile: when the sizes that miss are
+    kept sizes at 1, prove and return the generic artifact adapted to this trace's
+    arguments; None (compile as stock) when there is nothing to reuse or it is refused."""
+    from torch._dynamo.utils import counters
+
+    kept = _alive(tx.f_code)
+    if not kept:
+        return None
+    now = {tf.source.name: tf.fake for tf in tx.output.tracked_fakes}
+    for k in reversed(kept):
+        if k.backend != backend_name:
+            continue
+        group = _arrived(k, now)
+        if not group:
+            continue
+        start = time.perf_counter()
         try:
-            out[group] = canonical(gm, _generic_rename(env, group, 1))
+            if backend_name == "inductor" and k.questions is None:
+                raise NotWidened("the generic graph was served from Inductor's FX graph cache: the shape answers "
+                                 "its lowering acted on were not seen")
+            fn, ev = _prove(k, group, env, tx, gm, example_inputs, prover)
         except NotWidened as exc:
-            out[group] = str(exc)
-    return out
+            env.verishape_log.not_widened.append((group_name(k.env, group), str(exc)))
+            log.info("verishape: %s not widened: %s", group_name(k.env, group), exc)
+            return None
+        except Exception as exc:  # noqa: BLE001 - reported as a refusal and logged; the backend compiles as stock
+            log.warning("verishape: proving the reuse at size 1 of %s failed, compiling as stock: %r",
+                        group_name(k.env, group), exc)
+            env.verishape_log.not_widened.append((group_name(k.env, group), f"the proof failed: {exc!r}"[:300]))
+            return None
+        ev.time_s = time.perf_counter() - start
+        counters["verishape"]["reused_at_size_1"] += 1
+        env.verishape_log.widened.append(ev)
+        if ev.proof is not None:
+            env.verishape_log.add(ev.proof)
+        log.info("verishape: %s", ev.describe())
+        return fn
+    return None
 
 
-def _generic_rename(env: Any, symbols: sympy.Symbol | Group, value: int) -> Callable[[sympy.Symbol], sympy.Basic]:
+def _size_now(now: dict[str, Any], source: Any) -> int | None:
+    """The static value the current trace gives ``source`` (a tensor size), or None when
+    it is symbolic or its tensor is not an input."""
+    fake = now.get(source.base.name)
+    if not isinstance(fake, torch.Tensor) or source.idx >= fake.dim():
+        return None
+    n = fake.shape[source.idx]
+    return n if isinstance(n, int) else n.node.maybe_as_int()
+
+
+def _arrived(k: Kept, now: dict[str, Any]) -> Group | None:
+    """The kept candidates whose every input size is 1 in the current trace (the pattern
+    that arrived); None when one size of a candidate is 1 and another is not."""
+    out = []
+    for symbol in k.candidates:
+        values = [_size_now(now, src) for src in bound_sources(k.env, symbol)]
+        ones = [v == 1 for v in values]
+        if all(ones):
+            out.append(symbol)
+        elif any(ones):
+            return None
+    return tuple(sorted(out, key=lambda s: (source_names(k.env, s), str(s))))
+
+
+def _prove(k: Kept, group: Group, env: Any, tx: Any, gm: torch.fx.GraphModule, example_inputs: Any,
+           prover: Any) -> tuple[Callable[..., Any], Evidence]:
+    _refuse_if_excluded(k.env, group, 1)
+    names = _match_symbols(k.env, group, env)
+    generic_rename = _generic_rename(k.env, group, 1)
+    rename = _nested_rename(env, names)
+    dynamo_generic = canonical(k.dynamo, generic_rename)
+    dynamo_here = canonical(gm, rename)
+    if dynamo_here != dynamo_generic:
+        raise NotWidened(f"the Dynamo graph at size 1 differs from the generic graph"
+                         f"{first_difference(dynamo_generic, dynamo_here)}")
+    aot_fp = None
+    if k.aot is not None:
+        aot_generic = canonical(k.aot, generic_rename)
+        aot_here = _aot_inference_graph(gm, example_inputs, k.aot_kwargs or {}, rename)
+        if aot_here != aot_generic:
+            raise NotWidened(f"the AOT graph at size 1 differs from the generic graph"
+                             f"{first_difference(aot_generic, aot_here)}")
+        aot_fp = aot_generic.fingerprint()
+    generic_inputs = _canon_inputs(k.inputs, Canonicalizer(generic_rename))
+    here_inputs = _canon_inputs([(tf.source.name, tf.fake) for tf in tx.output.tracked_fakes], Canonicalizer(rename))
+    if generic_inputs != here_inputs:
+        raise NotWidened("input sizes or strides at size 1 differ from the generic trace")
+    missing = _guard_keys(k.guards) - _guard_keys(tx.output.guards)
+    if missing:
+        raise NotWidened(f"the generic frame checks guards the size-1 trace does not: {sorted(missing)[:3]}")
+    args = _argument_map(k, group, gm)
+    ev = Evidence(group, 1, [source_names(k.env, s)[0] for s in group], dynamo_generic.fingerprint(),
+                  aot_fp, str(k.compile_id), [])
+    ev.proof = _prove_guards(k, group, env, names, prover, ev)
+    return _calling(k.compiled, args), ev
+
+
+def _aot_inference_graph(gm: torch.fx.GraphModule, example_inputs: Any, aot_kwargs: dict[str, Any],
+                         rename: Callable[[sympy.Symbol], sympy.Basic]) -> Canon:
+    """The AOTAutograd inference graph of ``gm`` (the same options as the generic
+    compile's), in canonical form; traced, never lowered."""
+    from torch._functorch.aot_autograd import aot_module_simplified
+
+    got: dict[str, Any] = {}
+
+    def never(*args: Any) -> Any:
+        raise AssertionError("verishape: the size-1 AOT graph is only compared, never run (this is a bug)")
+
+    def keep_graph(fw: torch.fx.GraphModule, inputs: Any, *a: Any, **kw: Any) -> Any:
+        try:
+            got["canon"] = canonical(fw, rename)
+        except NotWidened as exc:
+            got["error"] = str(exc)
+        return never
+
+    def training(fw: torch.fx.GraphModule, inputs: Any, *a: Any, **kw: Any) -> Any:
+        got["error"] = "the size-1 trace needs autograd (training graph)"
+        return never
+
+    with torch._functorch.config.patch(enable_autograd_cache=False):
+        aot_module_simplified(gm, example_inputs, fw_compiler=training, bw_compiler=training,
+                              inference_compiler=keep_graph, **aot_kwargs)
+    if "error" in got:
+        raise NotWidened(got["error"])
+    if "canon" not in got:
+        raise NotWidened("the size-1 trace produced no AOT inference graph")
+    return got["canon"]
+
+
+def _generic_rename(env: Any, symbols: Group, value: int) -> Callable[[sympy.Symbol], sympy.Basic]:
     merged = merged_group(env, symbols)
 
     def rename(s: sympy.Symbol) -> sympy.Basic:
@@ -258,123 +445,15 @@ def _nested_rename(env: Any, to_generic_name: dict[str, str]) -> Callable[[sympy
     return rename
 
 
-@contextlib.contextmanager
-def recording(env: Any, backend_name: str, gm: torch.fx.GraphModule) -> Iterator[_Recording | None]:
-    """Around the user's backend call of a generic compile: record what
-    :func:`check_after_backend` needs (the Dynamo graph ``gm`` is canonicalized now,
-    before a backend's passes can rewrite it).  Yields None when there is nothing to
-    widen in this frame."""
-    lowers = {s: 1 for s in eligible(env)} if backend_name in KNOWN_BACKENDS else {}
-    if not lowers:
-        yield None
-        return
-    rec = _Recording(env, lowers, groups_to_try(env, list(lowers)))
-    rec.dynamo_graphs = _generic_canon(env, gm, rec.groups)
-    token = _recording.set(rec)
-    try:
-        with torch._functorch.config.patch(enable_autograd_cache=False):
-            yield rec
-    finally:
-        _recording.reset(token)
-
-
-# ---------------------------------------------------------------------------- the proof
-
-
-@dataclasses.dataclass
-class Evidence:
-    """What proves ``symbol`` may take ``value``: fingerprints of the compared graphs,
-    the guards checked and the solver's proof that the generic guards imply them."""
-
-    symbol: Group
-    value: int
-    sources: list[str]
-    dynamo: str
-    aot: str | None
-    bytecode: str
-    shape_guards: list[sympy.Basic]
-    proof: Any = None
-    time_s: float = 0.0
-
-    def describe(self, timed: bool = True) -> str:
-        graphs = f"dynamo graph {self.dynamo}" + (f", aot graph {self.aot}" if self.aot else "")
-        together = f" (proved with {len(self.symbol) - 1} more size(s) at {self.value} too)" if len(self.symbol) > 1 else ""
-        return (f"{self.sources[0]} widened to admit {self.value}{together}: size-{self.value} trace equals the generic graph "
-                f"({graphs}, bytecode {self.bytecode}); {len(self.shape_guards)} shape guard(s) of that trace "
-                f"implied" + (f"; {self.time_s * 1e3:.0f} ms" if timed else ""))
-
-
-def check_after_backend(rec: _Recording, tx: Any, dynamo_gm: torch.fx.GraphModule, backend_name: str,
-                        dynamic: bool | None) -> Plan:
-    """Right after the user's backend compiled the generic graph: trace each candidate
-    at 1 and compare the graphs.  What needs the finished frame (bytecode, guards) is
-    compared by :func:`finish`, when guards are produced."""
-    plan = Plan(tx.output)
-    env = rec.env
-    for group in rec.groups:
-        if len(group) > 1 and not all((s,) in plan.evidence for s in group):
-            continue  # a member cannot be widened alone: the joint corner would widen nothing
-        start = time.perf_counter()
-        try:
-            found = _compare_graphs(rec, tx, env, dynamo_gm, group, 1, backend_name, dynamic)
-            plan.evidence[group] = (*found, time.perf_counter() - start)
-        except NotWidened as exc:
-            plan.refused[group] = str(exc)
-        except Exception as exc:  # noqa: BLE001 - reported as a refusal and logged; the compile goes on stock
-            log.warning("verishape: the size-1 trace of %s failed, not widened: %r", group, exc)
-            plan.refused[group] = f"the size-1 trace failed: {exc!r}"[:300]
-    return plan
-
-
-def _compare_graphs(rec: _Recording, tx: Any, env: Any, dynamo_gm: torch.fx.GraphModule, symbol: Group,
-                    value: int, backend_name: str, dynamic: bool | None) -> Any:
-    _refuse_if_excluded(env, symbol, value)
-    aot_generic: Canon | None = None
-    if backend_name in _AOT_BACKENDS:
-        if rec.aot_calls != 1 or len(rec.aot_graphs) != 1:
-            raise NotWidened("no AOTAutograd inference graph was compiled (training graph, or a cache hit)")
-        got = rec.aot_graphs[0][symbol]
-        if isinstance(got, str):
-            raise NotWidened(got)
-        aot_generic = got
-    dynamo_generic = rec.dynamo_graphs[symbol]
-    if isinstance(dynamo_generic, str):
-        raise NotWidened(dynamo_generic)
-    narrowed = [src for s in as_group(symbol) for src in bound_sources(env, s)]
-    generic_names = _generic_names(env, symbol)
-    cap = trace_at(tx, narrowed, value, rec.aot_kwargs if aot_generic is not None else None, dynamic,
-                   lambda nested_env: _nested_rename(nested_env, generic_names), dynamo_generic)
-    if cap.error:
-        raise NotWidened(cap.error)
-    if cap.graphs != 1:
-        raise NotWidened(f"the size-{value} trace compiled {cap.graphs} graphs")
-    nested_env = cap.output_graph.shape_env
-    names = _match_symbols(env, symbol, nested_env)
-    rename = _nested_rename(nested_env, names)
-    if cap.dynamo_gm != dynamo_generic:
-        raise NotWidened(f"the Dynamo graph at size {value} differs from the generic graph"
-                         f"{first_difference(dynamo_generic, cap.dynamo_gm)}")
-    aot_fp = None
-    if aot_generic is not None:
-        if cap.aot_gm is None:
-            raise NotWidened(f"the size-{value} trace produced no AOT inference graph")
-        if cap.aot_gm != aot_generic:
-            raise NotWidened(f"the AOT graph at size {value} differs from the generic graph"
-                             f"{first_difference(aot_generic, cap.aot_gm)}")
-        aot_fp = aot_generic.fingerprint()
-    _compare_inputs(tx.output, env, symbol, value, cap.output_graph, rename)
-    return (dynamo_generic.fingerprint(), aot_fp, cap, names)
-
-
 def _match_symbols(env: Any, symbol: Group, nested_env: Any) -> dict[str, str]:
     """Source name of each size-1 symbol -> the generic symbol's first source name.
 
     The two traces must bind the same sources to symbols (``symbol``'s sources aside:
     they are constants at size 1), and each size-1 symbol's sources must lie within one
     generic symbol's: the size-1 trace may keep apart sizes the generic trace made one
-    symbol (duck sizing; the generic guards that install the widened range check their
-    equality), never the reverse (a size-1 trace that equated two sizes assumed an
-    equality no installed guard checks)."""
+    symbol (duck sizing; the generic guards, proved at 1, check their equality), never the
+    reverse (a size-1 trace that equated two sizes would be served for inputs the generic
+    artifact was never compiled for)."""
     merged = merged_group(env, symbol)
     generic_groups = {frozenset(source_names(env, s)) for s in env.var_to_sources if s not in merged}
     generic_groups.discard(frozenset())
@@ -392,7 +471,7 @@ def _match_symbols(env: Any, symbol: Group, nested_env: Any) -> dict[str, str]:
     return _generic_names(env, symbol)
 
 
-def _generic_names(env: Any, symbol: sympy.Symbol | Group) -> dict[str, str]:
+def _generic_names(env: Any, symbol: Group) -> dict[str, str]:
     """Each source name of a generic symbol outside ``symbol`` (a group) -> that symbol's
     first source name (the canonical name both traces' symbols are renamed to)."""
     out = {}
@@ -407,30 +486,22 @@ def _generic_names(env: Any, symbol: sympy.Symbol | Group) -> dict[str, str]:
     return out
 
 
-def _compare_inputs(generic_graph: Any, env: Any, symbol: Group, value: int, nested_graph: Any,
-                    rename: Callable[[sympy.Symbol], sympy.Basic]) -> None:
-    """Sizes, strides and storage offset of every tracked input agree after
-    substitution: then Dynamo's input checks (tensor match, stride guards) are the same."""
-    generic = _canon_inputs(generic_graph, Canonicalizer(_generic_rename(env, symbol, value)))
-    nested = _canon_inputs(nested_graph, Canonicalizer(rename))
-    if generic != nested:
-        raise NotWidened(f"input sizes or strides at size {value} differ from the generic trace")
-
-
-def _canon_inputs(output_graph: Any, c: Canonicalizer) -> dict[str, Any]:
+def _canon_inputs(inputs: list[tuple[str, Any]], c: Canonicalizer) -> dict[str, Any]:
+    """Sizes, strides and storage offset of every tracked input, in canonical form: equal
+    on both sides, the generic artifact sees the tensors its graph was traced with."""
     out = {}
-    for tf in output_graph.tracked_fakes:
-        if isinstance(tf.fake, torch.Tensor):
-            t = tf.fake
-            out[tf.source.name] = (c.scalar(t.shape), c.scalar(t.stride()), c.number(t.storage_offset()))
+    for name, fake in inputs:
+        if isinstance(fake, torch.Tensor):
+            out[name] = (c.scalar(fake.shape), c.scalar(fake.stride()), c.number(fake.storage_offset()))
         else:
-            out[tf.source.name] = c.scalar(tf.fake) if is_size_only(tf.fake) else type(tf.fake).__name__
+            out[name] = c.scalar(fake) if is_size_only(fake) else type(fake).__name__
     return out
 
 
-def _guard_keys(output_graph: Any) -> set[tuple[str, str]]:
+def _guard_keys(guards: Any) -> set[tuple[str, str]]:
+    """The non-shape guards (name and kind; the shape guards are proved)."""
     out = set()
-    for g in output_graph.guards:
+    for g in guards:
         fn = g.create_fn
         kind = getattr(fn, "__name__", None) or getattr(getattr(fn, "func", None), "__name__", repr(fn))
         if kind != "SHAPE_ENV":
@@ -438,68 +509,14 @@ def _guard_keys(output_graph: Any) -> set[tuple[str, str]]:
     return out
 
 
-def finish(env: Any, plan: Plan, prover: Any) -> dict[sympy.Symbol, Evidence]:
-    """At guard production: compare the bytecode and non-shape guards of both frames and
-    prove the shape guards.  Returns the symbols proved, with their evidence; each
-    refusal is kept in ``plan.refused``."""
-    proved: dict[sympy.Symbol, Evidence] = {}
-    if plan.finished:
-        return {s: e for s, e in plan.evidence.items() if isinstance(e, Evidence)}
-    plan.finished = True
-    generic_code = bytecode(plan.output_graph)
-    generic_guards = _guard_keys(plan.output_graph)
-    # Each group's proof assumes the other candidates in their generic ranges (>= 2): the
-    # widened region is then covered corner by corner, and only a set of symbols whose
-    # every non-empty subset is proved is widened (:func:`choose`).
-    for symbol, found in list(plan.evidence.items()):
-        start = time.perf_counter()
-        try:
-            dynamo_fp, aot_fp, cap, names, traced_s = found
-            nested = cap.output_graph
-            if bytecode(nested) != generic_code:
-                raise NotWidened("the code Dynamo generated around the graph differs at size 1")
-            missing = _guard_keys(nested) - generic_guards
-            if missing:
-                raise NotWidened(f"the size-1 trace has guards the generic one lacks: {sorted(missing)[:3]}")
-            ev = Evidence(symbol, 1, [n for s in symbol for n in source_names(env, s)], dynamo_fp, aot_fp,
-                          hashlib.sha256(repr(generic_code).encode()).hexdigest()[:16], [])
-            ev.proof = _prove_guards(env, symbol, 1, nested.shape_env, names, prover, ev)
-            ev.time_s = time.perf_counter() - start + traced_s
-            proved[symbol] = ev
-            plan.evidence[symbol] = ev
-        except NotWidened as exc:
-            plan.refused[symbol] = str(exc)
-            del plan.evidence[symbol]
-        except Exception as exc:  # noqa: BLE001 - reported as a refusal and logged; stock guards installed
-            log.warning("verishape: proving the widening of %s failed, not widened: %r", symbol, exc)
-            plan.refused[symbol] = f"the proof failed: {exc!r}"[:300]
-            del plan.evidence[symbol]
-    plan.output_graph = None  # the frames' graphs are no longer needed; keep only the evidence
-    plan.chosen = choose(env, list(proved))
-    return proved
-
-
-def choose(env: Any, proved: list[Group]) -> tuple[sympy.Symbol, ...]:
-    """The largest set of symbols (ties: earliest by source name) whose every non-empty
-    subset was proved: its widened region is the union of the generic one and of one
-    proved corner per subset set to 1 (the rest of the set ``>= 2``)."""
-    done = {frozenset(g) for g in proved}
-    singles = sorted({s for g in proved if len(g) == 1 for s in g}, key=lambda s: (source_names(env, s), str(s)))
-    for k in range(len(singles), 0, -1):
-        for subset in itertools.combinations(singles, k):
-            if all(frozenset(c) in done for j in range(1, k + 1) for c in itertools.combinations(subset, j)):
-                return subset
-    return ()
-
-
-def _refuse_if_excluded(env: Any, symbol: sympy.Symbol | Group, value: int) -> None:
-    """A guard that is False at ``symbol = value`` makes widening pointless (checked
-    before the costly size-1 trace, and again when guards are produced)."""
-    sub = {s: sympy.Integer(value) for s in as_group(symbol)}
+def _refuse_if_excluded(env: Any, symbols: Group, value: int) -> None:
+    """A generic guard that is False at ``value`` makes reuse impossible (checked before
+    any graph is compared)."""
+    sub = {s: sympy.Integer(value) for s in merged_group(env, symbols)}
     for g in env.guards:
         if env.replace(g.expr).xreplace(sub) is sympy.false:
             raise NotWidened(f"the generic frame's guard {env.replace(g.expr)} excludes {value} (added at "
-                             f"{_where(g)}; guards added while lowering were asked with the range widened)")
+                             f"{_where(g)})")
 
 
 def _where(guard: Any) -> str:
@@ -507,18 +524,101 @@ def _where(guard: Any) -> str:
     return str(sloc).strip()[:120] if sloc is not None else "?"
 
 
-def _prove_guards(env: Any, symbol: Group, value: int, nested_env: Any, names: dict[str, str],
-                  prover: Any, ev: Evidence) -> Any:
-    """Prove: generic guards at ``symbol = value`` (every symbol of the group) and the
-    generic ranges of the other input symbols imply the size-1 trace's guards and ranges (its symbols renamed to the
-    generic ones by source)."""
-    from verishape.proofs import Obligation, ProofRecord
+# ---------------------------------------------------------------------------- calling the generic artifact
 
+
+def _placeholder_source(node: torch.fx.Node) -> Any:
+    grapharg = node.meta.get("grapharg")
+    return grapharg.source if grapharg is not None else None
+
+
+def _argument_map(k: Kept, group: Group, gm: torch.fx.GraphModule) -> list[Callable[[tuple[Any, ...]], Any]]:
+    """For each argument of the generic graph, how to get it from the size-1 graph's
+    arguments: the same input by source, a size set to 1 as 1, or a size read off an input
+    tensor of this call."""
+    from torch._dynamo.source import TensorProperty, TensorPropertySource
+
+    here: dict[str, int] = {}
+    for i, node in enumerate(gm.graph.find_nodes(op="placeholder")):
+        src = _placeholder_source(node)
+        if src is not None:
+            here.setdefault(src.name, i)
+    merged = merged_group(k.env, group)
+    out: list[Callable[[tuple[Any, ...]], Any]] = []
+    for node in k.dynamo.graph.find_nodes(op="placeholder"):
+        src = _placeholder_source(node)
+        value = node.meta.get("example_value", node.meta.get("val"))
+        if isinstance(value, torch.SymInt) and value.node.expr.free_symbols <= merged:
+            constant = int(value.node.expr.xreplace({s: sympy.Integer(1) for s in merged}))
+            out.append(lambda args, c=constant: c)
+            continue
+        if src is None:
+            raise NotWidened(f"generic graph argument {node.name} has no source")
+        if src.name in here:
+            out.append(lambda args, i=here[src.name]: args[i])
+            continue
+        if (isinstance(value, torch.SymInt) and isinstance(src, TensorPropertySource)
+                and src.prop in (TensorProperty.SIZE, TensorProperty.STRIDE) and src.base.name in here):
+            i, d = here[src.base.name], src.idx
+            out.append((lambda args, i=i, d=d: args[i].size(d)) if src.prop is TensorProperty.SIZE
+                       else (lambda args, i=i, d=d: args[i].stride(d)))
+            continue
+        raise NotWidened(f"generic graph argument {src.name} is not an argument of the size-1 graph")
+    return out
+
+
+def _calling(compiled: Callable[..., Any], args: list[Callable[[tuple[Any, ...]], Any]]) -> Callable[..., Any]:
+    # Dynamo calls what a backend returns with the graph's arguments unpacked, whatever
+    # ``_boxed_call`` says (``functools.wraps`` copies that flag onto unboxed wrappers)
+    def generic_artifact_at_size_1(*size_1_args: Any) -> Any:
+        return compiled(*[a(size_1_args) for a in args])
+
+    generic_artifact_at_size_1._verishape_reused = compiled  # type: ignore[attr-defined]
+    return generic_artifact_at_size_1
+
+
+# ---------------------------------------------------------------------------- the implication
+
+
+def _goal(expr: sympy.Basic, answer: sympy.Basic) -> sympy.Basic:
+    if answer is sympy.true:
+        return expr
+    if answer is sympy.false:
+        return sympy.Not(expr)
+    return sympy.Eq(expr, answer)
+
+
+def _answer_goals(k: Kept, sub: dict[sympy.Symbol, sympy.Basic]) -> list[tuple[sympy.Basic, list[sympy.Basic], str]]:
+    """Per recorded lowering answer: (goal at 1, its own extra premises, description).
+    A broadcast's "not size 1" is also harmless where the two sizes compared are equal."""
+    out = []
+    for q in (k.questions.questions if k.questions is not None else ()):
+        goal = _goal(q.expr, q.answer)
+        moot = q.moot(sub)
+        if moot is not None:
+            goal = sympy.Or(goal, moot[1])
+        extra = list(q.axioms)
+        for s, vr in q.extra_ranges:
+            if vr.lower.is_finite:
+                extra.append(sympy.Ge(s, vr.lower))
+            if vr.upper.is_finite:
+                extra.append(sympy.Le(s, vr.upper))
+        out.append((goal.xreplace(sub), [e.xreplace(sub) for e in extra], q.describe()))
+    return out
+
+
+def _prove_guards(k: Kept, group: Group, nested_env: Any, names: dict[str, str], prover: Any, ev: Evidence) -> Any:
+    """Prove: the size-1 trace's guards and input ranges (its symbols renamed to the
+    generic ones by source) imply the generic guards, the generic ranges of the other
+    input symbols and every recorded lowering answer, all at ``group = 1``.  Returns the
+    proof record of the guards (None when there was nothing to prove); raises
+    :class:`NotWidened` naming the first goal not proved."""
     from verishape import facts
 
+    env = k.env
     by_name = {}
     # replaced symbols first: a source also listed under the symbol that replaced it maps
-    # to that symbol, the one the premises (``env.replace``) are written in
+    # to that symbol, the one the generic goals (``env.replace``) are written in
     for s in sorted(env.var_to_sources, key=lambda s: (s not in env.replacements, str(s))):
         for n in source_names(env, s):
             by_name[n] = s
@@ -527,28 +627,60 @@ def _prove_guards(env: Any, symbol: Group, value: int, nested_env: Any, names: d
         ns = source_names(nested_env, s)
         if ns:
             to_generic[s] = by_name[names[ns[0]]]
-    merged = merged_group(env, symbol)
-    sub = {s: sympy.Integer(value) for s in symbol}
-    _refuse_if_excluded(env, symbol, value)
-    premises = [env.replace(g.expr).xreplace(sub) for g in env.guards]
-    goals = [nested_env.replace(g.expr).xreplace(to_generic) for g in nested_env.guards]
+    merged = merged_group(env, group)
+    sub = {s: sympy.Integer(1) for s in merged}
+    premises = [nested_env.replace(g.expr).xreplace(to_generic) for g in nested_env.guards]
     nested_ranges = {to_generic[s]: vr for s, vr in nested_env.var_to_range.items() if s in to_generic}
-    goals += facts.range_facts(nested_ranges.keys(), nested_ranges)
-    others = {s: vr for s, vr in env.var_to_range.items() if s not in merged and env.var_to_sources.get(s)}
-    premises += facts.range_facts(others.keys(), others)
+    premises += facts.range_facts(nested_ranges.keys(), nested_ranges)
     premises = [p for p in premises if p is not sympy.true]
-    goals = [g for g in goals if g is not sympy.true]
-    ev.shape_guards = goals
-    goal = sympy.And(*goals) if goals else sympy.true
-    if goal is sympy.true:
-        result = None
-    else:
-        to_plain = facts.plain_symbols([goal, *premises], None) or {}
-        hints = {to_plain.get(s, s): int(v) for s, v in env.backed_var_to_val.items() if s not in merged}
-        result = prover.prove(goal.xreplace(to_plain), [p.xreplace(to_plain) for p in premises], witness=hints)
-        from verishape import solvers
-        if result.status != solvers.PROVED or result.vacuous:
-            raise NotWidened(f"could not prove the size-1 trace's shape guards from the generic ones ({result.status})")
-        return ProofRecord(Obligation(goal.xreplace(to_plain), tuple(p.xreplace(to_plain) for p in premises),
-                                      "specialization_widened", ev.describe(timed=False)), result, True)
-    return None
+    hints = {to_generic[s]: int(v) for s, v in nested_env.backed_var_to_val.items() if s in to_generic}
+
+    goals: list[tuple[sympy.Basic, str]] = [(env.replace(g.expr).xreplace(sub), f"the generic guard {g.expr}")
+                                            for g in env.guards]
+    others = {s: vr for s, vr in env.var_to_range.items() if s not in merged and env.var_to_sources.get(s)}
+    goals += [(r, f"the generic range {r}") for r in facts.range_facts(others.keys(), others)]
+    answers = _answer_goals(k, {**{s: env.replace(s).xreplace(sub) for s in env.replacements}, **sub})
+    ev.answers = len(answers)
+    # answers with premises of their own (index-variable bounds) are proved one by one; the
+    # rest join the guards in one obligation
+    for goal, extra, what in answers:
+        if extra and goal is not sympy.true and _prove_one(prover, goal, premises + extra, hints, what) is None:
+            raise NotWidened(f"a shape answer the lowering acted on is not proved at 1: {what}")
+    goals += [(goal, f"the lowering's answer {what}") for goal, extra, what in answers if not extra]
+    goals = [(g, what) for g, what in goals if g is not sympy.true]
+    for g, what in goals:
+        if g is sympy.false:
+            raise NotWidened(f"false at size 1: {what}")
+    ev.shape_guards = [g for g, _ in goals]
+    if not goals:
+        return None
+    record = _prove_one(prover, sympy.And(*ev.shape_guards), premises, hints, ev.describe(timed=False))
+    if record is not None:
+        return record
+    for g, what in goals:  # name the first goal that fails alone
+        if _prove_one(prover, g, premises, hints, what) is None:
+            raise NotWidened(f"not implied at size 1 by the size-1 trace's guards: {what}")
+    raise NotWidened("the generic guards and answers at 1 are not proved together (solver unknown)")
+
+
+def _prove_one(prover: Any, goal: sympy.Basic, premises: list[sympy.Basic], hints: dict[sympy.Symbol, int],
+               what: str) -> Any:
+    """A proof record when ``premises`` imply ``goal`` (not vacuously), else None."""
+    from verishape import facts, solvers
+    from verishape.proofs import Obligation, ProofRecord
+
+    to_plain = facts.plain_symbols([goal, *premises], None) or {}
+    plain_hints = {to_plain.get(s, s): v for s, v in hints.items()}
+    result = prover.prove(goal.xreplace(to_plain), [p.xreplace(to_plain) for p in premises], witness=plain_hints)
+    if result.status != solvers.PROVED or result.vacuous:
+        return None
+    return ProofRecord(Obligation(goal.xreplace(to_plain), tuple(p.xreplace(to_plain) for p in premises),
+                                  "specialization_widened", what), result, True)
+
+
+def kept_count() -> int:
+    """How many generic compiles are kept for a size-1 call and still in Dynamo's cache
+    (tests and benchmarks read it; the others are dropped)."""
+    with _kept_lock:
+        codes = list(_kept.keys())
+    return sum(len(_alive(code)) for code in codes)

@@ -86,10 +86,13 @@ def test_specialization_widened_on_proof_is_reported_with_its_evidence(capsys, t
         pytest.skip("verishape.compile has no widen_specializations")
     widened, control = (verify_guards(SCRIPTS / "widened_batch.py", args, assume=["1 <= x.size(0) <= 64"],
                                       progress=False)[1] for args in ([], ["--no-widen"]))
-    assert widened["summary"]["frames"] == 1  # the size-1 re-trace of the proof is not a frame
-    records = widened["frames"][0]["widened_specializations"]
-    assert records and records[0]["source"] == X0 and records[0]["value"] == 1
-    assert records[0]["status"] == "proved" and "graph" in records[0]["evidence"]
+    assert widened["summary"]["frames"] == 2  # the generic compile, and the batch-1 call that ran it
+    generic, size_1 = widened["frames"]
+    (record,) = generic["widened_specializations"]
+    assert record["role"] == "reused_by" and record["frame"] == 1
+    assert record["source"] == X0 and record["value"] == 1
+    assert record["status"] == "proved" and "graph" in record["evidence"]
+    assert [w["role"] for w in size_1["widened_specializations"]] == ["reuses"]
     assert not any(f["kind"] == "specialization_01" for f in widened["findings"])
     assert control["frames"][0]["widened_specializations"] == []
     assert _finding(control, "specialization_01")["counterexample"] == {X0: 1}

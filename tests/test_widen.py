@@ -1,9 +1,11 @@
-"""Specialization equivalence and ``verishape.compile(widen_specializations=True)``.
+"""Batch 1 from the batch-N graph: ``verishape.compile(widen_specializations=True)``.
 
-A dynamic compile's 0/1 specialization (``2 <= s``) is widened to ``1 <= s`` only when
-the frame traced at size 1 gives the same graphs, bytecode and implied guards; the tests
-check both directions on small programs, that the widened artifact rejects every input
-the proof does not cover, and one tiny transformers model through a widened batch sweep.
+A dynamic compile keeps its graphs, its artifact and the lowering's answers that needed a
+size of at least 2; a later call at size 1 runs that artifact when the size-1 trace is
+proved equal to the generic graph at 1 (and every kept answer harmless there), and compiles
+as stock otherwise.  The tests check both directions on small programs, with aot_eager and
+with Inductor's C++ code generation (the generic kernels run at size 1 and are compared
+with eager), and one tiny transformers model through a batch sweep.
 """
 
 from __future__ import annotations
@@ -11,29 +13,33 @@ from __future__ import annotations
 import collections
 
 import pytest
+import sympy
 import torch
 from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+from torch._dynamo.utils import counters
 
 import verishape
 from verishape import solvers
-from verishape.compiler import canon, frames, widen
+from verishape.compiler import canon, frames, questions, widen
 from verishape.shape_env import use_prover
 
 
 @pytest.fixture(autouse=True)
 def _fresh_dynamo():
     torch._dynamo.reset()
+    counters.clear()
     with frames._envs_lock:  # count only this test's frames
         frames._envs_by_code.clear()
     yield
     torch._dynamo.reset()
 
 
-def _sweep(fn, sizes, make, backend="aot_eager", **kw):
-    compiled = verishape.compile(fn, backend=backend, dynamic=True, widen_specializations=True, **kw)
+def _sweep(fn, sizes, make, backend="aot_eager", dynamic=True, **kw):
+    compiled = verishape.compile(fn, backend=backend, dynamic=dynamic, widen_specializations=True, **kw)
     for b in sizes:
         args = make(b)
-        torch.testing.assert_close(compiled(*args), fn(*args))
+        got, want = compiled(*args), fn(*args)
+        torch.testing.assert_close(got, want)
     return compiled
 
 
@@ -45,103 +51,90 @@ def _widened(fn) -> list[str]:
     return [ev.sources[0] for env in _frames(fn) for ev in env.verishape_log.widened]
 
 
-def _widened_sizes(fn) -> set[str]:
-    """The input sizes widened (a size proved alone and again with others at 1 counts once)."""
-    return set(_widened(fn))
-
-
 def _refusals(fn) -> list[tuple[str, str]]:
     return [r for env in _frames(fn) for r in env.verishape_log.not_widened]
 
 
-# ---------------------------------------------------------------------------- same graph: widened
+def _reused() -> int:
+    """Size-1 calls that ran a generic artifact instead of compiling."""
+    return counters["verishape"]["reused_at_size_1"]
+
+
+def _entries(fn) -> list:
+    return _debug_get_cache_entry_list(fn.__code__)
+
+
+# ---------------------------------------------------------------------------- same graph: batch 1 reuses it
 
 
 def same_at_one(x):
     return x * 2 + x.sum(1, keepdim=True)
 
 
-def test_equal_graph_is_widened_and_batch_one_reuses_it():
+def test_batch_one_runs_the_generic_artifact():
     _sweep(same_at_one, (2, 3, 1, 4, 1), lambda b: (torch.randn(b, 5),))
-    # the columns too: x.sum(1, keepdim=True) broadcast over one column is the same graph
-    assert _widened_sizes(same_at_one) == {"L['x'].size()[0]", "L['x'].size()[1]"}
-    assert len(_frames(same_at_one)) == 1  # batch 1 did not recompile
-    evidence = _frames(same_at_one)[0].verishape_log.widened
-    assert len(evidence) == 3  # each size alone, and both at 1
-    assert all(ev.aot is not None and ev.dynamo and ev.bytecode for ev in evidence)
+    assert _widened(same_at_one) == ["L['x'].size()[0]"]
+    assert _reused() == 1  # the second batch-1 call hits the size-1 entry, which reuses it too
+    assert len(_entries(same_at_one)) == 2  # the generic entry and the size-1 entry
+    (ev,) = [ev for env in _frames(same_at_one) for ev in env.verishape_log.widened]
+    assert ev.aot is not None and ev.dynamo and ev.reused
+    size_1 = next(e for e in _entries(same_at_one) if e.guard_manager.check({"x": torch.randn(1, 5)}))
+    assert not size_1.guard_manager.check({"x": torch.randn(2, 5)})  # the generic entry serves that
 
 
-def test_widening_is_logged_as_a_recheckable_proof():
-    _sweep(same_at_one, (2, 1), lambda b: (torch.randn(b, 5),))
-    (env,) = _frames(same_at_one)
-    records = [r for r in env.verishape_log.records if r.obligation.kind == "specialization_widened"]
-    assert len(records) == 2  # each size alone; the trace with both at 1 has no shape guard to prove
-    assert all(solvers.recheck(r).status == solvers.PROVED for r in records)
-    assert "widened to admit 1" in verishape.explain(same_at_one)
-
-
-def test_widened_artifact_rejects_what_the_proof_does_not_cover():
+def test_only_the_pattern_that_arrived_is_proved():
+    """The columns are dynamic too: nothing is traced at 1 until a call has a size 1, and
+    then only the sizes that are 1 in it."""
     _sweep(same_at_one, (2, 3), lambda b: (torch.randn(b, 5),))
-    (entry,) = _debug_get_cache_entry_list(same_at_one.__code__)
-    check = entry.guard_manager.check
-    assert check({"x": torch.randn(1, 5)})  # proved
-    assert check({"x": torch.randn(7, 5)})
-    assert not check({"x": torch.randn(0, 5)})  # size 0 was not proved
-    # both sizes at 1 (and each alone) were traced and proved: admitted
-    assert check({"x": torch.randn(1, 1)}) and check({"x": torch.randn(3, 1)})
-    assert not check({"x": torch.randn(1, 0)})
-    assert not check({"x": torch.randn(1, 5, dtype=torch.float64)})
-    # the size-1 trace saw a contiguous input: other strides at batch 1 are not covered
-    assert not check({"x": torch.randn(1, 10)[:, :5]})
-    assert not check({"x": torch.randn(5, 1).t()})
+    assert _widened(same_at_one) == [] and _reused() == 0
+    compiled = verishape.compile(same_at_one, backend="aot_eager", dynamic=True, widen_specializations=True)
+    x = torch.randn(4, 1)
+    torch.testing.assert_close(compiled(x), same_at_one(x))
+    assert _widened(same_at_one) == ["L['x'].size()[1]"]
+    x = torch.randn(1, 1)
+    torch.testing.assert_close(compiled(x), same_at_one(x))
+    assert "with L['x'].size()[1] at 1 too" in verishape.explain(same_at_one)
+    assert _reused() == 2
+
+
+def test_the_reuse_is_logged_as_a_recheckable_proof():
+    """The generic guard equating the columns of x and m is proved at batch 1 from the
+    size-1 trace's guards: a proof record that ``solvers.recheck`` re-decides."""
+    _sweep(masked, (2, 3, 1), lambda b: (torch.randn(b, 8), torch.ones(b, 8)))
+    records = [r for env in _frames(masked) for r in env.verishape_log.records
+               if r.obligation.kind == "specialization_widened"]
+    assert records and all(solvers.recheck(r).status == solvers.PROVED for r in records)
+    assert "widened to admit 1" in verishape.explain(masked)
 
 
 def shares_batch(x, y):
     return x * 2 + y.sum(1, keepdim=True)
 
 
-def test_duck_sized_inputs_are_narrowed_together():
-    """x and y share the batch symbol (duck sizing): the size-1 trace sets both to 1."""
-    _sweep(shares_batch, (2, 3, 1), lambda b: (torch.randn(b, 4), torch.randn(b, 6)))
-    assert _widened_sizes(shares_batch) == {"L['x'].size()[0]", "L['x'].size()[1]", "L['y'].size()[1]"}
-    assert len(_frames(shares_batch)) == 1
-    (entry,) = _debug_get_cache_entry_list(shares_batch.__code__)
-    assert entry.guard_manager.check({"x": torch.randn(1, 4), "y": torch.randn(1, 6)})
-    assert not entry.guard_manager.check({"x": torch.randn(1, 4), "y": torch.randn(2, 6)})
+def test_duck_sized_inputs_arrive_together():
+    """x and y share the batch symbol (duck sizing): a call with both at 1 reuses; a call
+    with one at 1 and the other not is not that symbol at 1, and compiles as stock."""
+    _sweep(shares_batch, (2, 3, 1), lambda b: (torch.randn(b, 4), torch.randn(b, 6)), dynamic=None)
+    assert _reused() == 1 and len(_widened(shares_batch)) == 1
 
 
 def masked(x, m):
     return (x * m).sum(1) + x.view(x.size(0), -1).mean(1)
 
 
-def test_a_symbol_torch_replaced_is_narrowed_with_the_one_that_replaced_it():
+def test_a_symbol_torch_replaced_arrives_with_the_one_that_replaced_it():
     """Automatic dynamic gives x and m a batch symbol each; ``x * m`` equates them (one
-    replaces the other), as input_ids and attention_mask on a Hugging Face model.  Both
-    inputs are narrowed to 1 together, batch 1 reuses the graph, and the equality guard
-    stays."""
-    compiled = verishape.compile(masked, backend="aot_eager", widen_specializations=True)
-    for b in (2, 3, 1, 4, 1):
-        x, m = torch.randn(b, 8), torch.ones(b, 8)
-        torch.testing.assert_close(compiled(x, m), masked(x, m))
-    assert len(_widened(masked)) == 1
-    assert len(_debug_get_cache_entry_list(masked.__code__)) == 2  # static, then widened dynamic
-    dynamic_entry = _debug_get_cache_entry_list(masked.__code__)[0]
-    check = dynamic_entry.guard_manager.check
-    assert check({"x": torch.randn(1, 8), "m": torch.ones(1, 8)})
-    assert not check({"x": torch.randn(1, 8), "m": torch.ones(3, 8)})  # the batches stay equal
-    assert not check({"x": torch.randn(0, 8), "m": torch.ones(0, 8)})
+    replaces the other), as input_ids and attention_mask on a Hugging Face model."""
+    _sweep(masked, (2, 3, 1, 4, 1), lambda b: (torch.randn(b, 8), torch.ones(b, 8)), dynamic=None)
+    assert len(_widened(masked)) == 1 and _reused() == 1
+    assert len(_entries(masked)) == 3  # static batch 2, dynamic, size 1 (reusing the dynamic artifact)
 
 
 def test_sizes_the_size_1_trace_keeps_apart_match_one_generic_symbol():
     """dynamic=True duck-sizes x's and m's columns into one generic symbol; the size-1 trace
-    marks them dynamic one by one and gets two symbols.  Finer is fine (the installed
-    guards check the generic equality), so the batch is still widened."""
+    may give them two.  Finer is fine: the generic guard equating them is proved at 1."""
     _sweep(masked, (2, 3, 1), lambda b: (torch.randn(b, 8), torch.ones(b, 8)))
-    assert _widened_sizes(masked) == {"L['x'].size()[0]", "L['x'].size()[1]"}
-    assert len(_frames(masked)) == 1
-    (entry,) = _debug_get_cache_entry_list(masked.__code__)
-    assert entry.guard_manager.check({"x": torch.randn(1, 8), "m": torch.ones(1, 8)})
-    assert not entry.guard_manager.check({"x": torch.randn(1, 8), "m": torch.ones(1, 9)})
+    assert _reused() == 1, _refusals(masked)
 
 
 def through_kwargs(**kwargs):
@@ -149,15 +142,13 @@ def through_kwargs(**kwargs):
     return x * 2 + x.sum(1, keepdim=True)
 
 
-def test_an_input_passed_in_kwargs_is_narrowed():
-    """A module's forward called as ``model(**inputs)`` names its tensors
-    ``L['kwargs']['x']``: they are found and narrowed like locals."""
+def test_an_input_passed_in_kwargs_is_found():
     compiled = verishape.compile(through_kwargs, backend="aot_eager", dynamic=True, widen_specializations=True)
     for b in (2, 3, 1):
         x = torch.randn(b, 5)
         torch.testing.assert_close(compiled(x=x), through_kwargs(x=x))
-    assert _widened_sizes(through_kwargs) == {"L['kwargs']['x'].size()[0]", "L['kwargs']['x'].size()[1]"}
-    assert len(_frames(through_kwargs)) == 1
+    assert _widened(through_kwargs) == ["L['kwargs']['x'].size()[0]"]
+    assert _reused() == 1
 
 
 class _DictOutput(torch.nn.Module):
@@ -171,10 +162,8 @@ class _DictOutput(torch.nn.Module):
         return out
 
 
-def test_a_module_called_directly_is_widened():
-    """The code Dynamo generates around the graph names the globals it installs per compile
-    (``..._c1``, ``..._c2``) and jumps to absolute offsets that move with the length of the
-    argument set-up: neither is a difference between the graphs."""
+def test_a_module_called_directly_reuses_at_batch_one():
+    """The size-1 entry runs its own bytecode (building the dict) around the generic graph."""
     module = _DictOutput()
     compiled = verishape.compile(module, backend="aot_eager", widen_specializations=True)
     for b in (2, 3, 1, 4, 1):
@@ -183,45 +172,32 @@ def test_a_module_called_directly_is_widened():
         assert list(got) == list(want)
         for k in want:
             torch.testing.assert_close(got[k], want[k])
-    code = _DictOutput.forward.__code__
-    assert [ev.sources[0] for env in frames.envs_for(code) for ev in env.verishape_log.widened] == [
-        "L['inputs']['x'].size()[0]"]
-    assert len(_debug_get_cache_entry_list(code)) == 2  # static batch 2, widened dynamic
+    assert _reused() == 1
 
 
-def test_automatic_dynamic_widens_the_second_compile():
-    """dynamic=None: static for batch 2, dynamic for batch 3 (widened), batch 1 reuses it."""
-    compiled = verishape.compile(same_at_one, backend="aot_eager", widen_specializations=True)
-    for b in (2, 3, 1, 4, 1):
-        x = torch.randn(b, 5)
-        torch.testing.assert_close(compiled(x), same_at_one(x))
-    assert _widened(same_at_one) == ["L['x'].size()[0]"]
-    assert len(_debug_get_cache_entry_list(same_at_one.__code__)) == 2
-
-
-def test_training_graph_is_not_widened():
+def test_training_graph_is_not_kept():
     w = torch.randn(5, requires_grad=True)
 
     def uses_weight(x):
         return x * w + x.sum(1, keepdim=True)
 
-    _sweep(uses_weight, (2, 3), lambda b: (torch.randn(b, 5),))
-    assert _widened(uses_weight) == []
-    assert any("training" in why or "no AOTAutograd inference graph" in why for _, why in _refusals(uses_weight))
-
-
-def test_without_the_flag_nothing_is_widened():
-    compiled = verishape.compile(same_at_one, backend="aot_eager", dynamic=True)
+    compiled = verishape.compile(uses_weight, backend="aot_eager", dynamic=True, widen_specializations=True)
     for b in (2, 3, 1):
         compiled(torch.randn(b, 5))
-    assert _widened(same_at_one) == []
-    assert len(_frames(same_at_one)) == 2  # stock behaviour: batch 1 recompiles
+    assert _widened(uses_weight) == [] and _reused() == 0
+    assert any("no AOTAutograd inference graph" in why for _, why in _refusals(uses_weight))
+
+
+def test_without_the_flag_nothing_is_kept():
+    compiled = verishape.compile(same_at_one, backend="aot_eager", dynamic=True, widen_specializations=False)
+    for b in (2, 3, 1):
+        compiled(torch.randn(b, 5))
+    assert _widened(same_at_one) == [] and _reused() == 0 and widen.kept_count() == 0
 
 
 def test_eager_backend_compares_the_dynamo_graph():
     _sweep(same_at_one, (2, 1), lambda b: (torch.randn(b, 5),), backend="eager")
-    assert _widened_sizes(same_at_one) == {"L['x'].size()[0]", "L['x'].size()[1]"}
-    assert len(_frames(same_at_one)) == 1
+    assert _reused() == 1
 
 
 def batch_and_mask(x, m):
@@ -230,45 +206,33 @@ def batch_and_mask(x, m):
     return x * 2 + x.sum(1, keepdim=True), m.float().mean(1)
 
 
-def test_independent_batch_symbols_are_widened_together():
-    """Two batch symbols no guard relates (automatic dynamic gives each input its own):
-    widened one at a time, the second proof assumed the first >= 2 and was refuted, so a
-    batch-1 call (both at 1) recompiled.  Each symbol alone and both together are traced
-    at 1; all three proved, both ranges are widened and batch 1 reuses the graph."""
+def test_independent_batch_symbols_are_proved_as_they_arrive():
+    """Two batch symbols no guard relates: a call with both at 1 is one pattern (both
+    symbols at 1 together), one with only x at 1 another; each is proved when it arrives."""
     compiled = verishape.compile(batch_and_mask, backend="aot_eager", widen_specializations=True)
-    for b in (2, 3, 1, 4, 1):
-        x, m = torch.randn(b, 5), torch.ones(b, 7)
+    for bx, bm in ((2, 2), (3, 3), (1, 1), (4, 4), (1, 3)):
+        x, m = torch.randn(bx, 5), torch.ones(bm, 7)
         for got, want in zip(compiled(x, m), batch_and_mask(x, m)):
             torch.testing.assert_close(got, want)
-    assert sorted(set(_widened(batch_and_mask))) == ["L['m'].size()[0]", "L['x'].size()[0]"], _refusals(batch_and_mask)
-    entries = _debug_get_cache_entry_list(batch_and_mask.__code__)
-    assert len(entries) == 2  # static batch 2, widened dynamic
-    check = entries[0].guard_manager.check
-    for bx, bm in ((1, 1), (1, 3), (3, 1), (4, 4)):
-        assert check({"x": torch.randn(bx, 5), "m": torch.ones(bm, 7)}), (bx, bm)
-    assert not check({"x": torch.randn(0, 5), "m": torch.ones(1, 7)})
-    assert not check({"x": torch.randn(1, 5), "m": torch.ones(0, 7)})
+    assert _reused() == 2, _refusals(batch_and_mask)
+    text = verishape.explain(batch_and_mask)
+    assert "L['m'].size()[0] widened to admit 1 (with L['x'].size()[0] at 1 too)" in text
+    assert "L['x'].size()[0] widened to admit 1:" in text
 
 
 def squeeze_second(x, m):
     return x * 2 + x.sum(1, keepdim=True), m.squeeze(0).float()
 
 
-def test_only_the_symbols_whose_subsets_are_all_proved_are_widened():
-    """m's graph differs at 1 (a squeeze): x alone is widened (its proof holds with m >= 2),
-    m is refused, and a call with both at 1 still recompiles."""
+def test_a_pattern_whose_graph_differs_compiles_as_stock():
+    """m's graph differs at 1 (a squeeze): x alone at 1 reuses, both at 1 compile."""
     compiled = verishape.compile(squeeze_second, backend="aot_eager", widen_specializations=True)
-    for b in (2, 3, 1):
-        x, m = torch.randn(b, 5), torch.ones(b, 7)
+    for bx, bm in ((2, 2), (3, 3), (1, 3), (1, 1)):
+        x, m = torch.randn(bx, 5), torch.ones(bm, 7)
         for got, want in zip(compiled(x, m), squeeze_second(x, m)):
             torch.testing.assert_close(got, want)
-    assert _widened(squeeze_second) == ["L['x'].size()[0]"]
-    assert "differs" in dict(_refusals(squeeze_second))["L['m'].size()[0]"]
-    entries = _debug_get_cache_entry_list(squeeze_second.__code__)
-    assert len(entries) == 3  # batch 1 recompiled, as stock does
-    check = entries[1].guard_manager.check
-    assert check({"x": torch.randn(1, 5), "m": torch.ones(3, 7)})
-    assert not check({"x": torch.randn(1, 5), "m": torch.ones(1, 7)})
+    assert _widened(squeeze_second) == ["L['x'].size()[0]"] and _reused() == 1
+    assert any("differs" in why for _, why in _refusals(squeeze_second))
 
 
 def indexes_with_ellipsis(x):
@@ -278,9 +242,8 @@ def indexes_with_ellipsis(x):
 def test_an_ellipsis_index_is_compared_as_a_constant():
     """LLaMA's rotary embedding indexes with ``x[..., :n]``: the Dynamo graph's getitem has
     an ``Ellipsis`` argument, a constant like ``None``."""
-    _sweep(indexes_with_ellipsis, (2, 3, 1), lambda b: (torch.randn(b, 4),))
-    assert _widened(indexes_with_ellipsis) == ["L['x'].size()[0]"], _refusals(indexes_with_ellipsis)
-    assert len(_frames(indexes_with_ellipsis)) == 1
+    _sweep(indexes_with_ellipsis, (2, 3, 1), lambda b: (torch.randn(b, 4),), dynamic=None)
+    assert _reused() == 1, _refusals(indexes_with_ellipsis)
 
 
 def shift_right(ids):
@@ -294,12 +257,30 @@ def shift_right(ids):
 
 
 def test_a_stride_of_a_size_1_dimension_is_not_a_difference():
-    compiled = verishape.compile(shift_right, backend="aot_eager", widen_specializations=True)
-    for b in (2, 3, 1, 4, 1):
-        ids = torch.randint(0, 100, (b, 8))
-        torch.testing.assert_close(compiled(ids), shift_right(ids))
-    assert _widened_sizes(shift_right) == {"L['ids'].size()[0]"}, _refusals(shift_right)
-    assert len(_debug_get_cache_entry_list(shift_right.__code__)) == 2  # static batch 2, widened dynamic
+    _sweep(shift_right, (2, 3, 1, 4, 1), lambda b: (torch.randint(0, 100, (b, 8)),), dynamic=None)
+    assert _reused() == 1, _refusals(shift_right)
+
+
+class _ClsToken(torch.nn.Module):
+    """ViT's embeddings: ``cls_token.expand(batch, -1, -1)`` is dropped by ATen at batch 1."""
+
+    def __init__(self):
+        super().__init__()
+        self.cls = torch.nn.Parameter(torch.randn(1, 1, 4))
+
+    def forward(self, x):
+        return torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) * 2
+
+
+def test_an_expand_that_is_a_no_op_at_batch_one_is_its_input():
+    module = _ClsToken().eval()
+    compiled = verishape.compile(module, backend="aot_eager", widen_specializations=True)
+    with torch.no_grad():
+        for b in (2, 3, 1):
+            x = torch.randn(b, 5, 4)
+            torch.testing.assert_close(compiled(x), module(x))
+    assert _reused() == 1, [r for env in frames.envs_for(type(module).forward.__code__)
+                            for r in env.verishape_log.not_widened]
 
 
 def test_canonical_keeps_the_strides_of_graph_outputs():
@@ -343,7 +324,7 @@ def test_a_whole_dimension_scatter_is_its_source_only_in_functional_graphs():
         assert "aten.slice_scatter.default" in targets(fn), fn.__name__
 
 
-# ---------------------------------------------------------------------------- different at size 1: not widened
+# ---------------------------------------------------------------------------- different at size 1: compiled as stock
 
 
 def squeezes(x):
@@ -357,34 +338,112 @@ def branches_on_size(x):
 
 
 def size_constant_escapes(x):
-    return x * 2, x.size(0) > 1  # same graph; the returned constant differs at 1
+    return x * 2, x.size(0) > 1  # the returned constant differs at 1 (its own bytecode returns it)
 
 
-@pytest.mark.parametrize("fn, reason", [
-    (squeezes, "Dynamo graph at size 1 differs"),
-    (branches_on_size, "Dynamo graph at size 1 differs"),
-    (size_constant_escapes, ("code Dynamo generated", "Dynamo graph at size 1 differs")),
-])
-def test_different_graph_is_not_widened(fn, reason):
+@pytest.mark.parametrize("fn", [squeezes, branches_on_size])
+def test_different_graph_is_not_reused(fn):
     _sweep(fn, (2, 3, 1), lambda b: (torch.randn(b, 4),))
-    assert "L['x'].size()[0]" not in _widened(fn)
-    assert len(_frames(fn)) == 2  # batch 1 recompiled, as stock does
-    refusals = dict(_refusals(fn))
-    reasons = reason if isinstance(reason, tuple) else (reason,)
-    assert any(r in refusals["L['x'].size()[0]"] for r in reasons), refusals
+    assert _reused() == 0
+    assert any("Dynamo graph at size 1 differs" in why for _, why in _refusals(fn)), _refusals(fn)
 
 
-def test_unknown_solver_answer_means_no_widening():
+def test_a_size_constant_returned_by_the_frame_is_right_at_one():
+    """The generic graph returns ``s > 1`` (False at 1), the size-1 trace returns the
+    constant from its bytecode: the graphs differ, so batch 1 compiles and returns False."""
+    compiled = _sweep(size_constant_escapes, (2, 3), lambda b: (torch.randn(b, 4),))
+    assert compiled(torch.randn(1, 4))[1] is False and _reused() == 0
+    assert any("differs" in why for _, why in _refusals(size_constant_escapes))
+
+
+def test_unknown_solver_answer_means_no_reuse():
     class Unknown(solvers.Prover):
         def prove(self, goal, assumptions=(), **kw):
             return solvers.SolveResult("unknown", reason="injected")
 
+    compiled = verishape.compile(masked, backend="aot_eager", dynamic=True, widen_specializations=True)
+    compiled(torch.randn(2, 8), torch.ones(2, 8))
     with use_prover(Unknown()):
-        _sweep(same_at_one, (2, 1), lambda b: (torch.randn(b, 5),))
-    first = _frames(same_at_one)[0].verishape_log
-    assert first.widened == [] and len(first.not_widened) == 3  # each size alone, and both at 1
-    assert "L['x'].size()[0]" not in _widened_sizes(same_at_one)
-    assert len(_frames(same_at_one)) == 2
+        compiled(torch.randn(1, 8), torch.ones(1, 8))
+    assert _reused() == 0
+    assert any("not implied" in why or "not proved" in why for _, why in _refusals(masked)), _refusals(masked)
+
+
+def test_a_recorded_answer_that_is_not_moot_refuses_and_is_named():
+    """An answer the lowering acted on that differs at 1, from a site not known to be
+    harmless: no reuse, and the refusal names the question."""
+    compiled = verishape.compile(same_at_one, backend="aot_eager", dynamic=True, widen_specializations=True)
+    compiled(torch.randn(2, 5))
+    (kept,) = widen._kept[same_at_one.__code__]
+    (s,) = [s for s in kept.candidates if widen.source_names(kept.env, s)[0] == "L['x'].size()[0]"]
+    kept.questions.questions.append(questions.Question(sympy.Gt(s, 1), sympy.true, (), (), ("pick_tiling",)))
+    x = torch.randn(1, 5)
+    torch.testing.assert_close(compiled(x), same_at_one(x))
+    assert _reused() == 0
+    (why,) = [why for _, why in _refusals(same_at_one) if "pick_tiling" in why]
+    assert f"{s} > 1 answered True" in why
+
+
+def test_question_sites_that_are_moot():
+    s, t = sympy.symbols("s t", integer=True, positive=True)
+    broadcast = questions.Question(sympy.Eq(s, 1), sympy.false, (), (), ("broadcast_symbolic_shapes",), (s, t))
+    assert broadcast.moot({s: 1}) == ("a broadcast between sizes equal at 1", sympy.Eq(s, t))
+    assert questions.Question(sympy.Gt(s, 1), sympy.true, (), (), ("compare_sizes",)).moot({s: 1})[1] is sympy.true
+    assert questions.Question(sympy.Gt(s, 1), sympy.true, (), (), ("pick_tiling",)).moot({s: 1}) is None
+    # a broadcast site whose sizes were not captured is not moot
+    assert questions.Question(sympy.Eq(s, 1), sympy.false, (), (), ("broadcast_tensors",)).moot({s: 1}) is None
+
+
+def test_a_view_is_moot_only_where_its_strides_agree_at_one():
+    """Inductor's view of a permuted (s, 3, 4) buffer: the strides computed for s >= 2 are
+    those of an exact computation at s = 1 on every dimension larger than 1, or not."""
+    s = sympy.Symbol("s", integer=True, positive=True)
+    right = questions.ViewStrides((s, 3, 4), (12, 1, 3), (s, 12), (12, 1), done=True)
+    assert right.right_at({s: 1}) is False  # (1, 3, 4) with strides (12, 1, 3) is not viewable as (1, 12)
+    ok = questions.ViewStrides((s, 3, 4), (12, 4, 1), (s, 12), (12, 1), done=True)
+    assert ok.right_at({s: 1})
+    wrong = questions.ViewStrides((3, s, 4), (4 * s, 4, 1), (3, 4 * s), (4 * s, 1), done=True)
+    assert wrong.right_at({s: 1})
+    bad = questions.ViewStrides((3, s, 4), (4 * s, 4, 1), (3, 4 * s), (5, 1), done=True)
+    assert not bad.right_at({s: 1})
+    assert questions.ViewStrides((s, 2), (2, 1), (2, s), None, done=True).right_at({s: 1})  # reshape math
+    t = sympy.Symbol("t", integer=True, positive=True)
+    assert not questions.ViewStrides((s, t), (t, 1), (s * t,), (1,), done=True).right_at({s: 1})  # t symbolic
+
+
+# ---------------------------------------------------------------------------- Inductor
+
+
+def broadcasts(x, y, bias):
+    return torch.relu(x + y) * bias + x.sum(1, keepdim=True)
+
+
+@pytest.mark.slow
+def test_inductor_runs_its_generic_kernels_at_batch_one():
+    """C++ code generation: the kernels compiled for batch s run at batch 1 and equal
+    eager; the lowering's broadcast answers ``Eq(s, 1) -> False`` are recorded and proved
+    harmless (the operands' sizes are equal)."""
+    with torch._inductor.config.patch(fx_graph_cache=False), \
+            torch._functorch.config.patch(enable_autograd_cache=False):  # compiled here, not read from disk
+        _sweep(broadcasts, (2, 3, 1, 5, 1),
+               lambda b: (torch.randn(b, 6), torch.randn(b, 6), torch.randn(6)), backend="inductor", dynamic=None)
+    assert _reused() == 1, _refusals(broadcasts)
+    (kept,) = widen._kept[broadcasts.__code__]
+    assert kept.questions is not None and kept.questions.questions
+    assert all(q.moot({s: 1 for s in kept.candidates}) for q in kept.questions.questions)
+
+
+@pytest.mark.slow
+def test_a_generic_graph_from_torchs_caches_is_not_reused():
+    """Served from the AOTAutograd/FX-graph cache, the generic graph was lowered out of
+    sight: batch 1 compiles as stock, with the reason."""
+    make = lambda b: (torch.randn(b, 6), torch.randn(b, 6), torch.randn(6))  # noqa: E731
+    _sweep(broadcasts, (2, 3), make, backend="inductor")  # on disk now, if it was not before
+    torch._dynamo.reset()
+    frames._envs_by_code.clear()
+    _sweep(broadcasts, (2, 3, 1), make, backend="inductor")
+    assert _reused() == 0
+    assert any("cache" in why for _, why in _refusals(broadcasts)), _refusals(broadcasts)
 
 
 # ---------------------------------------------------------------------------- canonical form
@@ -410,9 +469,9 @@ def test_canonical_folds_size_nodes_and_substitutes():
     gm, env = graphs["generic"]
     (s,) = [s for s, src in env.var_to_sources.items() if src[0].name == "L['x'].size()[0]"]
     gm1, env1 = graphs["one"]
-    one = canon.canonical(gm1, widen._nested_rename(env1, widen._generic_names(env, s)))
-    assert canon.canonical(gm, widen._generic_rename(env, s, 1)) == one
-    assert canon.canonical(gm, widen._generic_rename(env, s, 2)) != one
+    one = canon.canonical(gm1, widen._nested_rename(env1, widen._generic_names(env, (s,))))
+    assert canon.canonical(gm, widen._generic_rename(env, (s,), 1)) == one
+    assert canon.canonical(gm, widen._generic_rename(env, (s,), 2)) != one
     assert any(e[0] == "placeholder" for e in one.entries)
     assert not any(isinstance(e[-1], tuple) and e[-1] and e[-1][0] != "tensor" for e in one.entries
                    if e[0] == "placeholder"), "SymInt placeholders are folded"
@@ -422,7 +481,7 @@ def test_canonical_folds_size_nodes_and_substitutes():
 
 
 @pytest.mark.slow
-def test_tiny_gpt2_batch_sweep_is_widened_and_equal_to_eager():
+def test_tiny_gpt2_batch_sweep_reuses_the_generic_graph_and_equals_eager():
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
     model = transformers.GPT2LMHeadModel(
@@ -433,13 +492,9 @@ def test_tiny_gpt2_batch_sweep_is_widened_and_equal_to_eager():
 
     with torch.no_grad():
         _sweep(fwd, (2, 3, 1, 4, 1, 5),
-               lambda b: (torch.randint(0, 100, (b, 7)), torch.ones(b, 7, dtype=torch.long)))
-    # the two inputs share the batch: whichever names it, the batch size is widened
+               lambda b: (torch.randint(0, 100, (b, 7)), torch.ones(b, 7, dtype=torch.long)), dynamic=None)
+    assert _reused() == 1, _refusals(fwd)
     assert any(name in _widened(fwd) for name in ("L['ids'].size()[0]", "L['mask'].size()[0]"))
-    assert sum(len(env.verishape_log.widened) for env in _frames(fwd)) == 1
-    # batch 1 reused the dynamic graph: the only frames are the dynamic compile (and a
-    # restarted analysis of it, which Dynamo counts as a frame of its own)
-    assert not any("size()[0]" in r for r in verishape.explain(fwd).splitlines() if "recompiled" in r)
 
 
 def _attention_graph(q_len: int, k_len: int, causal: bool, aten: bool) -> torch.fx.GraphModule:

@@ -98,10 +98,9 @@ class VeriShapeEnv(ShapeEnv):
         self._vs_kind: str | tuple[sympy.Basic, bool | None] | None = None  # see _kind
         self._vs_busy = False
         self._vs_minimized: dict[tuple[Any, ...], tuple[list[Any], list[Tightening]]] = {}
-        #: set by ``verishape.compiler.widen`` when a 0/1 specialization may be widened:
-        #: ``lowers(env, prover)`` -> {symbol: proved lower bound} (see :meth:`_ranges_widened`)
-        self._vs_widen_plan: Any = None
-        self._vs_widened: frozenset[sympy.Symbol] = frozenset()
+        #: set by ``verishape.compiler.questions`` while a generic compile is lowered:
+        #: it is shown every static answer (see :meth:`_maybe_evaluate_static`)
+        self._vs_questions: Any = None
         if self.events and type(self.events[0]) is ShapeEnvEvent and self.events[0].f is ShapeEnv:
             # Replays (the recorded-events check, translation validation's bisection)
             # rebuild the env from this first event: rebuild this class, so that the
@@ -175,10 +174,17 @@ class VeriShapeEnv(ShapeEnv):
             self.verishape_log.size_oblivious.setdefault(expr, (stock is sympy.true, None))
         if (stock is not None or unbacked_only or compute_hint or self._vs_busy
                 or axioms == () or not _is_question(expr) or not expr.free_symbols):
+            if stock is not None and self._vs_questions is not None and not (unbacked_only or compute_hint):
+                self._vs_questions.observe(self, _base_static, expr, stock, size_oblivious=size_oblivious,
+                                           axioms=axioms, var_to_range=var_to_range)
             return stock
         self._vs_busy = True  # stock helpers we call may re-enter; they get stock answers
         try:
-            return self._decide(expr, size_oblivious=size_oblivious, axioms=axioms, var_to_range=var_to_range)
+            answer = self._decide(expr, size_oblivious=size_oblivious, axioms=axioms, var_to_range=var_to_range)
+            if answer is not None and self._vs_questions is not None:
+                self._vs_questions.observe(self, _base_static, expr, answer, size_oblivious=size_oblivious,
+                                           axioms=axioms, var_to_range=var_to_range)
+            return answer
         except Exception as exc:  # noqa: BLE001 - logged loudly, then stock behaviour
             # Soundness first: a failure anywhere in verishape means "undecided", as
             # stock.  It is not silent: it is logged as a bug and counted per frame.
@@ -331,12 +337,9 @@ class VeriShapeEnv(ShapeEnv):
         else:
             checks_done = contextlib.nullcontext()
         tighten = not _has_strict_constraints(kwargs.get("input_contexts"))
-        plan = self._vs_widen_plan
-        lowers = plan.lowers(self, current_prover()) if plan is not None and tighten else {}
-        with self._ranges_widened(lowers):
-            chosen, tightened = self._minimized(self.guards if guards is None else guards, tighten)
-            with checks_done, self._ranges_tightened(tightened):
-                out = super().produce_guards_verbose(*args, guards=chosen, **kwargs)
+        chosen, tightened = self._minimized(self.guards if guards is None else guards, tighten)
+        with checks_done, self._ranges_tightened(tightened):
+            out = super().produce_guards_verbose(*args, guards=chosen, **kwargs)
         out = _without_repeated_lines(out)
         self.verishape_log.log_summary(str(self.co_fields.get("co_name", "?")) if self.co_fields else "?")
         return out
@@ -362,9 +365,7 @@ class VeriShapeEnv(ShapeEnv):
     def _minimized(self, guards: list[Any], tighten: bool) -> tuple[list[Any], list[Tightening]]:
         if not minimization_enabled():
             return guards, []
-        widened = tuple(sorted((str(s), str(self.var_to_range[s])) for s in self.var_to_range
-                               if s in self._vs_widened))
-        key = (tighten, widened, *(g.expr for g in guards))
+        key = (tighten, *(g.expr for g in guards))
         cached = self._vs_minimized.get(key)
         if cached is None:
             try:
@@ -413,28 +414,6 @@ class VeriShapeEnv(ShapeEnv):
             yield
         finally:
             self.var_to_range.update(saved)
-            self._ranges_changed()
-
-    @contextlib.contextmanager
-    def _ranges_widened(self, lowers: dict[sympy.Symbol, int]) -> Iterator[None]:
-        """For guard production only: each symbol's lower bound lowered to the value that
-        specialization equivalence proved (``verishape.compiler.widen``), so the
-        installed range check admits it.  Guard minimization runs inside, under the
-        widened ranges (its memo is keyed by them); restored afterwards."""
-        saved = {s: self.var_to_range[s] for s in lowers if s in self.var_to_range}
-        if not saved:
-            yield
-            return
-        try:
-            for s, low in lowers.items():
-                if s in saved:
-                    self.var_to_range[s] = ValueRanges(low, saved[s].upper)
-            self._vs_widened = frozenset(saved)
-            self._ranges_changed()
-            yield
-        finally:
-            self.var_to_range.update(saved)
-            self._vs_widened = frozenset()
             self._ranges_changed()
 
     def _ranges_changed(self) -> None:

@@ -554,24 +554,29 @@ class FrameAuditor:
         return out
 
     def widenings(self) -> list[dict[str, Any]]:
-        """The decision log's proofs of specialization equivalence (records whose kind
-        starts with :data:`WIDENING_KINDS`): the size-``v`` trace equals the generic graph,
-        so the compile installed a guard admitting ``v``.  Looked up by kind at report
-        time, so a log without them (no widening asked) shows nothing."""
-        out = []
-        for r in self.env.verishape_log.records:
-            if r.obligation.kind.startswith(WIDENING_KINDS):
-                text = str(r.obligation.source or "")
-                m = _WIDENED.match(text)
-                out.append({"kind": r.obligation.kind, "evidence": text, "status": r.result.status,
-                            "source": m.group("source") if m else None,
-                            "value": int(m.group("value")) if m else None, "record": r.to_json()})
+        """Proofs of specialization equivalence (``widen_specializations``) this frame
+        takes part in: ``reuses`` (this frame, traced at size ``v``, runs an earlier
+        frame's artifact) and ``reused_by`` (a later frame at size ``v`` runs this frame's
+        artifact, so a call at ``v`` did not compile).  Read from the decision logs, so a
+        run without them (no widening asked, or no size-1 call) shows nothing."""
+        out = [self._widening(ev, "reuses", None) for ev in self.env.verishape_log.widened]
+        out += [self._widening(ev, "reused_by", index) for index, ev in getattr(self.frame, "reused_by", ())]
         return out
 
+    @staticmethod
+    def _widening(ev: Any, role: str, frame: int | None) -> dict[str, Any]:
+        text = ev.describe(timed=False)
+        m = _WIDENED.match(text)
+        return {"kind": "specialization_widened", "role": role, "frame": frame, "evidence": text,
+                "status": solvers.PROVED, "source": m.group("source") if m else None,
+                "sources": list(ev.sources), "value": int(ev.value),
+                "record": ev.proof.to_json() if ev.proof is not None else None}
+
     def _widened_to(self, group: list[str]) -> int | None:
-        """The smallest value a proved widening admits for a size of ``group``, if any."""
-        values = [w["value"] for w in self.widenings() if w["status"] == solvers.PROVED and w["value"] is not None
-                  and w["source"] in group]
+        """The smallest value at which a later frame proved it may run this frame's
+        artifact for a size of ``group``, if any."""
+        values = [w["value"] for w in self.widenings() if w["role"] == "reused_by"
+                  and any(src in group for src in w["sources"])]
         return min(values) if values else None
 
     def _specializations(self) -> list[Finding]:
@@ -592,7 +597,7 @@ class FrameAuditor:
                 continue
             widened = self._widened_to(group)
             if widened is not None and widened <= lowest:
-                continue  # the installed guard admits it, on a proof reported with the frame
+                continue  # a call at that size ran this artifact, on a proof reported with the frame
             values: dict[str, int | float] = {str(sym): lowest for sym in syms}
             # An input of the whole declared space at that size, so that sizes the
             # ``--assume`` facts tie to it (another input's batch) follow it too.

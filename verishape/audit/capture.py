@@ -53,9 +53,6 @@ def run_script(path: Path, args: Sequence[str], progress: Callable[[str], None])
     def sink(output_graph: Any, init_args: dict[str, Any]) -> None:
         if exports.inside_export():
             return  # a strict export's Dynamo frame: audited as part of its export
-        if _inside_widening_trace():
-            return  # widen_specializations re-tracing a copy of a frame at size 1: its proof is
-            # in that frame's decision log; the copy never runs and compiles nothing of the user's
         _keep_artifacts(run.frames)  # earlier frames have finished compiling by now
         code = init_args.get("f_code")
         trace = CompileContext.current_trace_id()
@@ -127,15 +124,6 @@ def _add_export(run: Run, frame: Any, progress: Callable[[str], None]) -> None:
 
 
 # ---------------------------------------------------------------- what was compiled, and what was not
-
-
-def _inside_widening_trace() -> bool:
-    """Whether Dynamo is tracing for ``verishape.compile(widen_specializations=True)``'s
-    proof of specialization equivalence: a check, not a compile of the user's code, so not
-    a frame of the report."""
-    from verishape.compiler import narrow_trace
-
-    return narrow_trace.tracing_at_excluded_size()
 
 
 def _enclosing_call(frames_: Sequence[Frame]) -> int | None:

@@ -61,6 +61,9 @@ class Frame:
     recompile_limit: str | None = None
     #: "compile" (a Dynamo frame) or "export" (a torch.export call: ``exports.ExportFrame``)
     kind: str = "compile"
+    #: proofs made by later frames that ran this frame's artifact at a size its guards
+    #: exclude (``widen_specializations``: the size-1 call reused this generic compile)
+    reused_by: list[tuple[int, Any]] = dataclasses.field(default_factory=list)
     #: the call of the script's compiled code this frame was compiled in: one call can
     #: compile several frames (the resume function after a graph break, a function the
     #: traced code calls after a break, the frame of a nested compiled function), and the

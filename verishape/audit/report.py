@@ -30,8 +30,10 @@ JSON schema (``verishape verify-guards --json``)::
         "call": int|null,                         # the call of compiled code that compiled this frame
         "value_guards": [{"guard", "source_line", "sources"}],   # guards on Python floats (eps, p):
                                                   # installed, listed apart, not shape guards, not audited
-        "widened_specializations": [{"kind", "evidence", "status", "source", "value",
-                                     "record": ProofRecord JSON}]  # specialization equivalence proofs
+        "widened_specializations": [{"kind", "role": "reuses"|"reused_by", "frame": int|null, "evidence",
+                                     "status", "source", "sources", "value",
+                                     "record": ProofRecord JSON|null}]  # a size-v call ran a generic
+                                                  # artifact on a proof (role: which side this frame is)
       }],
       "calls": [{"id", "name", "location", "frames": [int]}],   # one per call; its frames grouped
       "findings": [{"kind", "frame", "guard", "source_line", "counterexample": {source: value}|null,

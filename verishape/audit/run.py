@@ -73,6 +73,7 @@ def verify_guards(script: str | Path, script_args: Sequence[str] = (), *, assume
     say(f"running {path} in audit mode")
     run = run_script(path, list(script_args), say)
     require_declared_space(run.frames, assumptions, prover)
+    link_reuses(run.frames)
     audits = []
     for frame in run.frames:
         say(f"auditing frame {frame.index}: {frame.name} ({frame.location}), {len(frame.env.guards)} guard(s)")
@@ -95,6 +96,18 @@ def verify_guards(script: str | Path, script_args: Sequence[str] = (), *, assume
     if json_path is not None:
         write_report(report, json_path)
     return report["summary"]["exit_status"], report
+
+
+def link_reuses(frames: Sequence[Frame]) -> None:
+    """Give each generic frame the proofs of the later frames that ran its artifact at a
+    size its guards exclude (``widen_specializations``): its ``2 <= size`` then turns no
+    call away from its compiled code at that size."""
+    by_compile = {str(f.compile_id): f for f in frames if f.compile_id is not None}
+    for frame in frames:
+        for ev in getattr(frame.env, "verishape_log", None) and frame.env.verishape_log.widened or ():
+            generic = by_compile.get(str(getattr(ev, "reused", None)))
+            if generic is not None and generic is not frame:
+                generic.reused_by.append((frame.index, ev))
 
 
 def write_report(report: dict[str, Any], json_path: str | Path) -> None:

@@ -1,0 +1,259 @@
+"""The shape answers a lowering acted on that hold only because a size is at least 2.
+
+A generic compile's backend (Inductor) asks the frame's ShapeEnv many questions while it
+lowers the graph: ``statically_known_*`` for optimizations, ``guard_or_false`` for
+broadcasts (``is_size_one_or_false``), range simplifications of index formulas.  Every one
+that reaches a static answer goes through ``ShapeEnv._maybe_evaluate_static``.  Reusing the
+compiled artifact at size 1 is sound only if every answer it acted on is also right at 1.
+
+:class:`QuestionLog` is installed on the env for the lowering of a generic compile
+(:func:`recording`).  For each static answer about a candidate symbol it asks stock's static
+evaluation again with the candidates' lower bounds lowered from 2 to 1: when the answer is
+the same, it holds at 1 by construction and nothing is kept; otherwise the question, its
+answer, its extra premises (index-variable bounds and axioms the caller passed) and where it
+was asked are kept, to be decided at 1 when size 1 arrives
+(:func:`verishape.compiler.widen.reuse`).  Guards a lowering adds land in the env's guard
+list, which that proof checks at 1 as a whole; size hints (heuristics for block sizes and
+tiling) are not answers and are not recorded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import sympy
+from torch.utils._sympy.value_ranges import ValueRanges
+
+#: Where a lowering's answer may differ at 1 without changing what the artifact computes.
+#: Keyed by the Inductor function that asked (the first caller outside ``sizevars.py``):
+#: why, and which local variables hold the two sizes whose equality makes the answer moot
+#: (None: moot for either answer, for the reason given).
+SITES: dict[str, tuple[str, tuple[str, str] | None]] = {
+    # for x, y in the two shapes: "is y 1?" picks x, "is x 1?" picks y, else x == y is
+    # checked and one is kept; where x == y every branch gives the same size
+    "broadcast_symbolic_shapes": ("a broadcast between sizes equal at 1", ("x", "y")),
+    # expand(input, target) when "is a 1?" != "is b 1?"; an input whose size equals the
+    # target's is the same expanded or not
+    "broadcast_tensors": ("an expand between sizes equal at 1", ("a", "b")),
+    # size comparisons of a reshape's index math: every branch ends in check_equals guards
+    # on the merged sizes (generic guards, proved at 1), and an index modulo or divided by
+    # a size that is 1 there is still the right index (torch documents the size-1 case as
+    # safe for unbacked sizes, where the answer is a guess)
+    "compare_sizes": ("reshape index math, right for either answer where its check_equals guards hold", None),
+    # Inductor re-propagates the AOT graph's metadata before lowering: the values it
+    # computes are those of the AOT graph, which was compared at 1 node by node (sizes,
+    # strides of graph outputs and of every dimension larger than 1, storage sharing)
+    "fake_tensor_prop": ("a re-derivation of the AOT graph's metadata, compared at 1", None),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Question:
+    """One static answer that needed a lower bound of 2."""
+
+    expr: sympy.Basic
+    answer: sympy.Basic
+    #: ranges the caller passed for symbols the env does not bound (index variables)
+    extra_ranges: tuple[tuple[sympy.Symbol, ValueRanges], ...]
+    axioms: tuple[sympy.Basic, ...]
+    #: Inductor functions on the way to the question, innermost first (``sizevars.py``'s
+    #: own left out)
+    site: tuple[str, ...]
+    #: for a site of :data:`SITES` that names two sizes: their values where it was asked
+    operands: tuple[sympy.Expr, sympy.Expr] | None = None
+    #: the view-stride computation the question was asked in, if any
+    view: ViewStrides | None = None
+
+    def describe(self) -> str:
+        where = " <- ".join(self.site[:3]) or "?"
+        return f"{self.expr} answered {self.answer} (asked in {where})"
+
+    def moot(self, sub: dict[sympy.Symbol, sympy.Basic]) -> tuple[str, sympy.Basic] | None:
+        """When the answer does not matter where it was used: why, and the condition
+        (``true``, or two sizes being equal) under which it does not.  ``sub`` sets the
+        widened sizes to their value."""
+        if self.view is not None:
+            if self.view.right_at(sub):
+                return "a view's strides, the same at 1 on every dimension larger than 1", sympy.true
+            return None
+        for name in self.site:
+            if name in SITES:
+                why, names = SITES[name]
+                if names is None:
+                    return why, sympy.true
+                if self.operands is not None:
+                    return why, sympy.Eq(*self.operands)
+                return None
+        return None
+
+
+@dataclasses.dataclass
+class QuestionLog:
+    """What a lowering asked about ``candidates`` whose answer depends on their lower bound 2."""
+
+    candidates: frozenset[sympy.Symbol]
+    questions: list[Question] = dataclasses.field(default_factory=list)
+    asked: int = 0
+    _seen: set[Any] = dataclasses.field(default_factory=set)
+    _busy: bool = False
+
+    def observe(self, env: Any, base_static: Any, expr: sympy.Basic, answer: sympy.Basic, *,
+                size_oblivious: bool, axioms: tuple[sympy.Basic, ...] | None,
+                var_to_range: tuple[tuple[sympy.Symbol, ValueRanges], ...] | None) -> None:
+        """Called with every static answer of the env while the log is installed."""
+        if self._busy or not (expr.free_symbols & self.candidates):
+            return
+        key = (expr, size_oblivious, axioms, var_to_range)
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        self.asked += 1
+        ranges = dict(var_to_range) if var_to_range is not None else dict(env.var_to_range)
+        widened = dict(ranges)
+        for s in self.candidates:
+            vr = ranges.get(s)
+            if vr is not None and vr.lower == 2:
+                widened[s] = ValueRanges(1, vr.upper)
+        self._busy = True
+        try:
+            again = base_static(env, expr, size_oblivious=size_oblivious, axioms=axioms,
+                                var_to_range=tuple(widened.items()))
+        finally:
+            self._busy = False
+        if again == answer:
+            return
+        extra = tuple((s, vr) for s, vr in ranges.items() if s not in env.var_to_range)
+        site, operands = _site()
+        self.questions.append(Question(expr, answer, extra, tuple(axioms or ()), site, operands,
+                                       _current_view.get()))
+
+
+@dataclasses.dataclass
+class ViewStrides:
+    """One call of torch's view-stride computation during a recorded lowering (Inductor's
+    ``View.create`` asks it for the strides of a view of a non-contiguous buffer; a view
+    is a ``ReinterpretView`` with those strides, or, when it answers None, reshape index
+    math that is right for any size)."""
+
+    old_size: tuple[sympy.Expr, ...]
+    old_stride: tuple[sympy.Expr, ...]
+    new_size: tuple[sympy.Expr, ...]
+    #: the strides it returned (None: not viewable; unset while the call runs)
+    result: tuple[sympy.Expr, ...] | None = None
+    done: bool = False
+
+    def right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
+        """Whether the recorded strides at ``sub`` are those the same computation gives
+        there, on every dimension whose size is not 1 (a size-1 dimension's stride
+        addresses nothing).  Only decided when every size and stride is a number at
+        ``sub``; otherwise False (refused)."""
+        from torch._subclasses import fake_impls
+
+        if not self.done:
+            return False
+        if self.result is None:
+            return True  # reshape index math instead of a view: right for any size
+        try:
+            old_size = [_number(e, sub) for e in self.old_size]
+            old_stride = [_number(e, sub) for e in self.old_stride]
+            new_size = [_number(e, sub) for e in self.new_size]
+            generic = [_number(e, sub) for e in self.result]
+        except _NotANumber:
+            return False
+        exact = _compute_stride_original(fake_impls)(old_size, old_stride, new_size)
+        if exact is None:
+            return False
+        return all(n == 1 or a == b for n, a, b in zip(new_size, generic, exact, strict=True))
+
+
+class _NotANumber(Exception):
+    pass
+
+
+def _number(e: Any, sub: dict[sympy.Symbol, sympy.Basic]) -> int:
+    value = sympy.sympify(sympy.sympify(e).xreplace(sub))
+    if not value.is_Integer:
+        raise _NotANumber(value)
+    return int(value)
+
+
+def _exprs(values: Any) -> tuple[sympy.Expr, ...]:
+    return tuple(v.node.expr if hasattr(v, "node") else sympy.Integer(v) for v in values)
+
+
+_current_view: contextvars.ContextVar[ViewStrides | None] = contextvars.ContextVar("verishape_view", default=None)
+
+
+def _compute_stride_original(fake_impls: Any) -> Any:
+    fn = fake_impls._compute_stride
+    return getattr(fn, "_verishape_original", fn)
+
+
+@contextlib.contextmanager
+def _tracking_views() -> Iterator[None]:
+    """Inductor imports ``_compute_stride`` from its module at each call: wrap it there for
+    one block, so that questions asked inside a call are tied to the call and its result."""
+    from torch._subclasses import fake_impls
+
+    original = _compute_stride_original(fake_impls)
+
+    def tracked(old_shape: Any, old_stride: Any, new_shape: Any, *args: Any, **kwargs: Any) -> Any:
+        view = ViewStrides(_exprs(old_shape), _exprs(old_stride), _exprs(new_shape))
+        token = _current_view.set(view)
+        try:
+            out = original(old_shape, old_stride, new_shape, *args, **kwargs)
+        finally:
+            _current_view.reset(token)
+        view.result = None if out is None else _exprs(out)
+        view.done = True
+        return out
+
+    tracked._verishape_original = original  # type: ignore[attr-defined]
+    fake_impls._compute_stride = tracked
+    try:
+        yield
+    finally:
+        fake_impls._compute_stride = original
+
+
+def _site() -> tuple[tuple[str, ...], tuple[Any, Any] | None]:
+    """The Inductor functions below the question, innermost first (frames of
+    ``sizevars.py`` and generator expressions skipped), and for a site of :data:`SITES`
+    that names two sizes, their values."""
+    names: list[str] = []
+    operands = None
+    frame = sys._getframe(2)
+    while frame is not None and len(names) < 6:
+        code = frame.f_code
+        if "_inductor" in code.co_filename and not code.co_filename.endswith("sizevars.py"):
+            site = code.co_name
+            if site == "<genexpr>" and frame.f_back is not None:
+                site = frame.f_back.f_code.co_name  # its locals are the genexpr's
+            if site in SITES and not names:
+                wanted = SITES[site][1]
+                if wanted is not None:
+                    x, y = (frame.f_locals.get(n) for n in wanted)
+                    if isinstance(x, (sympy.Expr, int)) and isinstance(y, (sympy.Expr, int)):
+                        operands = (sympy.sympify(x), sympy.sympify(y))
+            if code.co_name != "<genexpr>":
+                names.append(code.co_name)
+        frame = frame.f_back
+    return tuple(names), operands
+
+
+@contextlib.contextmanager
+def recording(env: Any, candidates: frozenset[sympy.Symbol]) -> Iterator[QuestionLog]:
+    """Install a :class:`QuestionLog` on ``env`` (a VeriShapeEnv) for one block."""
+    log = QuestionLog(candidates)
+    saved = env._vs_questions
+    env._vs_questions = log
+    try:
+        with _tracking_views():
+            yield log
+    finally:
+        env._vs_questions = saved
