@@ -715,8 +715,28 @@ def _main_interleaved(args: argparse.Namespace, models: list[str], sweeps: list[
                                 "rounds": args.interleave, "wall_s": time.perf_counter() - start,
                                 "torch": _version("torch"), "transformers": _version("transformers"),
                                 "cpus": os.cpu_count(), "models": rows, "summary": summary_}, indent=2) + "\n")
+    path.with_suffix(".md").write_text(interleave_markdown(rows, other, args.backend))
     print(json.dumps(summary_))
     return 0
+
+
+def interleave_markdown(rows: list[dict[str, Any]], other: str, backend: str) -> str:
+    """One line per model and sweep: backend compiles, median compile CPU of each side and
+    their ratio, the size-1 call (stock's recompile vs what replaced it), max difference."""
+    out = [f"| model | sweep | compiles stock / {other} | compile CPU s stock | {other} | ratio | "
+           f"size-1 call s stock / {other} | max abs diff vs eager |",
+           "|---|---|---|---:|---:|---:|---|---:|"]
+    for r in rows:
+        if "error" in r:
+            out.append(f"| {r['model']} | - | error: {r['error'][:80]} | | | | | |")
+            continue
+        for sweep, f in r["sweeps"].items():
+            c = f["compiles"]
+            out.append(f"| {r['model']} | {sweep} | {'/'.join(map(str, c['stock']))} / {'/'.join(map(str, c[other]))} | "
+                       f"{f['median_s']['stock']:.2f} | {f['median_s'][other]:.2f} | {f['ratio']:.2f}x | "
+                       f"{f['size_1_call_cpu_s']['stock']:.2f} / {f['size_1_call_cpu_s'][other]:.2f} | "
+                       f"{max(f['max_abs_diff'].values()):.1e} |")
+    return f"backend: {backend}\n\n" + "\n".join(out) + "\n"
 
 
 def interleave_summary(rows: list[dict[str, Any]], other: str) -> dict[str, Any]:

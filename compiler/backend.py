@@ -133,7 +133,7 @@ class VerishapeBackend:
     VeriShapeEnv for that frame (see :mod:`verishape.compiler.frames`)."""
 
     def __init__(self, backend: str | Callable[..., Any], *, mode: str | None, options: dict[str, Any] | None,
-                 dynamic: bool | None, widen_specializations: bool = False) -> None:
+                 dynamic: bool | None, widen_specializations: bool = True) -> None:
         setattr(self, MARKER, True)
         self._widen = widen_specializations
         self._dynamic = dynamic

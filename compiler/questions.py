@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import sympy
+import torch
 from torch.utils._sympy.value_ranges import ValueRanges
 
 #: Where a lowering's answer may differ at 1 without changing what the artifact computes.
@@ -45,6 +46,9 @@ SITES: dict[str, tuple[str, tuple[str, str] | None]] = {
     # a size that is 1 there is still the right index (torch documents the size-1 case as
     # safe for unbacked sizes, where the answer is a guess)
     "compare_sizes": ("reshape index math, right for either answer where its check_equals guards hold", None),
+    # stride sorting for layout preferences: torch documents the order as for
+    # "optimization-only layout heuristics", never to be used for correctness decisions
+    "argsort_sym": ("a layout heuristic (torch documents argsort_sym's order as optimization-only)", None),
     # Inductor re-propagates the AOT graph's metadata before lowering: the values it
     # computes are those of the AOT graph, which was compared at 1 node by node (sizes,
     # strides of graph outputs and of every dimension larger than 1, storage sharing)
@@ -66,8 +70,9 @@ class Question:
     site: tuple[str, ...]
     #: for a site of :data:`SITES` that names two sizes: their values where it was asked
     operands: tuple[sympy.Expr, sympy.Expr] | None = None
-    #: the view-stride computation the question was asked in, if any
-    view: ViewStrides | None = None
+    #: the layout computation (a view's strides, a convolution's output layout) the
+    #: question was asked in, if any: the answer is moot where its result is right at 1
+    computed_in: ViewStrides | ConvLayout | None = None
 
     def describe(self) -> str:
         where = " <- ".join(self.site[:3]) or "?"
@@ -77,9 +82,9 @@ class Question:
         """When the answer does not matter where it was used: why, and the condition
         (``true``, or two sizes being equal) under which it does not.  ``sub`` sets the
         widened sizes to their value."""
-        if self.view is not None:
-            if self.view.right_at(sub):
-                return "a view's strides, the same at 1 on every dimension larger than 1", sympy.true
+        if self.computed_in is not None:
+            if self.computed_in.right_at(sub):
+                return self.computed_in.why, sympy.true
             return None
         for name in self.site:
             if name in SITES:
@@ -130,7 +135,7 @@ class QuestionLog:
         extra = tuple((s, vr) for s, vr in ranges.items() if s not in env.var_to_range)
         site, operands = _site()
         self.questions.append(Question(expr, answer, extra, tuple(axioms or ()), site, operands,
-                                       _current_view.get()))
+                                       _computing.get()))
 
 
 @dataclasses.dataclass
@@ -146,6 +151,7 @@ class ViewStrides:
     #: the strides it returned (None: not viewable; unset while the call runs)
     result: tuple[sympy.Expr, ...] | None = None
     done: bool = False
+    why = "a view's strides, the same at 1 on every dimension larger than 1"
 
     def right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
         """Whether the recorded strides at ``sub`` are those the same computation gives
@@ -186,39 +192,51 @@ def _exprs(values: Any) -> tuple[sympy.Expr, ...]:
     return tuple(v.node.expr if hasattr(v, "node") else sympy.Integer(v) for v in values)
 
 
-_current_view: contextvars.ContextVar[ViewStrides | None] = contextvars.ContextVar("verishape_view", default=None)
+@dataclasses.dataclass
+class ConvLayout:
+    """One call of Inductor's ``conv_layout`` during a recorded lowering: the output layout
+    of a convolution, read off torch's fake convolution (whose backend and memory-format
+    choice asks about the batch size).  The lowering fixes the output buffer to it."""
+
+    #: (sizes, strides, dtype, device) of the input, the weight and the bias (or None)
+    operands: tuple[tuple[tuple[sympy.Expr, ...], tuple[sympy.Expr, ...], Any, Any] | None, ...]
+    #: stride, padding, dilation, transposed, output_padding, groups (None: not integers)
+    params: tuple[Any, ...] | None
+    result: tuple[tuple[sympy.Expr, ...], tuple[sympy.Expr, ...]] | None = None
+    done: bool = False
+    why = "a convolution's output layout, the same at 1 on every dimension larger than 1"
+
+    def right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
+        """Whether the recorded layout at ``sub`` is the one torch's fake convolution gives
+        there (sizes equal, strides equal where the size is not 1); only with every size
+        and stride a number at ``sub``."""
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        if not self.done or self.result is None or self.params is None:
+            return False
+        try:
+            operands = [None if o is None else ([_number(e, sub) for e in o[0]], [_number(e, sub) for e in o[1]],
+                                                 o[2], o[3]) for o in self.operands]
+            sizes = [_number(e, sub) for e in self.result[0]]
+            strides = [_number(e, sub) for e in self.result[1]]
+        except _NotANumber:
+            return False
+        with FakeTensorMode():
+            x, w, b = (None if o is None else torch.empty_strided(o[0], o[1], dtype=o[2], device=o[3])
+                       for o in operands)
+            out = torch.ops.aten.convolution(x, w, b, *self.params)
+        if list(out.shape) != sizes:
+            return False
+        return all(n == 1 or a == b for n, a, b in zip(sizes, strides, out.stride(), strict=True))
+
+
+_computing: contextvars.ContextVar[ViewStrides | ConvLayout | None] = contextvars.ContextVar(
+    "verishape_layout_call", default=None)
 
 
 def _compute_stride_original(fake_impls: Any) -> Any:
     fn = fake_impls._compute_stride
     return getattr(fn, "_verishape_original", fn)
-
-
-@contextlib.contextmanager
-def _tracking_views() -> Iterator[None]:
-    """Inductor imports ``_compute_stride`` from its module at each call: wrap it there for
-    one block, so that questions asked inside a call are tied to the call and its result."""
-    from torch._subclasses import fake_impls
-
-    original = _compute_stride_original(fake_impls)
-
-    def tracked(old_shape: Any, old_stride: Any, new_shape: Any, *args: Any, **kwargs: Any) -> Any:
-        view = ViewStrides(_exprs(old_shape), _exprs(old_stride), _exprs(new_shape))
-        token = _current_view.set(view)
-        try:
-            out = original(old_shape, old_stride, new_shape, *args, **kwargs)
-        finally:
-            _current_view.reset(token)
-        view.result = None if out is None else _exprs(out)
-        view.done = True
-        return out
-
-    tracked._verishape_original = original  # type: ignore[attr-defined]
-    fake_impls._compute_stride = tracked
-    try:
-        yield
-    finally:
-        fake_impls._compute_stride = original
 
 
 def _site() -> tuple[tuple[str, ...], tuple[Any, Any] | None]:
@@ -247,13 +265,80 @@ def _site() -> tuple[tuple[str, ...], tuple[Any, Any] | None]:
 
 
 @contextlib.contextmanager
+def _tracking_layouts() -> Iterator[None]:
+    """For one block, wrap the layout computations whose answers are checked by
+    recomputing them at 1 (:class:`ViewStrides`, :class:`ConvLayout`), where Inductor looks
+    them up at each call (module globals), so that questions asked inside a call are tied
+    to the call and its result."""
+    from torch._subclasses import fake_impls
+
+    original = _compute_stride_original(fake_impls)
+
+    def tracked(old_shape: Any, old_stride: Any, new_shape: Any, *args: Any, **kwargs: Any) -> Any:
+        view = ViewStrides(_exprs(old_shape), _exprs(old_stride), _exprs(new_shape))
+        token = _computing.set(view)
+        try:
+            out = original(old_shape, old_stride, new_shape, *args, **kwargs)
+        finally:
+            _computing.reset(token)
+        view.result = None if out is None else _exprs(out)
+        view.done = True
+        return out
+
+    tracked._verishape_original = original  # type: ignore[attr-defined]
+    fake_impls._compute_stride = tracked
+    conv = sys.modules.get("torch._inductor.kernel.conv")  # loaded by Inductor's lowerings, not by aot_eager
+    conv_original = getattr(conv, "conv_layout", None)
+    if conv_original is not None:
+        conv.conv_layout = _tracked_conv_layout(getattr(conv_original, "_verishape_original", conv_original))
+    try:
+        yield
+    finally:
+        fake_impls._compute_stride = original
+        if conv_original is not None:
+            conv.conv_layout = conv_original
+
+
+def _tracked_conv_layout(original: Any) -> Any:
+    from torch._inductor import ir
+
+    def operand(node: Any) -> Any:
+        if node is None:
+            return None
+        size = tuple(sympy.sympify(e) for e in node.get_size())
+        stride = (node.get_layout().stride if ir.is_storage_and_layout(node)
+                  else ir.FlexibleLayout.contiguous_strides(list(size)))
+        return size, tuple(sympy.sympify(e) for e in stride), node.get_dtype(), node.get_device()
+
+    def conv_layout(x: Any, weight: Any, bias: Any, stride: Any, padding: Any, dilation: Any, transposed: Any,
+                    output_padding: Any, groups: Any) -> Any:
+        try:  # the lowering guards them to integers; a symbolic one leaves the call unchecked
+            params = ([int(v) for v in stride], [int(v) for v in padding], [int(v) for v in dilation],
+                      bool(transposed), [int(v) for v in output_padding], int(groups))
+        except TypeError:
+            params = None
+        call = ConvLayout((operand(x), operand(weight), operand(bias)), params)
+        token = _computing.set(call)
+        try:
+            layout = original(x, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+        finally:
+            _computing.reset(token)
+        call.result = (tuple(sympy.sympify(e) for e in layout.size), tuple(sympy.sympify(e) for e in layout.stride))
+        call.done = True
+        return layout
+
+    conv_layout._verishape_original = original  # type: ignore[attr-defined]
+    return conv_layout
+
+
+@contextlib.contextmanager
 def recording(env: Any, candidates: frozenset[sympy.Symbol]) -> Iterator[QuestionLog]:
     """Install a :class:`QuestionLog` on ``env`` (a VeriShapeEnv) for one block."""
     log = QuestionLog(candidates)
     saved = env._vs_questions
     env._vs_questions = log
     try:
-        with _tracking_views():
+        with _tracking_layouts():
             yield log
     finally:
         env._vs_questions = saved

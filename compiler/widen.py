@@ -50,69 +50,17 @@ from typing import Any
 
 import sympy
 import torch
-from torch.utils._sympy.value_ranges import ValueRanges
 
 from . import questions as questions_
 from .canon import Canon, Canonicalizer, NotWidened, canonical, first_difference, is_size_only
+from .sizes import Group, bound_sources, eligible, group_name, merged_group, source_names
+from .widen_goals import prove_at_one
 
 log = logging.getLogger("verishape")
 
 #: backends whose compile pipeline this module knows (see the module docstring)
 KNOWN_BACKENDS = ("eager", "aot_eager", "inductor")
 _AOT_BACKENDS = ("aot_eager", "inductor")
-
-
-# ---------------------------------------------------------------------------- symbols and sources
-
-
-def merged_into(env: Any, symbol: sympy.Symbol) -> list[sympy.Symbol]:
-    """``symbol`` and every symbol torch replaced by it: one size under several names.
-    On a Hugging Face model ``input_ids`` and ``attention_mask`` get a batch symbol each
-    and a guard may equate them (``s52 -> s92``): both inputs are that size, so both are
-    set to 1 together and neither may stay a symbol of its own in the comparison."""
-    merged = sorted((s for s, r in env.replacements.items() if r == symbol and s != symbol), key=str)
-    return [symbol, *merged]
-
-
-#: symbols set to 1 together by one size-1 call (sorted by first source name)
-Group = tuple[sympy.Symbol, ...]
-
-
-def merged_group(env: Any, symbols: Group) -> set[sympy.Symbol]:
-    """Every generic symbol that takes the value 1: the group's and those torch replaced
-    by them."""
-    return {m for s in symbols for m in merged_into(env, s)}
-
-
-def group_name(env: Any, group: Group) -> str:
-    names = [(source_names(env, s) or [str(s)])[0] for s in group]
-    return names[0] + (f" (with {', '.join(names[1:])} at 1 too)" if len(names) > 1 else "")
-
-
-def bound_sources(env: Any, symbol: sympy.Symbol) -> list[Any]:
-    """The input sources whose value is ``symbol`` (its own and those of the symbols
-    replaced by it)."""
-    return [src for s in merged_into(env, symbol) for src in env.var_to_sources.get(s, ())]
-
-
-def source_names(env: Any, symbol: sympy.Symbol) -> list[str]:
-    return [s.name for s in bound_sources(env, symbol)]
-
-
-def eligible(env: Any) -> dict[sympy.Symbol, ValueRanges]:
-    """Symbols of ``env`` whose lower bound 2 may come from 0/1 specialization: backed,
-    bound only to input tensor sizes, range ``[2, upper]``, not replaced."""
-    from torch._dynamo.source import TensorProperty, TensorPropertySource
-
-    out = {}
-    for symbol in env.var_to_sources:
-        vr = env.var_to_range.get(symbol)
-        if vr is None or vr.lower != 2 or symbol in env.replacements or symbol not in env.backed_var_to_val:
-            continue
-        sources = bound_sources(env, symbol)
-        if sources and all(isinstance(s, TensorPropertySource) and s.prop is TensorProperty.SIZE for s in sources):
-            out[symbol] = vr
-    return out
 
 
 # ---------------------------------------------------------------------------- keeping the generic compile
@@ -360,6 +308,10 @@ def _arrived(k: Kept, now: dict[str, Any]) -> Group | None:
 
 def _prove(k: Kept, group: Group, env: Any, tx: Any, gm: torch.fx.GraphModule, example_inputs: Any,
            prover: Any) -> tuple[Callable[..., Any], Evidence]:
+    """The checks of the module docstring, cheapest first: a refusal after the AOT trace
+    (the costly one, done last) would have paid it on top of the stock compile.  The
+    guards and answers are proved from the size-1 trace's guards as Dynamo left them; the
+    AOT trace can only add guards, so the premises used are a subset of those installed."""
     _refuse_if_excluded(k.env, group, 1)
     names = _match_symbols(k.env, group, env)
     generic_rename = _generic_rename(k.env, group, 1)
@@ -369,14 +321,6 @@ def _prove(k: Kept, group: Group, env: Any, tx: Any, gm: torch.fx.GraphModule, e
     if dynamo_here != dynamo_generic:
         raise NotWidened(f"the Dynamo graph at size 1 differs from the generic graph"
                          f"{first_difference(dynamo_generic, dynamo_here)}")
-    aot_fp = None
-    if k.aot is not None:
-        aot_generic = canonical(k.aot, generic_rename)
-        aot_here = _aot_inference_graph(gm, example_inputs, k.aot_kwargs or {}, rename)
-        if aot_here != aot_generic:
-            raise NotWidened(f"the AOT graph at size 1 differs from the generic graph"
-                             f"{first_difference(aot_generic, aot_here)}")
-        aot_fp = aot_generic.fingerprint()
     generic_inputs = _canon_inputs(k.inputs, Canonicalizer(generic_rename))
     here_inputs = _canon_inputs([(tf.source.name, tf.fake) for tf in tx.output.tracked_fakes], Canonicalizer(rename))
     if generic_inputs != here_inputs:
@@ -386,8 +330,15 @@ def _prove(k: Kept, group: Group, env: Any, tx: Any, gm: torch.fx.GraphModule, e
         raise NotWidened(f"the generic frame checks guards the size-1 trace does not: {sorted(missing)[:3]}")
     args = _argument_map(k, group, gm)
     ev = Evidence(group, 1, [source_names(k.env, s)[0] for s in group], dynamo_generic.fingerprint(),
-                  aot_fp, str(k.compile_id), [])
-    ev.proof = _prove_guards(k, group, env, names, prover, ev)
+                  None, str(k.compile_id), [])
+    ev.proof = prove_at_one(k, group, env, names, prover, ev)
+    if k.aot is not None:
+        aot_generic = canonical(k.aot, generic_rename)
+        aot_here = _aot_inference_graph(gm, example_inputs, k.aot_kwargs or {}, rename)
+        if aot_here != aot_generic:
+            raise NotWidened(f"the AOT graph at size 1 differs from the generic graph"
+                             f"{first_difference(aot_generic, aot_here)}")
+        ev.aot = aot_generic.fingerprint()
     return _calling(k.compiled, args), ev
 
 
@@ -575,107 +526,6 @@ def _calling(compiled: Callable[..., Any], args: list[Callable[[tuple[Any, ...]]
 
     generic_artifact_at_size_1._verishape_reused = compiled  # type: ignore[attr-defined]
     return generic_artifact_at_size_1
-
-
-# ---------------------------------------------------------------------------- the implication
-
-
-def _goal(expr: sympy.Basic, answer: sympy.Basic) -> sympy.Basic:
-    if answer is sympy.true:
-        return expr
-    if answer is sympy.false:
-        return sympy.Not(expr)
-    return sympy.Eq(expr, answer)
-
-
-def _answer_goals(k: Kept, sub: dict[sympy.Symbol, sympy.Basic]) -> list[tuple[sympy.Basic, list[sympy.Basic], str]]:
-    """Per recorded lowering answer: (goal at 1, its own extra premises, description).
-    A broadcast's "not size 1" is also harmless where the two sizes compared are equal."""
-    out = []
-    for q in (k.questions.questions if k.questions is not None else ()):
-        goal = _goal(q.expr, q.answer)
-        moot = q.moot(sub)
-        if moot is not None:
-            goal = sympy.Or(goal, moot[1])
-        extra = list(q.axioms)
-        for s, vr in q.extra_ranges:
-            if vr.lower.is_finite:
-                extra.append(sympy.Ge(s, vr.lower))
-            if vr.upper.is_finite:
-                extra.append(sympy.Le(s, vr.upper))
-        out.append((goal.xreplace(sub), [e.xreplace(sub) for e in extra], q.describe()))
-    return out
-
-
-def _prove_guards(k: Kept, group: Group, nested_env: Any, names: dict[str, str], prover: Any, ev: Evidence) -> Any:
-    """Prove: the size-1 trace's guards and input ranges (its symbols renamed to the
-    generic ones by source) imply the generic guards, the generic ranges of the other
-    input symbols and every recorded lowering answer, all at ``group = 1``.  Returns the
-    proof record of the guards (None when there was nothing to prove); raises
-    :class:`NotWidened` naming the first goal not proved."""
-    from verishape import facts
-
-    env = k.env
-    by_name = {}
-    # replaced symbols first: a source also listed under the symbol that replaced it maps
-    # to that symbol, the one the generic goals (``env.replace``) are written in
-    for s in sorted(env.var_to_sources, key=lambda s: (s not in env.replacements, str(s))):
-        for n in source_names(env, s):
-            by_name[n] = s
-    to_generic = {}
-    for s in nested_env.var_to_sources:
-        ns = source_names(nested_env, s)
-        if ns:
-            to_generic[s] = by_name[names[ns[0]]]
-    merged = merged_group(env, group)
-    sub = {s: sympy.Integer(1) for s in merged}
-    premises = [nested_env.replace(g.expr).xreplace(to_generic) for g in nested_env.guards]
-    nested_ranges = {to_generic[s]: vr for s, vr in nested_env.var_to_range.items() if s in to_generic}
-    premises += facts.range_facts(nested_ranges.keys(), nested_ranges)
-    premises = [p for p in premises if p is not sympy.true]
-    hints = {to_generic[s]: int(v) for s, v in nested_env.backed_var_to_val.items() if s in to_generic}
-
-    goals: list[tuple[sympy.Basic, str]] = [(env.replace(g.expr).xreplace(sub), f"the generic guard {g.expr}")
-                                            for g in env.guards]
-    others = {s: vr for s, vr in env.var_to_range.items() if s not in merged and env.var_to_sources.get(s)}
-    goals += [(r, f"the generic range {r}") for r in facts.range_facts(others.keys(), others)]
-    answers = _answer_goals(k, {**{s: env.replace(s).xreplace(sub) for s in env.replacements}, **sub})
-    ev.answers = len(answers)
-    # answers with premises of their own (index-variable bounds) are proved one by one; the
-    # rest join the guards in one obligation
-    for goal, extra, what in answers:
-        if extra and goal is not sympy.true and _prove_one(prover, goal, premises + extra, hints, what) is None:
-            raise NotWidened(f"a shape answer the lowering acted on is not proved at 1: {what}")
-    goals += [(goal, f"the lowering's answer {what}") for goal, extra, what in answers if not extra]
-    goals = [(g, what) for g, what in goals if g is not sympy.true]
-    for g, what in goals:
-        if g is sympy.false:
-            raise NotWidened(f"false at size 1: {what}")
-    ev.shape_guards = [g for g, _ in goals]
-    if not goals:
-        return None
-    record = _prove_one(prover, sympy.And(*ev.shape_guards), premises, hints, ev.describe(timed=False))
-    if record is not None:
-        return record
-    for g, what in goals:  # name the first goal that fails alone
-        if _prove_one(prover, g, premises, hints, what) is None:
-            raise NotWidened(f"not implied at size 1 by the size-1 trace's guards: {what}")
-    raise NotWidened("the generic guards and answers at 1 are not proved together (solver unknown)")
-
-
-def _prove_one(prover: Any, goal: sympy.Basic, premises: list[sympy.Basic], hints: dict[sympy.Symbol, int],
-               what: str) -> Any:
-    """A proof record when ``premises`` imply ``goal`` (not vacuously), else None."""
-    from verishape import facts, solvers
-    from verishape.proofs import Obligation, ProofRecord
-
-    to_plain = facts.plain_symbols([goal, *premises], None) or {}
-    plain_hints = {to_plain.get(s, s): v for s, v in hints.items()}
-    result = prover.prove(goal.xreplace(to_plain), [p.xreplace(to_plain) for p in premises], witness=plain_hints)
-    if result.status != solvers.PROVED or result.vacuous:
-        return None
-    return ProofRecord(Obligation(goal.xreplace(to_plain), tuple(p.xreplace(to_plain) for p in premises),
-                                  "specialization_widened", what), result, True)
 
 
 def kept_count() -> int:

@@ -175,3 +175,17 @@ def test_interleaved_rounds_alternate_and_give_the_median_ratio(rm):
     assert f["compiles"]["stock"] == f["compiles"]["verishape"] and len(f["compiles"]["stock"]) == 1
     med = {v: statistics.median(xs) for v, xs in f["compile_cpu_s"].items()}
     assert f["median_s"] == med and f["ratio"] == med["verishape"] / med["stock"]
+
+
+def test_interleaved_widening_counts_backend_compiles_and_the_size_1_call(rm):
+    """``--interleave --widen``: a size-1 call that ran the generic artifact is no backend
+    compile, its CPU is still billed to the sweep, and the table and summary say so."""
+    out = rm.interleaved("toy", "aot_eager", ["batch"], rounds=1, other="widen")
+    f = out["sweeps"]["batch"]
+    assert f["compiles"] == {"stock": [3], "widen": [2]}
+    assert f["reused_calls"]["widen"] == [(2,)] and f["reused_calls"]["stock"] == [()]
+    assert f["size_1_call"] == 2 and all(t > 0 for t in f["size_1_call_cpu_s"].values())
+    assert max(f["max_abs_diff"].values()) == 0.0
+    row = {"model": "toy", **out}
+    assert rm.interleave_summary([row], "widen")["batch"]["fewer_compiles"] == 1
+    assert "| toy | batch | 3 / 2 |" in rm.interleave_markdown([row], "widen", "aot_eager")

@@ -390,6 +390,8 @@ def test_question_sites_that_are_moot():
     assert broadcast.moot({s: 1}) == ("a broadcast between sizes equal at 1", sympy.Eq(s, t))
     assert questions.Question(sympy.Gt(s, 1), sympy.true, (), (), ("compare_sizes",)).moot({s: 1})[1] is sympy.true
     assert questions.Question(sympy.Gt(s, 1), sympy.true, (), (), ("pick_tiling",)).moot({s: 1}) is None
+    stride_order = questions.Question(sympy.Gt(96 * s, 96), sympy.true, (), (), ("evaluate", "cmp", "argsort_sym"))
+    assert "heuristic" in stride_order.moot({s: 1})[0]
     # a broadcast site whose sizes were not captured is not moot
     assert questions.Question(sympy.Eq(s, 1), sympy.false, (), (), ("broadcast_tensors",)).moot({s: 1}) is None
 
@@ -409,6 +411,20 @@ def test_a_view_is_moot_only_where_its_strides_agree_at_one():
     assert questions.ViewStrides((s, 2), (2, 1), (2, s), None, done=True).right_at({s: 1})  # reshape math
     t = sympy.Symbol("t", integer=True, positive=True)
     assert not questions.ViewStrides((s, t), (t, 1), (s * t,), (1,), done=True).right_at({s: 1})  # t symbolic
+
+
+def test_a_convolution_layout_is_moot_only_where_it_agrees_at_one():
+    """ViT's patch embedding: the output layout Inductor fixed for batch s, at s = 1, is
+    the one torch's fake convolution gives at batch 1 (or a stride differs: not moot)."""
+    s = sympy.Symbol("s", integer=True, positive=True)
+    x = ((s, 3, 8, 8), (192, 64, 8, 1), torch.float32, torch.device("cpu"))
+    w = ((4, 3, 2, 2), (12, 4, 2, 1), torch.float32, torch.device("cpu"))
+    params = ([2, 2], [0, 0], [1, 1], False, [0, 0], 1)
+    right = questions.ConvLayout((x, w, None), params, ((s, 4, 4, 4), (64, 16, 4, 1)), done=True)
+    assert right.right_at({s: 1})
+    channels_last = questions.ConvLayout((x, w, None), params, ((s, 4, 4, 4), (64, 1, 16, 4)), done=True)
+    assert not channels_last.right_at({s: 1})
+    assert not questions.ConvLayout((x, w, None), None, right.result, done=True).right_at({s: 1})
 
 
 # ---------------------------------------------------------------------------- Inductor

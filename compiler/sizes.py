@@ -1,0 +1,59 @@
+"""Which sizes of a frame may be widened to 1, and how they are named: symbols, the input
+sources bound to them, and the groups of symbols a size-1 call sets to 1 together."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sympy
+from torch.utils._sympy.value_ranges import ValueRanges
+
+
+def merged_into(env: Any, symbol: sympy.Symbol) -> list[sympy.Symbol]:
+    """``symbol`` and every symbol torch replaced by it: one size under several names.
+    On a Hugging Face model ``input_ids`` and ``attention_mask`` get a batch symbol each
+    and a guard may equate them (``s52 -> s92``): both inputs are that size, so both are
+    set to 1 together and neither may stay a symbol of its own in the comparison."""
+    merged = sorted((s for s, r in env.replacements.items() if r == symbol and s != symbol), key=str)
+    return [symbol, *merged]
+
+
+#: symbols set to 1 together by one size-1 call (sorted by first source name)
+Group = tuple[sympy.Symbol, ...]
+
+
+def merged_group(env: Any, symbols: Group) -> set[sympy.Symbol]:
+    """Every generic symbol that takes the value 1: the group's and those torch replaced
+    by them."""
+    return {m for s in symbols for m in merged_into(env, s)}
+
+
+def group_name(env: Any, group: Group) -> str:
+    names = [(source_names(env, s) or [str(s)])[0] for s in group]
+    return names[0] + (f" (with {', '.join(names[1:])} at 1 too)" if len(names) > 1 else "")
+
+
+def bound_sources(env: Any, symbol: sympy.Symbol) -> list[Any]:
+    """The input sources whose value is ``symbol`` (its own and those of the symbols
+    replaced by it)."""
+    return [src for s in merged_into(env, symbol) for src in env.var_to_sources.get(s, ())]
+
+
+def source_names(env: Any, symbol: sympy.Symbol) -> list[str]:
+    return [s.name for s in bound_sources(env, symbol)]
+
+
+def eligible(env: Any) -> dict[sympy.Symbol, ValueRanges]:
+    """Symbols of ``env`` whose lower bound 2 may come from 0/1 specialization: backed,
+    bound only to input tensor sizes, range ``[2, upper]``, not replaced."""
+    from torch._dynamo.source import TensorProperty, TensorPropertySource
+
+    out = {}
+    for symbol in env.var_to_sources:
+        vr = env.var_to_range.get(symbol)
+        if vr is None or vr.lower != 2 or symbol in env.replacements or symbol not in env.backed_var_to_val:
+            continue
+        sources = bound_sources(env, symbol)
+        if sources and all(isinstance(s, TensorPropertySource) and s.prop is TensorProperty.SIZE for s in sources):
+            out[symbol] = vr
+    return out

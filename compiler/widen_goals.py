@@ -1,0 +1,110 @@
+"""What a size-1 call must prove before it runs a generic artifact: the generic frame's
+guards, the generic ranges of its other sizes and every recorded lowering answer, all at
+1, from the guards and ranges the size-1 trace installs (:mod:`verishape.compiler.widen`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sympy
+
+from .canon import NotWidened
+from .sizes import Group, merged_group, source_names
+
+
+def goal_of(expr: sympy.Basic, answer: sympy.Basic) -> sympy.Basic:
+    if answer is sympy.true:
+        return expr
+    if answer is sympy.false:
+        return sympy.Not(expr)
+    return sympy.Eq(expr, answer)
+
+
+def answer_goals(k: Any, sub: dict[sympy.Symbol, sympy.Basic]) -> list[tuple[sympy.Basic, list[sympy.Basic], str]]:
+    """Per recorded lowering answer: (goal at 1, its own extra premises, description).
+    A broadcast's "not size 1" is also harmless where the two sizes compared are equal."""
+    out = []
+    for q in (k.questions.questions if k.questions is not None else ()):
+        goal = goal_of(q.expr, q.answer)
+        moot = q.moot(sub)
+        if moot is not None:
+            goal = sympy.Or(goal, moot[1])
+        extra = list(q.axioms)
+        for s, vr in q.extra_ranges:
+            if vr.lower.is_finite:
+                extra.append(sympy.Ge(s, vr.lower))
+            if vr.upper.is_finite:
+                extra.append(sympy.Le(s, vr.upper))
+        out.append((goal.xreplace(sub), [e.xreplace(sub) for e in extra], q.describe()))
+    return out
+
+
+def prove_at_one(k: Any, group: Group, nested_env: Any, names: dict[str, str], prover: Any, ev: Any) -> Any:
+    """Prove: the size-1 trace's guards and input ranges (its symbols renamed to the
+    generic ones by source) imply the generic guards, the generic ranges of the other
+    input symbols and every recorded lowering answer, all at ``group = 1``.  Returns the
+    proof record of the guards (None when there was nothing to prove); raises
+    :class:`NotWidened` naming the first goal not proved."""
+    from verishape import facts
+
+    env = k.env
+    by_name = {}
+    # replaced symbols first: a source also listed under the symbol that replaced it maps
+    # to that symbol, the one the generic goals (``env.replace``) are written in
+    for s in sorted(env.var_to_sources, key=lambda s: (s not in env.replacements, str(s))):
+        for n in source_names(env, s):
+            by_name[n] = s
+    to_generic = {}
+    for s in nested_env.var_to_sources:
+        ns = source_names(nested_env, s)
+        if ns:
+            to_generic[s] = by_name[names[ns[0]]]
+    merged = merged_group(env, group)
+    sub = {s: sympy.Integer(1) for s in merged}
+    premises = [nested_env.replace(g.expr).xreplace(to_generic) for g in nested_env.guards]
+    nested_ranges = {to_generic[s]: vr for s, vr in nested_env.var_to_range.items() if s in to_generic}
+    premises += facts.range_facts(nested_ranges.keys(), nested_ranges)
+    premises = [p for p in premises if p is not sympy.true]
+    hints = {to_generic[s]: int(v) for s, v in nested_env.backed_var_to_val.items() if s in to_generic}
+
+    goals: list[tuple[sympy.Basic, str]] = [(env.replace(g.expr).xreplace(sub), f"the generic guard {g.expr}")
+                                            for g in env.guards]
+    others = {s: vr for s, vr in env.var_to_range.items() if s not in merged and env.var_to_sources.get(s)}
+    goals += [(r, f"the generic range {r}") for r in facts.range_facts(others.keys(), others)]
+    answers = answer_goals(k, {**{s: env.replace(s).xreplace(sub) for s in env.replacements}, **sub})
+    ev.answers = len(answers)
+    # answers with premises of their own (index-variable bounds) are proved one by one; the
+    # rest join the guards in one obligation
+    for goal, extra, what in answers:
+        if extra and goal is not sympy.true and _prove_one(prover, goal, premises + extra, hints, what) is None:
+            raise NotWidened(f"a shape answer the lowering acted on is not proved at 1: {what}")
+    goals += [(goal, f"the lowering's answer {what}") for goal, extra, what in answers if not extra]
+    goals = [(g, what) for g, what in goals if g is not sympy.true]
+    for g, what in goals:
+        if g is sympy.false:
+            raise NotWidened(f"false at size 1: {what}")
+    ev.shape_guards = [g for g, _ in goals]
+    if not goals:
+        return None
+    record = _prove_one(prover, sympy.And(*ev.shape_guards), premises, hints, ev.describe(timed=False))
+    if record is not None:
+        return record
+    for g, what in goals:  # name the first goal that fails alone
+        if _prove_one(prover, g, premises, hints, what) is None:
+            raise NotWidened(f"not implied at size 1 by the size-1 trace's guards: {what}")
+    raise NotWidened("the generic guards and answers at 1 are not proved together (solver unknown)")
+
+
+def _prove_one(prover: Any, goal: sympy.Basic, premises: list[sympy.Basic], hints: dict[sympy.Symbol, int],
+               what: str) -> Any:
+    """A proof record when ``premises`` imply ``goal`` (not vacuously), else None."""
+    from verishape import facts, solvers
+    from verishape.proofs import Obligation, ProofRecord
+
+    to_plain = facts.plain_symbols([goal, *premises], None) or {}
+    plain_hints = {to_plain.get(s, s): v for s, v in hints.items()}
+    result = prover.prove(goal.xreplace(to_plain), [p.xreplace(to_plain) for p in premises], witness=plain_hints)
+    if result.status != solvers.PROVED or result.vacuous:
+        return None
+    return ProofRecord(Obligation(goal.xreplace(to_plain), tuple(p.xreplace(to_plain) for p in premises),
+                                  "specialization_widened", what), result, True)
