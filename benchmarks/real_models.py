@@ -476,6 +476,8 @@ def _measure(case: ModelCase, compiled: Any, shapes: list[tuple[int, int]], chec
             "prover_queries": stats.queries - stats0.queries,
             "cache_hits": stats.cache_hits - stats0.cache_hits,
             "minimize_s": minimize_s,
+            # the lazy proofs that let size-1 calls run a generic artifact (inside compile_cpu_s)
+            "reuse_proof_s": sum(getattr(ev, "time_s", 0.0) for log in logs for ev in log.widened),
             "decisions_by_kind": _merge_counts(log.counts() for log in logs),
             "slowest_questions": [[round(t, 4), q] for t, q in _SPIES.slowest],
         }
@@ -554,6 +556,8 @@ def interleaved(model: str, backend: str, sweeps: list[str], rounds: int, other:
             "max_abs_diff": {v: max(f["max_abs_diff"] for f in fs) for v, fs in runs.items()},
             "size_1_call": first_1,
             "size_1_call_cpu_s": {v: statistics.median(f["call_cpu_s"][first_1] for f in fs) for v, fs in runs.items()},
+            "reuse_proof_s": {v: statistics.median(f.get("verishape", {}).get("reuse_proof_s", 0.0) for f in fs)
+                              for v, fs in runs.items()},
             "ratio": med[other] / med["stock"] if med["stock"] else None}
     return out
 

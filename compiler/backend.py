@@ -150,7 +150,9 @@ class VerishapeBackend:
             self._inner = lookup_backend(backend)
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: Any, **kwargs: Any) -> Any:
-        tag = cache_tag(torch.compiler.config.cache_key_tag) + ("-widen" if self._widen else "")
+        # No widening suffix: a kept generic compile is lowered exactly as without widening,
+        # and a size-1 call that reuses it stores nothing in torch's caches.
+        tag = cache_tag(torch.compiler.config.cache_key_tag)
         with torch.compiler.config.patch(cache_key_tag=tag):
             if not self._widen:
                 return self._inner(gm, example_inputs, **kwargs)

@@ -72,7 +72,7 @@ class Question:
     operands: tuple[sympy.Expr, sympy.Expr] | None = None
     #: the layout computation (a view's strides, a convolution's output layout) the
     #: question was asked in, if any: the answer is moot where its result is right at 1
-    computed_in: ViewStrides | ConvLayout | None = None
+    computed_in: ViewStrides | ConvLayout | StrideOrder | None = None
 
     def describe(self) -> str:
         where = " <- ".join(self.site[:3]) or "?"
@@ -230,7 +230,48 @@ class ConvLayout:
         return all(n == 1 or a == b for n, a, b in zip(sizes, strides, out.stride(), strict=True))
 
 
-_computing: contextvars.ContextVar[ViewStrides | ConvLayout | None] = contextvars.ContextVar(
+@dataclasses.dataclass
+class StrideOrder:
+    """One call of Inductor's ``Layout.is_stride_ordered`` during a recorded lowering: does
+    a buffer already have the stride order an op requires (``require_strides`` copies it
+    into that order when not)."""
+
+    size: tuple[sympy.Expr, ...]
+    stride: tuple[sympy.Expr, ...]
+    order: tuple[int, ...]
+    result: bool | None = None
+    done: bool = False
+    why = "a stride-order check whose result is the same at 1"
+
+    def right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
+        """Whether torch's own check gives the recorded result on the layout at ``sub``
+        (run on integers, under a size allocator of its own: nothing is guarded)."""
+        from torch._inductor import ir
+        from torch._inductor.sizevars import SizeVarAllocator
+        from torch._inductor.virtualized import V
+
+        if not self.done or self.result is None:
+            return False
+        try:
+            size = [_number(e, sub) for e in self.size]
+            stride = [_number(e, sub) for e in self.stride]
+        except _NotANumber:
+            return False
+
+        class _Sizes:
+            sizevars = SizeVarAllocator()
+
+        with V.set_graph_handler(_Sizes()):  # type: ignore[arg-type]
+            layout = ir.FixedLayout(torch.device("cpu"), torch.float32, size, stride)
+            return _is_stride_ordered_original(ir)(layout, list(self.order)) == self.result
+
+
+def _is_stride_ordered_original(ir: Any) -> Any:
+    fn = ir.Layout.is_stride_ordered
+    return getattr(fn, "_verishape_original", fn)
+
+
+_computing: contextvars.ContextVar[ViewStrides | ConvLayout | StrideOrder | None] = contextvars.ContextVar(
     "verishape_layout_call", default=None)
 
 
@@ -291,12 +332,34 @@ def _tracking_layouts() -> Iterator[None]:
     conv_original = getattr(conv, "conv_layout", None)
     if conv_original is not None:
         conv.conv_layout = _tracked_conv_layout(getattr(conv_original, "_verishape_original", conv_original))
+    ir = sys.modules.get("torch._inductor.ir")
+    order_original = _is_stride_ordered_original(ir) if ir is not None else None
+    if order_original is not None:
+        ir.Layout.is_stride_ordered = _tracked_stride_order(order_original)
     try:
         yield
     finally:
         fake_impls._compute_stride = original
         if conv_original is not None:
             conv.conv_layout = conv_original
+        if order_original is not None:
+            ir.Layout.is_stride_ordered = order_original
+
+
+def _tracked_stride_order(original: Any) -> Any:
+    def is_stride_ordered(layout: Any, order: Any) -> bool:
+        call = StrideOrder(tuple(sympy.sympify(e) for e in layout.size),
+                           tuple(sympy.sympify(e) for e in layout.stride), tuple(int(i) for i in order))
+        token = _computing.set(call)
+        try:
+            out = original(layout, order)
+        finally:
+            _computing.reset(token)
+        call.result, call.done = bool(out), True
+        return out
+
+    is_stride_ordered._verishape_original = original  # type: ignore[attr-defined]
+    return is_stride_ordered
 
 
 def _tracked_conv_layout(original: Any) -> Any:

@@ -427,6 +427,16 @@ def test_a_convolution_layout_is_moot_only_where_it_agrees_at_one():
     assert not questions.ConvLayout((x, w, None), None, right.result, done=True).right_at({s: 1})
 
 
+def test_a_stride_order_check_is_moot_only_where_its_result_is_the_same_at_one():
+    """LLaMA's sequence dimension: strides (32*s, 32) compare unequal for s >= 2 and tie
+    at 1, where the dimension has size 1 and torch's check ignores it."""
+    s = sympy.Symbol("s", integer=True, positive=True)
+    same = questions.StrideOrder((2, s, 32), (32 * s, 32, 1), (2, 1, 0), True, done=True)
+    assert same.right_at({s: 1})
+    assert not questions.StrideOrder((2, s, 32), (32 * s, 32, 1), (0, 1, 2), True, done=True).right_at({s: 1})
+    assert not questions.StrideOrder((2, s, 32), (32 * s, 32, 1), (2, 1, 0), None, done=True).right_at({s: 1})
+
+
 # ---------------------------------------------------------------------------- Inductor
 
 
