@@ -72,7 +72,7 @@ class Question:
     operands: tuple[sympy.Expr, sympy.Expr] | None = None
     #: the layout computation (a view's strides, a convolution's output layout) the
     #: question was asked in, if any: the answer is moot where its result is right at 1
-    computed_in: ViewStrides | ConvLayout | StrideOrder | None = None
+    computed_in: ViewStrides | ConvLayout | StrideOrder | KernelCall | None = None
 
     def describe(self) -> str:
         where = " <- ".join(self.site[:3]) or "?"
@@ -271,7 +271,77 @@ def _is_stride_ordered_original(ir: Any) -> Any:
     return getattr(fn, "_verishape_original", fn)
 
 
-_computing: contextvars.ContextVar[ViewStrides | ConvLayout | StrideOrder | None] = contextvars.ContextVar(
+@dataclasses.dataclass
+class KernelCall:
+    """One call of Inductor's ``ExternKernel.process_kernel`` during a recorded lowering:
+    an extern (fallback) kernel's fake run on its inputs' layouts, whose outputs' layouts
+    the lowering fixes for the real kernel's results."""
+
+    kernel: Any
+    #: the flattened arguments: ("tensor", sizes, strides, dtype, device), ("size", expr),
+    #: ("value", python value), or None for what cannot be rebuilt (generators, objects)
+    flat: list[Any]
+    spec: Any
+    outputs: list[Any] | None = None
+    done: bool = False
+    why = "an extern kernel's output layout, the same at 1 on every dimension larger than 1"
+
+    def right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
+        """Whether torch's fake kernel, run on the inputs at ``sub``, gives the recorded
+        outputs there (sizes and values equal, strides equal where the size is not 1)."""
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        from torch.utils import _pytree as pytree
+
+        if not self.done or self.outputs is None or any(a is None for a in self.flat):
+            return False
+        try:
+            outputs = [_at(o, sub) for o in self.outputs]
+            with FakeTensorMode():
+                flat = [torch.empty_strided(*_at(a, sub)[1:3], dtype=a[3], device=a[4]) if a[0] == "tensor"
+                        else _at(a, sub)[1] for a in self.flat]
+                bound = pytree.tree_unflatten(flat, self.spec)
+                got = pytree.tree_leaves(self.kernel(*bound["args"], **bound["kwargs"]))
+        except _NotANumber:
+            return False
+        except Exception:  # noqa: BLE001 - the kernel refuses these sizes at 1: not moot (refused)
+            return False
+        got_specs = [_spec(g) for g in got]
+        if len(got_specs) != len(outputs) or any(g is None for g in got_specs):
+            return False
+        for want, have in zip(outputs, got_specs):
+            if want[0] != have[0]:
+                return False
+            if want[0] == "tensor":
+                if list(want[1]) != list(have[1]) or not all(
+                        n == 1 or a == b for n, a, b in zip(want[1], want[2], have[2], strict=True)):
+                    return False
+            elif want[1] != have[1]:
+                return False
+        return True
+
+
+def _spec(value: Any) -> Any:
+    """A flattened argument or output as a spec (see :class:`KernelCall`)."""
+    if isinstance(value, torch.Tensor):
+        return ("tensor", _exprs(value.shape), _exprs(value.stride()), value.dtype, value.device)
+    if isinstance(value, (torch.SymInt, sympy.Expr)):
+        return ("size", value.node.expr if isinstance(value, torch.SymInt) else value)
+    if value is None or isinstance(value, (bool, int, float, str, torch.dtype, torch.device, torch.layout,
+                                           torch.memory_format)):
+        return ("value", value)
+    return None
+
+
+def _at(spec: Any, sub: dict[sympy.Symbol, sympy.Basic]) -> Any:
+    """A spec with its sizes evaluated at ``sub`` (numbers, or :class:`_NotANumber`)."""
+    if spec[0] == "tensor":
+        return ("tensor", [_number(e, sub) for e in spec[1]], [_number(e, sub) for e in spec[2]], *spec[3:])
+    if spec[0] == "size":
+        return ("size", _number(spec[1], sub))
+    return spec
+
+
+_computing: contextvars.ContextVar[ViewStrides | ConvLayout | StrideOrder | KernelCall | None] = contextvars.ContextVar(
     "verishape_layout_call", default=None)
 
 
@@ -336,14 +406,49 @@ def _tracking_layouts() -> Iterator[None]:
     order_original = _is_stride_ordered_original(ir) if ir is not None else None
     if order_original is not None:
         ir.Layout.is_stride_ordered = _tracked_stride_order(order_original)
+    kernel_original = ir.ExternKernel.__dict__.get("process_kernel") if ir is not None else None
+    if kernel_original is not None:
+        ir.ExternKernel.process_kernel = classmethod(_tracked_process_kernel(kernel_original.__func__))
     try:
         yield
     finally:
+        if kernel_original is not None:
+            ir.ExternKernel.process_kernel = kernel_original
         fake_impls._compute_stride = original
         if conv_original is not None:
             conv.conv_layout = conv_original
         if order_original is not None:
             ir.Layout.is_stride_ordered = order_original
+
+
+def _tracked_process_kernel(original: Any) -> Any:
+    from torch._inductor import ir
+    from torch.utils import _pytree as pytree
+
+    def tensor_spec(node: Any) -> Any:
+        try:
+            size = tuple(sympy.sympify(e) for e in node.get_size())
+            stride = (node.get_layout().stride if ir.is_storage_and_layout(node)
+                      else ir.FlexibleLayout.contiguous_strides(list(size)))
+            return ("tensor", size, tuple(sympy.sympify(e) for e in stride), node.get_dtype(), node.get_device())
+        except (AttributeError, NotImplementedError, TypeError):
+            return None
+
+    def process_kernel(cls: Any, kernel: Any, *args: Any, **kwargs: Any) -> Any:
+        flat, spec = pytree.tree_flatten({"args": args, "kwargs": kwargs})
+        call = KernelCall(kernel, [tensor_spec(a) if isinstance(a, ir.IRNode) else _spec(a) for a in flat], spec)
+        token = _computing.set(call)
+        try:
+            out = original(cls, kernel, *args, **kwargs)
+        finally:
+            _computing.reset(token)
+        outputs = [_spec(o) for o in pytree.tree_leaves(out[0])]
+        call.outputs = None if any(o is None for o in outputs) else outputs
+        call.done = True
+        return out
+
+    process_kernel._verishape_original = original  # type: ignore[attr-defined]
+    return process_kernel
 
 
 def _tracked_stride_order(original: Any) -> Any:

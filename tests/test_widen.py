@@ -437,6 +437,29 @@ def test_a_stride_order_check_is_moot_only_where_its_result_is_the_same_at_one()
     assert not questions.StrideOrder((2, s, 32), (32 * s, 32, 1), (2, 1, 0), None, done=True).right_at({s: 1})
 
 
+def test_an_extern_kernel_layout_is_moot_only_where_torchs_fake_kernel_agrees_at_one():
+    """A fallback kernel's outputs at s = 1: torch's fake kernel on the inputs at 1 gives
+    the recorded sizes, and the strides on every dimension larger than 1 (or not)."""
+    from torch.utils import _pytree as pytree
+
+    s = sympy.Symbol("s", integer=True, positive=True)
+    cpu = torch.device("cpu")
+    a = ("tensor", (s, 4), (4, 1), torch.float32, cpu)
+    b = ("tensor", (4, 3), (3, 1), torch.float32, cpu)
+    flat, spec = pytree.tree_flatten({"args": ("a", "b"), "kwargs": {}})
+    assert flat == ["a", "b"]
+    mm = torch.ops.aten.mm.default
+    right = questions.KernelCall(mm, [a, b], spec, [("tensor", (s, 3), (3, 1), torch.float32, cpu)], done=True)
+    assert right.right_at({s: 1})
+    # (1, s) differs from (3, 1) only on the dimension of size 1 at s = 1: moot there
+    assert questions.KernelCall(mm, [a, b], spec, [("tensor", (s, 3), (1, s), torch.float32, cpu)],
+                                done=True).right_at({s: 1})
+    padded = questions.KernelCall(mm, [a, b], spec, [("tensor", (s, 3), (6, 2), torch.float32, cpu)], done=True)
+    assert not padded.right_at({s: 1})
+    opaque = questions.KernelCall(mm, [a, None], spec, right.outputs, done=True)  # an argument not rebuilt
+    assert not opaque.right_at({s: 1})
+
+
 # ---------------------------------------------------------------------------- Inductor
 
 
