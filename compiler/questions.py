@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import logging
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -72,7 +73,7 @@ class Question:
     operands: tuple[sympy.Expr, sympy.Expr] | None = None
     #: the layout computation (a view's strides, a convolution's output layout) the
     #: question was asked in, if any: the answer is moot where its result is right at 1
-    computed_in: ViewStrides | ConvLayout | StrideOrder | KernelCall | None = None
+    computed_in: ViewStrides | ConvLayout | StrideOrder | KernelCall | _Unrecorded | None = None
 
     def describe(self) -> str:
         where = " <- ".join(self.site[:3]) or "?"
@@ -341,7 +342,7 @@ def _at(spec: Any, sub: dict[sympy.Symbol, sympy.Basic]) -> Any:
     return spec
 
 
-_computing: contextvars.ContextVar[ViewStrides | ConvLayout | StrideOrder | KernelCall | None] = contextvars.ContextVar(
+_computing: contextvars.ContextVar[Any] = contextvars.ContextVar(
     "verishape_layout_call", default=None)
 
 
@@ -375,50 +376,89 @@ def _site() -> tuple[tuple[str, ...], tuple[Any, Any] | None]:
     return tuple(names), operands
 
 
+#: the torch internals wrapped while a generic compile is lowered (module, attribute path):
+#: a missing one is said once, and answers asked in it are then not recomputed (refused)
+HOOKED = (("torch._subclasses.fake_impls", "_compute_stride"),
+          ("torch._inductor.kernel.conv", "conv_layout"),
+          ("torch._inductor.ir", "Layout.is_stride_ordered"),
+          ("torch._inductor.ir", "ExternKernel.process_kernel"))
+_missing_said: set[str] = set()
+
+
+def _say_missing(where: str) -> None:
+    if where not in _missing_said:
+        _missing_said.add(where)
+        logging.getLogger("verishape").warning(
+            "verishape: this torch has no %s; shape answers asked in it are not recomputed at size 1, so a "
+            "size-1 call that depends on them compiles as stock", where)
+
+
 @contextlib.contextmanager
 def _tracking_layouts() -> Iterator[None]:
     """For one block, wrap the layout computations whose answers are checked by
-    recomputing them at 1 (:class:`ViewStrides`, :class:`ConvLayout`), where Inductor looks
-    them up at each call (module globals), so that questions asked inside a call are tied
-    to the call and its result."""
-    from torch._subclasses import fake_impls
+    recomputing them at 1 (:class:`ViewStrides`, :class:`ConvLayout`, :class:`StrideOrder`,
+    :class:`KernelCall`) where Inductor looks them up at each call, so that questions
+    asked inside a call are tied to the call and its result.  Modules Inductor has not
+    loaded are left alone (nothing of theirs runs); a missing attribute is said once."""
+    makers = {"_compute_stride": _tracked_compute_stride, "conv_layout": _tracked_conv_layout,
+              "Layout.is_stride_ordered": _tracked_stride_order, "ExternKernel.process_kernel": _tracked_process_kernel}
+    restore = []
+    try:
+        for module_name, path in HOOKED:
+            module = sys.modules.get(module_name)
+            if module is None:
+                continue
+            *owners, name = path.split(".")
+            owner = module
+            for o in owners:
+                owner = getattr(owner, o, None)
+            raw = owner.__dict__.get(name) if owner is not None else None
+            if raw is None:
+                _say_missing(f"{module_name}.{path}")
+                continue
+            is_classmethod = isinstance(raw, classmethod)
+            fn = raw.__func__ if is_classmethod else raw
+            wrapped = makers[path](getattr(fn, "_verishape_original", fn))
+            setattr(owner, name, classmethod(wrapped) if is_classmethod else wrapped)
+            restore.append((owner, name, raw))
+        yield
+    finally:
+        for owner, name, raw in reversed(restore):
+            setattr(owner, name, raw)
 
-    original = _compute_stride_original(fake_impls)
 
-    def tracked(old_shape: Any, old_stride: Any, new_shape: Any, *args: Any, **kwargs: Any) -> Any:
-        view = ViewStrides(_exprs(old_shape), _exprs(old_stride), _exprs(new_shape))
-        token = _computing.set(view)
+def _tracked_compute_stride(original: Any) -> Any:
+    def tracked(*args: Any, **kwargs: Any) -> Any:
         try:
-            out = original(old_shape, old_stride, new_shape, *args, **kwargs)
+            old_shape, old_stride, new_shape = args[:3]
+            view: ViewStrides | None = ViewStrides(_exprs(old_shape), _exprs(old_stride), _exprs(new_shape))
+        except (ValueError, TypeError, AttributeError):
+            view = None  # not the signature this knows: the call is not recomputed (refused)
+        token = _computing.set(view if view is not None else _UNRECORDED)
+        try:
+            out = original(*args, **kwargs)
         finally:
             _computing.reset(token)
-        view.result = None if out is None else _exprs(out)
-        view.done = True
+        if view is not None:
+            view.result = None if out is None else _exprs(out)
+            view.done = True
         return out
 
     tracked._verishape_original = original  # type: ignore[attr-defined]
-    fake_impls._compute_stride = tracked
-    conv = sys.modules.get("torch._inductor.kernel.conv")  # loaded by Inductor's lowerings, not by aot_eager
-    conv_original = getattr(conv, "conv_layout", None)
-    if conv_original is not None:
-        conv.conv_layout = _tracked_conv_layout(getattr(conv_original, "_verishape_original", conv_original))
-    ir = sys.modules.get("torch._inductor.ir")
-    order_original = _is_stride_ordered_original(ir) if ir is not None else None
-    if order_original is not None:
-        ir.Layout.is_stride_ordered = _tracked_stride_order(order_original)
-    kernel_original = ir.ExternKernel.__dict__.get("process_kernel") if ir is not None else None
-    if kernel_original is not None:
-        ir.ExternKernel.process_kernel = classmethod(_tracked_process_kernel(kernel_original.__func__))
-    try:
-        yield
-    finally:
-        if kernel_original is not None:
-            ir.ExternKernel.process_kernel = kernel_original
-        fake_impls._compute_stride = original
-        if conv_original is not None:
-            conv.conv_layout = conv_original
-        if order_original is not None:
-            ir.Layout.is_stride_ordered = order_original
+    return tracked
+
+
+class _Unrecorded:
+    """A layout computation whose operands could not be recorded: never moot."""
+
+    why = "unrecorded"
+
+    @staticmethod
+    def right_at(sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
+        return False
+
+
+_UNRECORDED = _Unrecorded()
 
 
 def _tracked_process_kernel(original: Any) -> Any:
@@ -442,7 +482,10 @@ def _tracked_process_kernel(original: Any) -> Any:
             out = original(cls, kernel, *args, **kwargs)
         finally:
             _computing.reset(token)
-        outputs = [_spec(o) for o in pytree.tree_leaves(out[0])]
+        try:
+            outputs = [_spec(o) for o in pytree.tree_leaves(out[0])]
+        except (TypeError, IndexError, AttributeError):
+            outputs = [None]  # not the return this knows: not recomputed (refused)
         call.outputs = None if any(o is None for o in outputs) else outputs
         call.done = True
         return out
@@ -452,15 +495,21 @@ def _tracked_process_kernel(original: Any) -> Any:
 
 
 def _tracked_stride_order(original: Any) -> Any:
-    def is_stride_ordered(layout: Any, order: Any) -> bool:
-        call = StrideOrder(tuple(sympy.sympify(e) for e in layout.size),
-                           tuple(sympy.sympify(e) for e in layout.stride), tuple(int(i) for i in order))
-        token = _computing.set(call)
+    def is_stride_ordered(*args: Any, **kwargs: Any) -> bool:
         try:
-            out = original(layout, order)
+            layout, order = args[:2]
+            call: StrideOrder | None = StrideOrder(tuple(sympy.sympify(e) for e in layout.size),
+                                                   tuple(sympy.sympify(e) for e in layout.stride),
+                                                   tuple(int(i) for i in order))
+        except (ValueError, TypeError, AttributeError, sympy.SympifyError):
+            call = None  # not the signature this knows: not recomputed (refused)
+        token = _computing.set(call if call is not None else _UNRECORDED)
+        try:
+            out = original(*args, **kwargs)
         finally:
             _computing.reset(token)
-        call.result, call.done = bool(out), True
+        if call is not None:
+            call.result, call.done = bool(out), True
         return out
 
     is_stride_ordered._verishape_original = original  # type: ignore[attr-defined]
@@ -468,7 +517,11 @@ def _tracked_stride_order(original: Any) -> Any:
 
 
 def _tracked_conv_layout(original: Any) -> Any:
+    import inspect
+
     from torch._inductor import ir
+
+    signature = inspect.signature(original)
 
     def operand(node: Any) -> Any:
         if node is None:
@@ -478,21 +531,25 @@ def _tracked_conv_layout(original: Any) -> Any:
                   else ir.FlexibleLayout.contiguous_strides(list(size)))
         return size, tuple(sympy.sympify(e) for e in stride), node.get_dtype(), node.get_device()
 
-    def conv_layout(x: Any, weight: Any, bias: Any, stride: Any, padding: Any, dilation: Any, transposed: Any,
-                    output_padding: Any, groups: Any) -> Any:
-        try:  # the lowering guards them to integers; a symbolic one leaves the call unchecked
-            params = ([int(v) for v in stride], [int(v) for v in padding], [int(v) for v in dilation],
-                      bool(transposed), [int(v) for v in output_padding], int(groups))
-        except TypeError:
-            params = None
-        call = ConvLayout((operand(x), operand(weight), operand(bias)), params)
-        token = _computing.set(call)
+    def record(args: Any, kwargs: Any) -> ConvLayout | None:
         try:
-            layout = original(x, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+            a = signature.bind(*args, **kwargs).arguments
+            params = ([int(v) for v in a["stride"]], [int(v) for v in a["padding"]], [int(v) for v in a["dilation"]],
+                      bool(a["transposed"]), [int(v) for v in a["output_padding"]], int(a["groups"]))
+            return ConvLayout((operand(a["x"]), operand(a["weight"]), operand(a["bias"])), params)
+        except (TypeError, KeyError, AttributeError, NotImplementedError):
+            return None  # a symbolic parameter, or not the signature this knows: not recomputed (refused)
+
+    def conv_layout(*args: Any, **kwargs: Any) -> Any:
+        call = record(args, kwargs)
+        token = _computing.set(call if call is not None else _UNRECORDED)
+        try:
+            layout = original(*args, **kwargs)
         finally:
             _computing.reset(token)
-        call.result = (tuple(sympy.sympify(e) for e in layout.size), tuple(sympy.sympify(e) for e in layout.stride))
-        call.done = True
+        if call is not None:
+            call.result = (tuple(sympy.sympify(e) for e in layout.size), tuple(sympy.sympify(e) for e in layout.stride))
+            call.done = True
         return layout
 
     conv_layout._verishape_original = original  # type: ignore[attr-defined]

@@ -460,6 +460,26 @@ def test_an_extern_kernel_layout_is_moot_only_where_torchs_fake_kernel_agrees_at
     assert not opaque.right_at({s: 1})
 
 
+def test_a_missing_torch_internal_is_said_once_and_refuses_instead_of_failing(monkeypatch, caplog):
+    """A torch without one of the wrapped internals: the recording says so once and leaves
+    it alone (answers asked there are not recomputed); nothing else changes."""
+    from torch._inductor import ir
+
+    monkeypatch.setattr(questions, "HOOKED", (*questions.HOOKED, ("torch._inductor.ir", "Layout.no_such_check")))
+    monkeypatch.setattr(questions, "_missing_said", set())
+    original = ir.Layout.__dict__["is_stride_ordered"]
+    env = type("Env", (), {"_vs_questions": None})()
+    with caplog.at_level("WARNING", logger="verishape"):
+        with questions.recording(env, frozenset()):
+            assert ir.Layout.__dict__["is_stride_ordered"] is not original  # the others are wrapped
+        with questions.recording(env, frozenset()):
+            pass
+    assert ir.Layout.__dict__["is_stride_ordered"] is original  # restored
+    said = [r.getMessage() for r in caplog.records if "no_such_check" in r.getMessage()]
+    assert len(said) == 1 and "compiles as stock" in said[0]
+    assert not questions._UNRECORDED.right_at({})
+
+
 # ---------------------------------------------------------------------------- Inductor
 
 
