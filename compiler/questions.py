@@ -34,8 +34,9 @@ from torch.utils._sympy.value_ranges import ValueRanges
 #: Where a lowering's answer may differ at 1 without changing what the artifact computes.
 #: Keyed by the Inductor function that asked (the first caller outside ``sizevars.py``):
 #: why, and which local variables hold the two sizes whose equality makes the answer moot
-#: (None: moot for either answer, for the reason given).
-SITES: dict[str, tuple[str, tuple[str, str] | None]] = {
+#: (None: moot for either answer, for the reason given), or a function of its locals giving
+#: them.  A key with a dot is a qualified name (``Class.method``, matched on Python 3.11+).
+SITES: dict[str, tuple[str, Any]] = {
     # for x, y in the two shapes: "is y 1?" picks x, "is x 1?" picks y, else x == y is
     # checked and one is kept; where x == y every branch gives the same size
     "broadcast_symbolic_shapes": ("a broadcast between sizes equal at 1", ("x", "y")),
@@ -47,6 +48,14 @@ SITES: dict[str, tuple[str, tuple[str, str] | None]] = {
     # a size that is 1 there is still the right index (torch documents the size-1 case as
     # safe for unbacked sizes, where the answer is a guess)
     "compare_sizes": ("reshape index math, right for either answer where its check_equals guards hold", None),
+    # "is the old dimension 1?" picks stride 0 or its stride for the expanded dimension; where
+    # the expanded size equals the old one at 1, that dimension has size 1 there and its
+    # stride addresses nothing
+    "ExpandView.create": ("an expand of a dimension to its own size, which is 1 there",
+                          lambda L: (L["new_size"][len(L["new_stride"])], L["size"])),
+    # "is the old dimension 1?" only chooses whether to run a sanity assertion; the sizes
+    # it returns are the same either way
+    "ExpandView._normalize_size": ("a sanity check of an expand's sizes, which it returns unchanged", None),
     # stride sorting for layout preferences: torch documents the order as for
     # "optimization-only layout heuristics", never to be used for correctness decisions
     "argsort_sym": ("a layout heuristic (torch documents argsort_sym's order as optimization-only)", None),
@@ -353,27 +362,36 @@ def _compute_stride_original(fake_impls: Any) -> Any:
 
 def _site() -> tuple[tuple[str, ...], tuple[Any, Any] | None]:
     """The Inductor functions below the question, innermost first (frames of
-    ``sizevars.py`` and generator expressions skipped), and for a site of :data:`SITES`
-    that names two sizes, their values."""
+    ``sizevars.py`` and generator expressions skipped; a qualified name where
+    :data:`SITES` knows it), and for a site of :data:`SITES` that names two sizes, their
+    values where it was asked."""
     names: list[str] = []
     operands = None
     frame = sys._getframe(2)
     while frame is not None and len(names) < 6:
         code = frame.f_code
         if "_inductor" in code.co_filename and not code.co_filename.endswith("sizevars.py"):
-            site = code.co_name
-            if site == "<genexpr>" and frame.f_back is not None:
-                site = frame.f_back.f_code.co_name  # its locals are the genexpr's
-            if site in SITES and not names:
+            holder = frame.f_back if code.co_name == "<genexpr>" and frame.f_back is not None else frame
+            qualified = getattr(holder.f_code, "co_qualname", holder.f_code.co_name)
+            site = qualified if qualified in SITES else holder.f_code.co_name
+            if site in SITES and not names and operands is None:  # a genexpr's locals come first
                 wanted = SITES[site][1]
-                if wanted is not None:
-                    x, y = (frame.f_locals.get(n) for n in wanted)
-                    if isinstance(x, (sympy.Expr, int)) and isinstance(y, (sympy.Expr, int)):
-                        operands = (sympy.sympify(x), sympy.sympify(y))
+                operands = _operands(wanted, frame.f_locals) if wanted is not None else None
             if code.co_name != "<genexpr>":
-                names.append(code.co_name)
+                names.append(site)
         frame = frame.f_back
     return tuple(names), operands
+
+
+def _operands(wanted: Any, local: dict[str, Any]) -> tuple[Any, Any] | None:
+    """The two sizes a :data:`SITES` entry compares, from the asking frame's locals."""
+    try:
+        x, y = wanted(local) if callable(wanted) else (local.get(wanted[0]), local.get(wanted[1]))
+    except (KeyError, IndexError, TypeError):
+        return None
+    if isinstance(x, (sympy.Expr, int)) and isinstance(y, (sympy.Expr, int)):
+        return sympy.sympify(x), sympy.sympify(y)
+    return None
 
 
 #: the torch internals wrapped while a generic compile is lowered (module, attribute path):

@@ -390,6 +390,10 @@ def test_question_sites_that_are_moot():
     assert broadcast.moot({s: 1}) == ("a broadcast between sizes equal at 1", sympy.Eq(s, t))
     assert questions.Question(sympy.Gt(s, 1), sympy.true, (), (), ("compare_sizes",)).moot({s: 1})[1] is sympy.true
     assert questions.Question(sympy.Gt(s, 1), sympy.true, (), (), ("pick_tiling",)).moot({s: 1}) is None
+    expand = questions.Question(sympy.Eq(s, 1), sympy.false, (), (), ("ExpandView.create",), (s, s))
+    assert expand.moot({s: 1})[1] == sympy.true
+    assert questions.Question(sympy.Eq(s, 1), sympy.false, (), (), ("ExpandView.create",), (t, s)).moot(
+        {s: 1})[1] == sympy.Eq(t, s)
     stride_order = questions.Question(sympy.Gt(96 * s, 96), sympy.true, (), (), ("evaluate", "cmp", "argsort_sym"))
     assert "heuristic" in stride_order.moot({s: 1})[0]
     # a broadcast site whose sizes were not captured is not moot
@@ -500,6 +504,35 @@ def test_inductor_runs_its_generic_kernels_at_batch_one():
     (kept,) = widen._kept[broadcasts.__code__]
     assert kept.questions is not None and kept.questions.questions
     assert all(q.moot({s: 1 for s in kept.candidates}) for q in kept.questions.questions)
+
+
+_W = torch.randn(6, 5)
+_C = torch.randn(4, 3, 3, 3)
+_INDUCTOR_PROGRAMS = {
+    # a view of a permuted buffer (View.create's stride computation)
+    "perm_reshape": lambda x: x.view(x.shape[0], 2, 3).permute(0, 2, 1).reshape(x.shape[0], -1) * 2,
+    # a convolution's output layout (conv_layout) after an expand of a dimension to its own size
+    "conv": lambda x: torch.nn.functional.conv2d(
+        x.view(x.shape[0], 3, 2, 1).expand(-1, -1, -1, 3).contiguous(), _C, padding=1),
+    "expand_mul": lambda x: x.unsqueeze(2).expand(-1, -1, 4) * torch.arange(4.0),
+    # an extern kernel (CPU attention) and its fake inputs
+    "attention": lambda x: torch.nn.functional.scaled_dot_product_attention(
+        *(x.view(x.shape[0], 1, 2, 3),) * 3),
+    "matmul_softmax": lambda x: torch.softmax(x @ _W, 0),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(_INDUCTOR_PROGRAMS))
+def test_inductor_artifacts_run_at_batch_one_equal_to_eager(name):
+    fn = _INDUCTOR_PROGRAMS[name]
+    with torch._inductor.config.patch(fx_graph_cache=False), \
+            torch._functorch.config.patch(enable_autograd_cache=False):
+        compiled = verishape.compile(fn)
+        for b in (2, 3, 1, 4, 1):
+            x = torch.randn(b, 6)
+            torch.testing.assert_close(compiled(x), fn(x))
+    assert _reused() == 1, [r for env in frames.envs_for(fn.__code__) for r in env.verishape_log.not_widened]
 
 
 @pytest.mark.slow
