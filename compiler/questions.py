@@ -445,6 +445,16 @@ def _tracking_layouts() -> Iterator[None]:
             setattr(owner, name, raw)
 
 
+def _inside(call: Any, original: Any, args: Any, kwargs: Any) -> Any:
+    """``original(*args, **kwargs)`` with the questions it asks tied to ``call`` (the
+    recorded computation, or None: not recorded, so never moot)."""
+    token = _computing.set(call if call is not None else _UNRECORDED)
+    try:
+        return original(*args, **kwargs)
+    finally:
+        _computing.reset(token)
+
+
 def _tracked_compute_stride(original: Any) -> Any:
     def tracked(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -452,11 +462,7 @@ def _tracked_compute_stride(original: Any) -> Any:
             view: ViewStrides | None = ViewStrides(_exprs(old_shape), _exprs(old_stride), _exprs(new_shape))
         except (ValueError, TypeError, AttributeError):
             view = None  # not the signature this knows: the call is not recomputed (refused)
-        token = _computing.set(view if view is not None else _UNRECORDED)
-        try:
-            out = original(*args, **kwargs)
-        finally:
-            _computing.reset(token)
+        out = _inside(view, original, args, kwargs)
         if view is not None:
             view.result = None if out is None else _exprs(out)
             view.done = True
@@ -495,11 +501,7 @@ def _tracked_process_kernel(original: Any) -> Any:
     def process_kernel(cls: Any, kernel: Any, *args: Any, **kwargs: Any) -> Any:
         flat, spec = pytree.tree_flatten({"args": args, "kwargs": kwargs})
         call = KernelCall(kernel, [tensor_spec(a) if isinstance(a, ir.IRNode) else _spec(a) for a in flat], spec)
-        token = _computing.set(call)
-        try:
-            out = original(cls, kernel, *args, **kwargs)
-        finally:
-            _computing.reset(token)
+        out = _inside(call, original, (cls, kernel, *args), kwargs)
         try:
             outputs = [_spec(o) for o in pytree.tree_leaves(out[0])]
         except (TypeError, IndexError, AttributeError):
@@ -521,11 +523,7 @@ def _tracked_stride_order(original: Any) -> Any:
                                                    tuple(int(i) for i in order))
         except (ValueError, TypeError, AttributeError, sympy.SympifyError):
             call = None  # not the signature this knows: not recomputed (refused)
-        token = _computing.set(call if call is not None else _UNRECORDED)
-        try:
-            out = original(*args, **kwargs)
-        finally:
-            _computing.reset(token)
+        out = _inside(call, original, args, kwargs)
         if call is not None:
             call.result, call.done = bool(out), True
         return out
@@ -560,11 +558,7 @@ def _tracked_conv_layout(original: Any) -> Any:
 
     def conv_layout(*args: Any, **kwargs: Any) -> Any:
         call = record(args, kwargs)
-        token = _computing.set(call if call is not None else _UNRECORDED)
-        try:
-            layout = original(*args, **kwargs)
-        finally:
-            _computing.reset(token)
+        layout = _inside(call, original, args, kwargs)
         if call is not None:
             call.result = (tuple(sympy.sympify(e) for e in layout.size), tuple(sympy.sympify(e) for e in layout.stride))
             call.done = True
