@@ -114,6 +114,9 @@ class QuestionLog:
     candidates: frozenset[sympy.Symbol]
     questions: list[Question] = dataclasses.field(default_factory=list)
     asked: int = 0
+    #: reads of a kept size's optimization hint, per Inductor function: heuristics (torch
+    #: documents ``optimization_hint`` as for non-guarding optimizations), counted, not checked
+    heuristic_hints: dict[str, int] = dataclasses.field(default_factory=dict)
     _seen: set[Any] = dataclasses.field(default_factory=set)
     _busy: bool = False
 
@@ -360,6 +363,49 @@ def _compute_stride_original(fake_impls: Any) -> Any:
     return getattr(fn, "_verishape_original", fn)
 
 
+#: Inductor functions (the innermost one asking) whose guarding-hint reads only steer a
+#: heuristic: ``mark_reuse`` decides whether to realize an input buffer before broadcasting,
+#: repeating or unfolding it (speed only; the values computed are the same)
+HEURISTIC_HINT_SITES = ("expand", "repeat", "unfold")
+#: ``sizevars`` functions whose hint read decides nothing: ``to_symint_or_int`` attaches the
+#: hint to a new SymInt, whose every use guards or is answered statically (both checked at 1)
+HINT_ATTACHING = ("to_symint_or_int",)
+
+
+def _observe_hint(log: QuestionLog, kind: str, expr: Any, value: Any, caller: str = "") -> None:
+    """A size hint read while a generic compile is lowered.  An optimization hint is a
+    heuristic (counted).  A guarding hint (``guarding_hint_or_throw``, "safe to use for a
+    guarding decision") is counted too where it only steers a heuristic
+    (:data:`HEURISTIC_HINT_SITES`; ``maybe_copy_cpu_scalar`` when the tensor is on the target
+    device already, so nothing is copied whatever the size), and is otherwise an answer,
+    ``expr == value``, that must hold at 1."""
+    if not isinstance(expr, sympy.Expr) or not (expr.free_symbols & log.candidates) or caller in HINT_ATTACHING:
+        return
+    site, _ = _site()
+    where = site[0] if site else "?"
+    if kind == "optimization" or where in HEURISTIC_HINT_SITES or (
+            where == "maybe_copy_cpu_scalar" and _copies_nothing(_locals_of("maybe_copy_cpu_scalar"))):
+        log.heuristic_hints[where] = log.heuristic_hints.get(where, 0) + 1
+    elif isinstance(value, int):
+        log.questions.append(Question(sympy.Eq(expr, value), sympy.true, (), (), (f"{kind} hint", *site)))
+
+
+def _locals_of(name: str) -> dict[str, Any]:
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_name != name:
+        frame = frame.f_back
+    return frame.f_locals if frame is not None else {}
+
+
+def _copies_nothing(local: dict[str, Any]) -> bool:
+    """``maybe_copy_cpu_scalar(x, device)`` copies only a CPU tensor bound for another device."""
+    x, device = local.get("x"), local.get("device")
+    try:
+        return x is not None and device is not None and x.get_device() == device
+    except (AttributeError, NotImplementedError):
+        return False
+
+
 def _site() -> tuple[tuple[str, ...], tuple[Any, Any] | None]:
     """The Inductor functions below the question, innermost first (frames of
     ``sizevars.py`` and generator expressions skipped; a qualified name where
@@ -399,7 +445,9 @@ def _operands(wanted: Any, local: dict[str, Any]) -> tuple[Any, Any] | None:
 HOOKED = (("torch._subclasses.fake_impls", "_compute_stride"),
           ("torch._inductor.kernel.conv", "conv_layout"),
           ("torch._inductor.ir", "Layout.is_stride_ordered"),
-          ("torch._inductor.ir", "ExternKernel.process_kernel"))
+          ("torch._inductor.ir", "ExternKernel.process_kernel"),
+          ("torch._inductor.sizevars", "SizeVarAllocator.optimization_hint"),
+          ("torch._inductor.sizevars", "SizeVarAllocator.guarding_hint_or_throw"))
 _missing_said: set[str] = set()
 
 
@@ -419,7 +467,9 @@ def _tracking_layouts() -> Iterator[None]:
     asked inside a call are tied to the call and its result.  Modules Inductor has not
     loaded are left alone (nothing of theirs runs); a missing attribute is said once."""
     makers = {"_compute_stride": _tracked_compute_stride, "conv_layout": _tracked_conv_layout,
-              "Layout.is_stride_ordered": _tracked_stride_order, "ExternKernel.process_kernel": _tracked_process_kernel}
+              "Layout.is_stride_ordered": _tracked_stride_order, "ExternKernel.process_kernel": _tracked_process_kernel,
+              "SizeVarAllocator.optimization_hint": _tracked_hint("optimization"),
+              "SizeVarAllocator.guarding_hint_or_throw": _tracked_hint("guarding")}
     restore = []
     try:
         for module_name, path in HOOKED:
@@ -453,6 +503,21 @@ def _inside(call: Any, original: Any, args: Any, kwargs: Any) -> Any:
         return original(*args, **kwargs)
     finally:
         _computing.reset(token)
+
+
+def _tracked_hint(kind: str) -> Any:
+    def make(original: Any) -> Any:
+        def hint(*args: Any, **kwargs: Any) -> Any:
+            out = original(*args, **kwargs)
+            sizevars = args[0] if args else None
+            log = getattr(getattr(sizevars, "shape_env", None), "_vs_questions", None)
+            if log is not None and len(args) > 1:
+                _observe_hint(log, kind, args[1], out, sys._getframe(1).f_code.co_name)
+            return out
+
+        hint._verishape_original = original  # type: ignore[attr-defined]
+        return hint
+    return make
 
 
 def _tracked_compute_stride(original: Any) -> Any:

@@ -227,6 +227,8 @@ class Evidence:
     reused: str
     shape_guards: list[sympy.Basic]
     answers: int = 0
+    #: reads of optimization hints of the sizes set to 1 (heuristics: speed only)
+    hints: int = 0
     proof: Any = None
     time_s: float = 0.0
 
@@ -237,6 +239,7 @@ class Evidence:
                 f"the generic graph ({graphs}) and runs the artifact of compile {self.reused}; "
                 f"{len(self.shape_guards)} generic guard(s), range(s) and lowering answer(s) "
                 f"({self.answers} answer(s)) implied at {self.value}"
+                + (f"; {self.hints} optimization hint read(s), heuristics" if self.hints else "")
                 + (f"; {self.time_s * 1e3:.0f} ms" if timed else ""))
 
 
@@ -331,6 +334,7 @@ def _prove(k: Kept, group: Group, env: Any, tx: Any, gm: torch.fx.GraphModule, e
     args = _argument_map(k, group, gm)
     ev = Evidence(group, 1, [source_names(k.env, s)[0] for s in group], dynamo_generic.fingerprint(),
                   None, str(k.compile_id), [])
+    ev.hints = sum(k.questions.heuristic_hints.values()) if k.questions is not None else 0
     ev.proof = prove_at_one(k, group, env, names, prover, ev)
     if k.aot is not None:
         aot_generic = canonical(k.aot, generic_rename)

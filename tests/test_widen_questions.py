@@ -109,3 +109,18 @@ def test_a_missing_torch_internal_is_said_once_and_refuses_instead_of_failing(mo
     said = [r.getMessage() for r in caplog.records if "no_such_check" in r.getMessage()]
     assert len(said) == 1 and "compiles as stock" in said[0]
     assert not questions._UNRECORDED.right_at({})
+
+
+def test_hint_reads_are_heuristics_or_answers_by_where_they_are_read():
+    """An optimization hint is a heuristic (counted); a guarding hint read in ``mark_reuse``'s
+    callers is one too; a guarding hint attached to a new SymInt decides nothing; any other
+    guarding hint of a kept size is an answer that must hold at 1."""
+    s = sympy.Symbol("s", integer=True, positive=True)
+    log = questions.QuestionLog(frozenset({s}))
+    questions._observe_hint(log, "optimization", 4 * s, 8)
+    questions._observe_hint(log, "guarding", sympy.Symbol("t"), 3)  # not a kept size: ignored
+    questions._observe_hint(log, "guarding", 4 * s, 8, caller="to_symint_or_int")
+    assert log.questions == [] and sum(log.heuristic_hints.values()) == 1
+    questions._observe_hint(log, "guarding", 4 * s, 8)
+    (q,) = log.questions
+    assert q.expr == sympy.Eq(4 * s, 8) and q.site[0] == "guarding hint" and q.moot({s: 1}) is None
