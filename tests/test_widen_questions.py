@@ -8,7 +8,7 @@ from __future__ import annotations
 import sympy
 import torch
 
-from verishape.compiler import questions
+from verishape.compiler import questions, recompute
 
 
 def test_question_sites_that_are_moot():
@@ -31,17 +31,17 @@ def test_a_view_is_moot_only_where_its_strides_agree_at_one():
     """Inductor's view of a permuted (s, 3, 4) buffer: the strides computed for s >= 2 are
     those of an exact computation at s = 1 on every dimension larger than 1, or not."""
     s = sympy.Symbol("s", integer=True, positive=True)
-    right = questions.ViewStrides((s, 3, 4), (12, 1, 3), (s, 12), (12, 1), done=True)
+    right = recompute.ViewStrides((s, 3, 4), (12, 1, 3), (s, 12), (12, 1), done=True)
     assert right.right_at({s: 1}) is False  # (1, 3, 4) with strides (12, 1, 3) is not viewable as (1, 12)
-    ok = questions.ViewStrides((s, 3, 4), (12, 4, 1), (s, 12), (12, 1), done=True)
+    ok = recompute.ViewStrides((s, 3, 4), (12, 4, 1), (s, 12), (12, 1), done=True)
     assert ok.right_at({s: 1})
-    wrong = questions.ViewStrides((3, s, 4), (4 * s, 4, 1), (3, 4 * s), (4 * s, 1), done=True)
+    wrong = recompute.ViewStrides((3, s, 4), (4 * s, 4, 1), (3, 4 * s), (4 * s, 1), done=True)
     assert wrong.right_at({s: 1})
-    bad = questions.ViewStrides((3, s, 4), (4 * s, 4, 1), (3, 4 * s), (5, 1), done=True)
+    bad = recompute.ViewStrides((3, s, 4), (4 * s, 4, 1), (3, 4 * s), (5, 1), done=True)
     assert not bad.right_at({s: 1})
-    assert questions.ViewStrides((s, 2), (2, 1), (2, s), None, done=True).right_at({s: 1})  # reshape math
+    assert recompute.ViewStrides((s, 2), (2, 1), (2, s), None, done=True).right_at({s: 1})  # reshape math
     t = sympy.Symbol("t", integer=True, positive=True)
-    assert not questions.ViewStrides((s, t), (t, 1), (s * t,), (1,), done=True).right_at({s: 1})  # t symbolic
+    assert not recompute.ViewStrides((s, t), (t, 1), (s * t,), (1,), done=True).right_at({s: 1})  # t symbolic
 
 
 def test_a_convolution_layout_is_moot_only_where_it_agrees_at_one():
@@ -51,21 +51,21 @@ def test_a_convolution_layout_is_moot_only_where_it_agrees_at_one():
     x = ((s, 3, 8, 8), (192, 64, 8, 1), torch.float32, torch.device("cpu"))
     w = ((4, 3, 2, 2), (12, 4, 2, 1), torch.float32, torch.device("cpu"))
     params = ([2, 2], [0, 0], [1, 1], False, [0, 0], 1)
-    right = questions.ConvLayout((x, w, None), params, ((s, 4, 4, 4), (64, 16, 4, 1)), done=True)
+    right = recompute.ConvLayout((x, w, None), params, ((s, 4, 4, 4), (64, 16, 4, 1)), done=True)
     assert right.right_at({s: 1})
-    channels_last = questions.ConvLayout((x, w, None), params, ((s, 4, 4, 4), (64, 1, 16, 4)), done=True)
+    channels_last = recompute.ConvLayout((x, w, None), params, ((s, 4, 4, 4), (64, 1, 16, 4)), done=True)
     assert not channels_last.right_at({s: 1})
-    assert not questions.ConvLayout((x, w, None), None, right.result, done=True).right_at({s: 1})
+    assert not recompute.ConvLayout((x, w, None), None, right.result, done=True).right_at({s: 1})
 
 
 def test_a_stride_order_check_is_moot_only_where_its_result_is_the_same_at_one():
     """LLaMA's sequence dimension: strides (32*s, 32) compare unequal for s >= 2 and tie
     at 1, where the dimension has size 1 and torch's check ignores it."""
     s = sympy.Symbol("s", integer=True, positive=True)
-    same = questions.StrideOrder((2, s, 32), (32 * s, 32, 1), (2, 1, 0), True, done=True)
+    same = recompute.StrideOrder((2, s, 32), (32 * s, 32, 1), (2, 1, 0), True, done=True)
     assert same.right_at({s: 1})
-    assert not questions.StrideOrder((2, s, 32), (32 * s, 32, 1), (0, 1, 2), True, done=True).right_at({s: 1})
-    assert not questions.StrideOrder((2, s, 32), (32 * s, 32, 1), (2, 1, 0), None, done=True).right_at({s: 1})
+    assert not recompute.StrideOrder((2, s, 32), (32 * s, 32, 1), (0, 1, 2), True, done=True).right_at({s: 1})
+    assert not recompute.StrideOrder((2, s, 32), (32 * s, 32, 1), (2, 1, 0), None, done=True).right_at({s: 1})
 
 
 def test_an_extern_kernel_layout_is_moot_only_where_torchs_fake_kernel_agrees_at_one():
@@ -80,14 +80,14 @@ def test_an_extern_kernel_layout_is_moot_only_where_torchs_fake_kernel_agrees_at
     flat, spec = pytree.tree_flatten({"args": ("a", "b"), "kwargs": {}})
     assert flat == ["a", "b"]
     mm = torch.ops.aten.mm.default
-    right = questions.KernelCall(mm, [a, b], spec, [("tensor", (s, 3), (3, 1), torch.float32, cpu)], done=True)
+    right = recompute.KernelCall(mm, [a, b], spec, [("tensor", (s, 3), (3, 1), torch.float32, cpu)], done=True)
     assert right.right_at({s: 1})
     # (1, s) differs from (3, 1) only on the dimension of size 1 at s = 1: moot there
-    assert questions.KernelCall(mm, [a, b], spec, [("tensor", (s, 3), (1, s), torch.float32, cpu)],
+    assert recompute.KernelCall(mm, [a, b], spec, [("tensor", (s, 3), (1, s), torch.float32, cpu)],
                                 done=True).right_at({s: 1})
-    padded = questions.KernelCall(mm, [a, b], spec, [("tensor", (s, 3), (6, 2), torch.float32, cpu)], done=True)
+    padded = recompute.KernelCall(mm, [a, b], spec, [("tensor", (s, 3), (6, 2), torch.float32, cpu)], done=True)
     assert not padded.right_at({s: 1})
-    opaque = questions.KernelCall(mm, [a, None], spec, right.outputs, done=True)  # an argument not rebuilt
+    opaque = recompute.KernelCall(mm, [a, None], spec, right.outputs, done=True)  # an argument not rebuilt
     assert not opaque.right_at({s: 1})
 
 
@@ -96,8 +96,8 @@ def test_a_missing_torch_internal_is_said_once_and_refuses_instead_of_failing(mo
     it alone (answers asked there are not recomputed); nothing else changes."""
     from torch._inductor import ir
 
-    monkeypatch.setattr(questions, "HOOKED", (*questions.HOOKED, ("torch._inductor.ir", "Layout.no_such_check")))
-    monkeypatch.setattr(questions, "_missing_said", set())
+    monkeypatch.setattr(recompute, "HOOKED", (*recompute.HOOKED, ("torch._inductor.ir", "Layout.no_such_check")))
+    monkeypatch.setattr(recompute, "_missing_said", set())
     original = ir.Layout.__dict__["is_stride_ordered"]
     env = type("Env", (), {"_vs_questions": None})()
     with caplog.at_level("WARNING", logger="verishape"):
@@ -108,7 +108,7 @@ def test_a_missing_torch_internal_is_said_once_and_refuses_instead_of_failing(mo
     assert ir.Layout.__dict__["is_stride_ordered"] is original  # restored
     said = [r.getMessage() for r in caplog.records if "no_such_check" in r.getMessage()]
     assert len(said) == 1 and "compiles as stock" in said[0]
-    assert not questions._UNRECORDED.right_at({})
+    assert not recompute.UNRECORDED.right_at({})
 
 
 def test_hint_reads_are_heuristics_or_answers_by_where_they_are_read():

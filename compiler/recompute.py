@@ -1,0 +1,438 @@
+"""Layout computations recorded while a generic compile is lowered, and recomputed at 1.
+
+Some of Inductor's shape questions are asked inside a computation whose *result* is all the
+lowering keeps: a view's strides (``fake_impls._compute_stride``), a convolution's output
+layout (``conv_layout``), a stride-order check (``Layout.is_stride_ordered``), an extern
+kernel's outputs (``ExternKernel.process_kernel``).  Each call is recorded with its operands
+and result; at size 1 the same torch function is run again on integers, and an answer asked
+inside it is moot where the result agrees (:mod:`verishape.compiler.questions`).
+
+:func:`tracking` wraps those functions, and Inductor's size-hint reads, for one block where
+Inductor looks them up at each call.  A missing one is said once and left alone (its answers
+are then not recomputed: refused); arguments pass through untouched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import logging
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import sympy
+import torch
+
+#: where hint reads go: (sizevars, "optimization" | "guarding", expr, value, calling function)
+HintSink = Callable[[Any, str, Any, Any, str], None]
+
+
+@dataclasses.dataclass
+class ViewStrides:
+    """One call of torch's view-stride computation during a recorded lowering (Inductor's
+    ``View.create`` asks it for the strides of a view of a non-contiguous buffer; a view
+    is a ``ReinterpretView`` with those strides, or, when it answers None, reshape index
+    math that is right for any size)."""
+
+    old_size: tuple[sympy.Expr, ...]
+    old_stride: tuple[sympy.Expr, ...]
+    new_size: tuple[sympy.Expr, ...]
+    #: the strides it returned (None: not viewable; unset while the call runs)
+    result: tuple[sympy.Expr, ...] | None = None
+    done: bool = False
+    why = "a view's strides, the same at 1 on every dimension larger than 1"
+
+    def right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
+        """Whether the recorded strides at ``sub`` are those the same computation gives
+        there, on every dimension whose size is not 1 (a size-1 dimension's stride
+        addresses nothing).  Only decided when every size and stride is a number at
+        ``sub``; otherwise False (refused)."""
+        from torch._subclasses import fake_impls
+
+        if not self.done:
+            return False
+        if self.result is None:
+            return True  # reshape index math instead of a view: right for any size
+        try:
+            old_size = [_number(e, sub) for e in self.old_size]
+            old_stride = [_number(e, sub) for e in self.old_stride]
+            new_size = [_number(e, sub) for e in self.new_size]
+            generic = [_number(e, sub) for e in self.result]
+        except _NotANumber:
+            return False
+        exact = _compute_stride_original(fake_impls)(old_size, old_stride, new_size)
+        if exact is None:
+            return False
+        return all(n == 1 or a == b for n, a, b in zip(new_size, generic, exact, strict=True))
+
+
+class _NotANumber(Exception):
+    pass
+
+
+def _number(e: Any, sub: dict[sympy.Symbol, sympy.Basic]) -> int:
+    value = sympy.sympify(sympy.sympify(e).xreplace(sub))
+    if not value.is_Integer:
+        raise _NotANumber(value)
+    return int(value)
+
+
+def _exprs(values: Any) -> tuple[sympy.Expr, ...]:
+    return tuple(v.node.expr if hasattr(v, "node") else sympy.Integer(v) for v in values)
+
+
+@dataclasses.dataclass
+class ConvLayout:
+    """One call of Inductor's ``conv_layout`` during a recorded lowering: the output layout
+    of a convolution, read off torch's fake convolution (whose backend and memory-format
+    choice asks about the batch size).  The lowering fixes the output buffer to it."""
+
+    #: (sizes, strides, dtype, device) of the input, the weight and the bias (or None)
+    operands: tuple[tuple[tuple[sympy.Expr, ...], tuple[sympy.Expr, ...], Any, Any] | None, ...]
+    #: stride, padding, dilation, transposed, output_padding, groups (None: not integers)
+    params: tuple[Any, ...] | None
+    result: tuple[tuple[sympy.Expr, ...], tuple[sympy.Expr, ...]] | None = None
+    done: bool = False
+    why = "a convolution's output layout, the same at 1 on every dimension larger than 1"
+
+    def right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
+        """Whether the recorded layout at ``sub`` is the one torch's fake convolution gives
+        there (sizes equal, strides equal where the size is not 1); only with every size
+        and stride a number at ``sub``."""
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        if not self.done or self.result is None or self.params is None:
+            return False
+        try:
+            operands = [None if o is None else ([_number(e, sub) for e in o[0]], [_number(e, sub) for e in o[1]],
+                                                 o[2], o[3]) for o in self.operands]
+            sizes = [_number(e, sub) for e in self.result[0]]
+            strides = [_number(e, sub) for e in self.result[1]]
+        except _NotANumber:
+            return False
+        with FakeTensorMode():
+            x, w, b = (None if o is None else torch.empty_strided(o[0], o[1], dtype=o[2], device=o[3])
+                       for o in operands)
+            out = torch.ops.aten.convolution(x, w, b, *self.params)
+        if list(out.shape) != sizes:
+            return False
+        return all(n == 1 or a == b for n, a, b in zip(sizes, strides, out.stride(), strict=True))
+
+
+@dataclasses.dataclass
+class StrideOrder:
+    """One call of Inductor's ``Layout.is_stride_ordered`` during a recorded lowering: does
+    a buffer already have the stride order an op requires (``require_strides`` copies it
+    into that order when not)."""
+
+    size: tuple[sympy.Expr, ...]
+    stride: tuple[sympy.Expr, ...]
+    order: tuple[int, ...]
+    result: bool | None = None
+    done: bool = False
+    why = "a stride-order check whose result is the same at 1"
+
+    def right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
+        """Whether torch's own check gives the recorded result on the layout at ``sub``
+        (run on integers, under a size allocator of its own: nothing is guarded)."""
+        from torch._inductor import ir
+        from torch._inductor.sizevars import SizeVarAllocator
+        from torch._inductor.virtualized import V
+
+        if not self.done or self.result is None:
+            return False
+        try:
+            size = [_number(e, sub) for e in self.size]
+            stride = [_number(e, sub) for e in self.stride]
+        except _NotANumber:
+            return False
+
+        class _Sizes:
+            sizevars = SizeVarAllocator()
+
+        with V.set_graph_handler(_Sizes()):  # type: ignore[arg-type]
+            layout = ir.FixedLayout(torch.device("cpu"), torch.float32, size, stride)
+            return _is_stride_ordered_original(ir)(layout, list(self.order)) == self.result
+
+
+def _is_stride_ordered_original(ir: Any) -> Any:
+    fn = ir.Layout.is_stride_ordered
+    return getattr(fn, "_verishape_original", fn)
+
+
+@dataclasses.dataclass
+class KernelCall:
+    """One call of Inductor's ``ExternKernel.process_kernel`` during a recorded lowering:
+    an extern (fallback) kernel's fake run on its inputs' layouts, whose outputs' layouts
+    the lowering fixes for the real kernel's results."""
+
+    kernel: Any
+    #: the flattened arguments: ("tensor", sizes, strides, dtype, device), ("size", expr),
+    #: ("value", python value), or None for what cannot be rebuilt (generators, objects)
+    flat: list[Any]
+    spec: Any
+    outputs: list[Any] | None = None
+    done: bool = False
+    why = "an extern kernel's output layout, the same at 1 on every dimension larger than 1"
+
+    def right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
+        """Whether torch's fake kernel, run on the inputs at ``sub``, gives the recorded
+        outputs there (sizes and values equal, strides equal where the size is not 1)."""
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        from torch.utils import _pytree as pytree
+
+        if not self.done or self.outputs is None or any(a is None for a in self.flat):
+            return False
+        try:
+            outputs = [_at(o, sub) for o in self.outputs]
+            with FakeTensorMode():
+                flat = [torch.empty_strided(*_at(a, sub)[1:3], dtype=a[3], device=a[4]) if a[0] == "tensor"
+                        else _at(a, sub)[1] for a in self.flat]
+                bound = pytree.tree_unflatten(flat, self.spec)
+                got = pytree.tree_leaves(self.kernel(*bound["args"], **bound["kwargs"]))
+        except _NotANumber:
+            return False
+        except Exception:  # noqa: BLE001 - the kernel refuses these sizes at 1: not moot (refused)
+            return False
+        got_specs = [_spec(g) for g in got]
+        if len(got_specs) != len(outputs) or any(g is None for g in got_specs):
+            return False
+        for want, have in zip(outputs, got_specs):
+            if want[0] != have[0]:
+                return False
+            if want[0] == "tensor":
+                if list(want[1]) != list(have[1]) or not all(
+                        n == 1 or a == b for n, a, b in zip(want[1], want[2], have[2], strict=True)):
+                    return False
+            elif want[1] != have[1]:
+                return False
+        return True
+
+
+def _spec(value: Any) -> Any:
+    """A flattened argument or output as a spec (see :class:`KernelCall`)."""
+    if isinstance(value, torch.Tensor):
+        return ("tensor", _exprs(value.shape), _exprs(value.stride()), value.dtype, value.device)
+    if isinstance(value, (torch.SymInt, sympy.Expr)):
+        return ("size", value.node.expr if isinstance(value, torch.SymInt) else value)
+    if value is None or isinstance(value, (bool, int, float, str, torch.dtype, torch.device, torch.layout,
+                                           torch.memory_format)):
+        return ("value", value)
+    return None
+
+
+def _at(spec: Any, sub: dict[sympy.Symbol, sympy.Basic]) -> Any:
+    """A spec with its sizes evaluated at ``sub`` (numbers, or :class:`_NotANumber`)."""
+    if spec[0] == "tensor":
+        return ("tensor", [_number(e, sub) for e in spec[1]], [_number(e, sub) for e in spec[2]], *spec[3:])
+    if spec[0] == "size":
+        return ("size", _number(spec[1], sub))
+    return spec
+
+
+_computing: contextvars.ContextVar[Any] = contextvars.ContextVar(
+    "verishape_layout_call", default=None)
+
+
+def current_call() -> Any:
+    """The recorded computation a question is being asked in (None outside all of them;
+    :data:`UNRECORDED` inside one whose operands could not be recorded)."""
+    return _computing.get()
+
+
+def _compute_stride_original(fake_impls: Any) -> Any:
+    fn = fake_impls._compute_stride
+    return getattr(fn, "_verishape_original", fn)
+
+
+#: the torch internals wrapped while a generic compile is lowered (module, attribute path):
+#: a missing one is said once, and answers asked in it are then not recomputed (refused)
+HOOKED = (("torch._subclasses.fake_impls", "_compute_stride"),
+          ("torch._inductor.kernel.conv", "conv_layout"),
+          ("torch._inductor.ir", "Layout.is_stride_ordered"),
+          ("torch._inductor.ir", "ExternKernel.process_kernel"),
+          ("torch._inductor.sizevars", "SizeVarAllocator.optimization_hint"),
+          ("torch._inductor.sizevars", "SizeVarAllocator.guarding_hint_or_throw"))
+_missing_said: set[str] = set()
+
+
+def _say_missing(where: str) -> None:
+    if where not in _missing_said:
+        _missing_said.add(where)
+        logging.getLogger("verishape").warning(
+            "verishape: this torch has no %s; shape answers asked in it are not recomputed at size 1, so a "
+            "size-1 call that depends on them compiles as stock", where)
+
+
+@contextlib.contextmanager
+def tracking(on_hint: HintSink) -> Iterator[None]:
+    """For one block, wrap the layout computations whose answers are checked by
+    recomputing them at 1 (:class:`ViewStrides`, :class:`ConvLayout`, :class:`StrideOrder`,
+    :class:`KernelCall`) where Inductor looks them up at each call, so that questions
+    asked inside a call are tied to the call and its result.  Modules Inductor has not
+    loaded are left alone (nothing of theirs runs); a missing attribute is said once."""
+    makers = {"_compute_stride": _tracked_compute_stride, "conv_layout": _tracked_conv_layout,
+              "Layout.is_stride_ordered": _tracked_stride_order, "ExternKernel.process_kernel": _tracked_process_kernel,
+              "SizeVarAllocator.optimization_hint": _tracked_hint("optimization", on_hint),
+              "SizeVarAllocator.guarding_hint_or_throw": _tracked_hint("guarding", on_hint)}
+    restore = []
+    try:
+        for module_name, path in HOOKED:
+            module = sys.modules.get(module_name)
+            if module is None:
+                continue
+            *owners, name = path.split(".")
+            owner = module
+            for o in owners:
+                owner = getattr(owner, o, None)
+            raw = owner.__dict__.get(name) if owner is not None else None
+            if raw is None:
+                _say_missing(f"{module_name}.{path}")
+                continue
+            is_classmethod = isinstance(raw, classmethod)
+            fn = raw.__func__ if is_classmethod else raw
+            wrapped = makers[path](getattr(fn, "_verishape_original", fn))
+            setattr(owner, name, classmethod(wrapped) if is_classmethod else wrapped)
+            restore.append((owner, name, raw))
+        yield
+    finally:
+        for owner, name, raw in reversed(restore):
+            setattr(owner, name, raw)
+
+
+def _inside(call: Any, original: Any, args: Any, kwargs: Any) -> Any:
+    """``original(*args, **kwargs)`` with the questions it asks tied to ``call`` (the
+    recorded computation, or None: not recorded, so never moot)."""
+    token = _computing.set(call if call is not None else UNRECORDED)
+    try:
+        return original(*args, **kwargs)
+    finally:
+        _computing.reset(token)
+
+
+def _tracked_hint(kind: str, on_hint: HintSink) -> Any:
+    def make(original: Any) -> Any:
+        def hint(*args: Any, **kwargs: Any) -> Any:
+            out = original(*args, **kwargs)
+            if len(args) > 1:  # (sizevars, expr): the caller is the function that read it
+                on_hint(args[0], kind, args[1], out, sys._getframe(1).f_code.co_name)
+            return out
+
+        hint._verishape_original = original  # type: ignore[attr-defined]
+        return hint
+    return make
+
+
+def _tracked_compute_stride(original: Any) -> Any:
+    def tracked(*args: Any, **kwargs: Any) -> Any:
+        try:
+            old_shape, old_stride, new_shape = args[:3]
+            view: ViewStrides | None = ViewStrides(_exprs(old_shape), _exprs(old_stride), _exprs(new_shape))
+        except (ValueError, TypeError, AttributeError):
+            view = None  # not the signature this knows: the call is not recomputed (refused)
+        out = _inside(view, original, args, kwargs)
+        if view is not None:
+            view.result = None if out is None else _exprs(out)
+            view.done = True
+        return out
+
+    tracked._verishape_original = original  # type: ignore[attr-defined]
+    return tracked
+
+
+class _Unrecorded:
+    """A layout computation whose operands could not be recorded: never moot."""
+
+    why = "unrecorded"
+
+    @staticmethod
+    def right_at(sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
+        return False
+
+
+UNRECORDED = _Unrecorded()
+
+
+def _tracked_process_kernel(original: Any) -> Any:
+    from torch._inductor import ir
+    from torch.utils import _pytree as pytree
+
+    def tensor_spec(node: Any) -> Any:
+        try:
+            size = tuple(sympy.sympify(e) for e in node.get_size())
+            stride = (node.get_layout().stride if ir.is_storage_and_layout(node)
+                      else ir.FlexibleLayout.contiguous_strides(list(size)))
+            return ("tensor", size, tuple(sympy.sympify(e) for e in stride), node.get_dtype(), node.get_device())
+        except (AttributeError, NotImplementedError, TypeError):
+            return None
+
+    def process_kernel(cls: Any, kernel: Any, *args: Any, **kwargs: Any) -> Any:
+        flat, spec = pytree.tree_flatten({"args": args, "kwargs": kwargs})
+        call = KernelCall(kernel, [tensor_spec(a) if isinstance(a, ir.IRNode) else _spec(a) for a in flat], spec)
+        out = _inside(call, original, (cls, kernel, *args), kwargs)
+        try:
+            outputs = [_spec(o) for o in pytree.tree_leaves(out[0])]
+        except (TypeError, IndexError, AttributeError):
+            outputs = [None]  # not the return this knows: not recomputed (refused)
+        call.outputs = None if any(o is None for o in outputs) else outputs
+        call.done = True
+        return out
+
+    process_kernel._verishape_original = original  # type: ignore[attr-defined]
+    return process_kernel
+
+
+def _tracked_stride_order(original: Any) -> Any:
+    def is_stride_ordered(*args: Any, **kwargs: Any) -> bool:
+        try:
+            layout, order = args[:2]
+            call: StrideOrder | None = StrideOrder(tuple(sympy.sympify(e) for e in layout.size),
+                                                   tuple(sympy.sympify(e) for e in layout.stride),
+                                                   tuple(int(i) for i in order))
+        except (ValueError, TypeError, AttributeError, sympy.SympifyError):
+            call = None  # not the signature this knows: not recomputed (refused)
+        out = _inside(call, original, args, kwargs)
+        if call is not None:
+            call.result, call.done = bool(out), True
+        return out
+
+    is_stride_ordered._verishape_original = original  # type: ignore[attr-defined]
+    return is_stride_ordered
+
+
+def _tracked_conv_layout(original: Any) -> Any:
+    import inspect
+
+    from torch._inductor import ir
+
+    signature = inspect.signature(original)
+
+    def operand(node: Any) -> Any:
+        if node is None:
+            return None
+        size = tuple(sympy.sympify(e) for e in node.get_size())
+        stride = (node.get_layout().stride if ir.is_storage_and_layout(node)
+                  else ir.FlexibleLayout.contiguous_strides(list(size)))
+        return size, tuple(sympy.sympify(e) for e in stride), node.get_dtype(), node.get_device()
+
+    def record(args: Any, kwargs: Any) -> ConvLayout | None:
+        try:
+            a = signature.bind(*args, **kwargs).arguments
+            params = ([int(v) for v in a["stride"]], [int(v) for v in a["padding"]], [int(v) for v in a["dilation"]],
+                      bool(a["transposed"]), [int(v) for v in a["output_padding"]], int(a["groups"]))
+            return ConvLayout((operand(a["x"]), operand(a["weight"]), operand(a["bias"])), params)
+        except (TypeError, KeyError, AttributeError, NotImplementedError):
+            return None  # a symbolic parameter, or not the signature this knows: not recomputed (refused)
+
+    def conv_layout(*args: Any, **kwargs: Any) -> Any:
+        call = record(args, kwargs)
+        layout = _inside(call, original, args, kwargs)
+        if call is not None:
+            call.result = (tuple(sympy.sympify(e) for e in layout.size), tuple(sympy.sympify(e) for e in layout.stride))
+            call.done = True
+        return layout
+
+    conv_layout._verishape_original = original  # type: ignore[attr-defined]
+    return conv_layout
