@@ -8,10 +8,12 @@ cannot combine them); otherwise an undecidable control, which must fail with sto
 data-dependent error under both exporters.  ``bad`` inputs break one of the user's own
 ``torch._check`` facts: eager raises, and so must the exported program.
 
-A lower bound of 0, 1 or 2 on a ``Dim`` is no fact here: an exported program accepts sizes
-0 and 1 whatever the ``Dim`` says, so the provable programs state ``min=3`` or more where
-they rely on a size bound.  Shared by ``tests/test_export_corpus.py`` and
-``benchmarks/export_corpus.py``.
+A stock exported program accepts sizes 0 and 1 whatever the ``Dim`` says; a program from
+``verishape.export`` checks every declared bound in its graph, so a declared ``min`` of 1 or 2
+is a fact there (``sum_below_size_min2``), and a ``Dim.AUTO`` size's traced ``>= 1`` or ``>= 2``
+is one once the program checks it (``auto_*``).  ``suggest``: for a control, the
+``torch._check`` a user would add (what ``verishape.export``'s error is expected to name).
+Shared by ``tests/test_export_corpus.py`` and ``benchmarks/export_corpus.py``.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ class Program:
     after: str  # what it was written after
     provable: bool = True
     bad: tuple[tuple[Any, ...], ...] = ()
+    #: controls: does the undecided ``if`` only raise on one side (a validation)?
+    validation: bool = False
 
 
 def v(n: int, *more: int) -> torch.Tensor:
@@ -128,8 +132,54 @@ class SumBelowSize(torch.nn.Module):
         return b
 
 
-class SumBelowSizeLoose(SumBelowSize):
-    """Control: a can have size 0 at run time, so u0 == s_b is possible."""
+class SumBelowSizeMin2(SumBelowSize):
+    """s_a >= 2 is declared (Dim min=2): a fact once the program checks it, u0 < s_b."""
+
+
+class AutoProductBound(torch.nn.Module):
+    """u0 * s0 <= 10 gives u0 <= 10 once s0 >= 1: with Dim.AUTO, a traced fact the program
+    must check to rely on."""
+
+    def forward(self, x, n):
+        k = n.item()
+        torch._check(k >= 0)
+        torch._check(k * x.shape[0] <= 10)
+        if k <= 10:
+            return x * k
+        return x
+
+
+class AutoPairs(torch.nn.Module):
+    """u0 * (s0 - 1) <= 8 gives u0 <= 8 once s0 >= 2 (Dim.AUTO's traced bound)."""
+
+    def forward(self, x, n):
+        k = n.item()
+        torch._check(k >= 0)
+        torch._check(k * (x.shape[0] - 1) <= 8)
+        if k <= 8:
+            return x[:1] * k
+        return x[:1]
+
+
+class ValidateCount(torch.nn.Module):
+    """Control: a validation (``if ...: raise``) of a count against the input's size."""
+
+    def forward(self, x, n):
+        k = n.item()
+        torch._check(k >= 0)
+        if k > x.shape[0]:
+            raise ValueError("count larger than the input")
+        return x[:k] * 2
+
+
+class ValidateRange(torch.nn.Module):
+    """Control: a validation of a window read from the data."""
+
+    def forward(self, x, t):
+        start, stop = t.tolist()
+        if start < 0 or stop > x.shape[0] or start > stop:
+            raise IndexError("window out of range")
+        return x[start:stop].sum()
 
 
 class OffsetWindow(torch.nn.Module):
@@ -438,8 +488,21 @@ PROGRAMS: tuple[Program, ...] = (
     Program("sum_below_size", SumBelowSize, ((v(3), v(10), i(4)), (v(5), v(9), i(4)), (v(3), v(3), i(0))),
             {"a": {0: A3}, "b": {0: B}, "n": None}, "u0 + s_a <= s_b, s_a >= 3 -> u0 < s_b", "issue threads",
             bad=((v(3), v(5), i(4)),)),
-    Program("sum_below_size_loose", SumBelowSizeLoose, ((v(3), v(10), i(4)), (v(2), v(6), i(4))),
-            {"a": {0: A2}, "b": {0: B}, "n": None}, "s_a may be 0 at run time", "issue threads", provable=False),
+    Program("sum_below_size_min2", SumBelowSizeMin2, ((v(3), v(10), i(4)), (v(2), v(6), i(4))),
+            {"a": {0: A2}, "b": {0: B}, "n": None}, "u0 + s_a <= s_b, s_a >= 2 (declared, checked) -> u0 < s_b",
+            "issue threads", bad=((v(2), v(5), i(4)),)),
+    Program("auto_product_bound", AutoProductBound, ((v(5), i(2)), (v(1), i(10)), (v(3), i(0))),
+            {"x": {0: Dim.AUTO}, "n": None}, "u0 * s0 <= 10, s0 >= 1 (traced, checked) -> u0 <= 10",
+            "data-dependent docs (Dim.AUTO)", bad=((v(5), i(3)),)),
+    Program("auto_pairs", AutoPairs, ((v(3), i(4)), (v(2), i(8)), (v(5), i(2))),
+            {"x": {0: Dim.AUTO}, "n": None}, "u0 * (s0 - 1) <= 8, s0 >= 2 (traced, checked) -> u0 <= 8",
+            "data-dependent docs (Dim.AUTO)", bad=((v(3), i(5)),)),
+    Program("validate_count", ValidateCount, ((v(5), i(2)), (v(4), i(4)), (v(6), i(0))),
+            {"x": {0: Dim.AUTO}, "n": None}, "u0 > s0 is open (a validation)", "issue threads (validation)",
+            provable=False, validation=True),
+    Program("validate_range", ValidateRange, ((v(8), i(2, 5)), (v(8), i(0, 8)), (v(4), i(4, 4))),
+            {"x": {0: Dim.AUTO}, "t": None}, "start < 0 is open (a validation)", "issue threads (validation)",
+            provable=False, validation=True),
     Program("offset_window", OffsetWindow, ((v(10), i(2, 5)), (v(10), i(0, 10)), (v(7), i(4, 3))),
             {"x": {0: S3}, "t": None}, "start + width <= s0, width >= 3 -> start + 2 < s0", "narrow docs",
             bad=((v(7), i(5, 3)),)),

@@ -78,6 +78,21 @@ def _fx_node_stack() -> list[traceback.FrameSummary]:
     return out
 
 
+def is_user_file(filename: str) -> bool:
+    """Whether code in ``filename`` is the user's (not torch, verishape or the standard library)."""
+    return _is_user(filename)
+
+
+def python_stack_location() -> str | None:
+    """The innermost user frame of the running Python stack, or None.  Only where the
+    user's code is itself on the stack (a non-strict export); in a compile it is the line
+    that called the compiled function, not the one that asked."""
+    for frame in reversed(traceback.extract_stack()):
+        if _is_user(frame.filename):
+            return _format(frame)
+    return None
+
+
 def user_location() -> str | None:
     """``"<code>  # file.py:line in function"`` for the innermost user frame, or None."""
     for stack in (_dynamo_stack(), _fx_node_stack()):

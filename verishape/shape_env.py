@@ -101,6 +101,7 @@ class VeriShapeEnv(ShapeEnv):
         #: set by ``verishape.compiler.questions`` while a generic compile is lowered:
         #: it is shown every static answer (see :meth:`_maybe_evaluate_static`)
         self._vs_questions: Any = None
+        self._vs_last_open: sympy.Basic | None = None
         if self.events and type(self.events[0]) is ShapeEnvEvent and self.events[0].f is ShapeEnv:
             # Replays (the recorded-events check, translation validation's bisection)
             # rebuild the env from this first event: rebuild this class, so that the
@@ -211,6 +212,9 @@ class VeriShapeEnv(ShapeEnv):
         goal = self.replace(expr)
         if not goal.free_symbols:
             return None  # replacements decide it; leave that to stock's next pass
+        #: the newest question left open, unhinted (a data-dependent error's ``cond`` has the
+        #: sizes' hints substituted); read by ``verishape.compiler.suggest``
+        self._vs_last_open = goal
         premised = self._premises(goal, kind, axioms, var_to_range, size_oblivious)
         if premised is None:
             self.verishape_log.undecided += 1

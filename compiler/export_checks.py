@@ -1,0 +1,288 @@
+"""Checks an exported program runs on its own inputs, so that its proofs' premises hold.
+
+A stock ``ExportedProgram`` checks little of what it was traced under: ``ep.module()``
+checks an input size's upper bound and a lower bound only above 2, a saved and re-loaded
+program the same, and an AOTInductor package nothing at all (measured on torch 2.13: an
+AOTInductor package built for ``Dim(min=3, max=64)`` runs at sizes 2 and 65).  A fact a
+proof relied on is therefore a premise only once the program itself checks it, and the one
+check every form of the program runs is a node in its graph: ``aten._assert_scalar``
+right after the inputs, as export emits for its own runtime asserts.
+
+:func:`install` adds, for each fact, ``sym_size`` reads of the input dimensions it is
+about, the comparison, and the assert, whose message names the input, the dimension, the
+bound and why it is checked.  The facts are of two origins (:class:`ProgramCheck`):
+
+* ``declared``: every bound of a named ``Dim`` (``min``/``max``), so that an input outside
+  the declared space (sizes 0 and 1 included) is rejected by every form of the program;
+* ``premise``: a bound or relation a verishape proof of this export assumed beyond the
+  declared space (see ``ExportShapeEnv``), e.g. the ``>= 2`` of a ``Dim.AUTO`` size.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import sympy
+import torch
+from torch.utils._sympy.functions import FloorDiv, Mod
+from torch.utils._sympy.printers import PythonPrinter
+
+#: SymPy relations -> the Python operator a graph node applies to SymInts.
+_RELATIONS: dict[type, Callable[[Any, Any], Any]] = {
+    sympy.GreaterThan: operator.ge, sympy.StrictGreaterThan: operator.gt,
+    sympy.LessThan: operator.le, sympy.StrictLessThan: operator.lt,
+    sympy.Equality: operator.eq, sympy.Unequality: operator.ne,
+}
+
+
+class UncheckableFact(ValueError):
+    """A fact an exported program cannot check (a symbol that is no input dimension, or an
+    operation the graph check does not build): it may not be a premise."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ProgramCheck:
+    """One fact over input sizes that the program checks.  ``origin``: "declared" or
+    "premise"; ``why``: the Dim that declared it, or where the proof that assumed it was
+    asked."""
+
+    fact: sympy.Basic
+    origin: str
+    why: str
+
+
+def checkable(fact: sympy.Basic, is_input_size: Callable[[sympy.Symbol], bool]) -> bool:
+    """Whether :func:`install` can build a graph check of ``fact`` (without building it)."""
+    try:
+        _walk(fact, is_input_size)
+    except UncheckableFact:
+        return False
+    return True
+
+
+def _walk(expr: sympy.Basic, is_input_size: Callable[[sympy.Symbol], bool]) -> None:
+    if isinstance(expr, sympy.And):
+        for a in expr.args:
+            _walk(a, is_input_size)
+        return
+    if isinstance(expr, sympy.Rel):
+        if type(expr) not in _RELATIONS:
+            raise UncheckableFact(f"relation {type(expr).__name__}")
+        _walk_term(expr.lhs, is_input_size)
+        _walk_term(expr.rhs, is_input_size)
+        return
+    raise UncheckableFact(f"not a comparison: {expr}")
+
+
+def _walk_term(expr: sympy.Basic, is_input_size: Callable[[sympy.Symbol], bool]) -> None:
+    if isinstance(expr, sympy.Integer):
+        return
+    if isinstance(expr, sympy.Symbol):
+        if not is_input_size(expr):
+            raise UncheckableFact(f"{expr} is no input dimension")
+        return
+    if isinstance(expr, (sympy.Add, sympy.Mul, FloorDiv, Mod)):
+        for a in expr.args:
+            _walk_term(a, is_input_size)
+        return
+    raise UncheckableFact(f"operation {type(expr).__name__}")
+
+
+def input_dims(ep: Any) -> dict[sympy.Symbol, tuple[Any, int]]:
+    """Each size symbol of the program's user inputs -> (its placeholder, the dimension),
+    the first input dimension of exactly that size."""
+    user = set(ep.graph_signature.user_inputs)
+    out: dict[sympy.Symbol, tuple[Any, int]] = {}
+    for node in ep.graph.nodes:
+        if node.op != "placeholder" or node.name not in user:
+            continue
+        val = node.meta.get("val")
+        if not isinstance(val, torch.Tensor):
+            continue
+        for d, size in enumerate(val.shape):
+            if isinstance(size, torch.SymInt) and isinstance(size.node.expr, sympy.Symbol):
+                out.setdefault(size.node.expr, (node, d))
+    return out
+
+
+def describe(fact: sympy.Basic, dims: Mapping[sympy.Symbol, tuple[Any, int]]) -> str:
+    """``fact`` over the inputs' names (``x.size(0) >= 2``)."""
+    names = {s: sympy.Symbol(f"{node.name}.size({d})") for s, (node, d) in dims.items()}
+    shown = fact.xreplace({s: n for s, n in names.items() if s in fact.free_symbols})
+    if isinstance(shown, sympy.And):
+        return " and ".join(PythonPrinter().doprint(a) for a in shown.args)
+    return PythonPrinter().doprint(shown)
+
+
+def install(ep: Any, checks: Iterable[ProgramCheck]) -> list[str]:
+    """Add a graph check of each fact to ``ep`` (in place), right after its inputs; returns
+    the messages of the checks added.  Raises :class:`UncheckableFact` when a fact cannot be
+    checked: a program whose premise is unchecked must never be handed out."""
+    checks = list(dict.fromkeys(checks))
+    if not checks:
+        return []
+    dims = input_dims(ep)
+    graph = ep.graph
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    anchor = placeholders[-1] if placeholders else None
+    sizes: dict[sympy.Symbol, Any] = {}
+    messages = []
+
+    def emit(target: Any, args: tuple[Any, ...], val: Any) -> Any:
+        nonlocal anchor
+        if anchor is None:
+            node = graph.call_function(target, args)
+            graph_first = next(iter(graph.nodes))
+            if graph_first is not node:
+                graph_first.prepend(node)
+        else:
+            with graph.inserting_after(anchor):
+                node = graph.call_function(target, args)
+        node.meta["val"] = val
+        anchor = node
+        return node
+
+    def term(expr: sympy.Basic) -> tuple[Any, Any]:
+        """(node or int, its fake value)"""
+        if isinstance(expr, sympy.Integer):
+            return int(expr), int(expr)
+        if isinstance(expr, sympy.Symbol):
+            if expr not in dims:
+                raise UncheckableFact(f"{expr} is no input dimension of this program")
+            if expr not in sizes:
+                node, d = dims[expr]
+                val = node.meta["val"].shape[d]
+                sizes[expr] = (emit(torch.ops.aten.sym_size.int, (node, d), val), val)
+            return sizes[expr]
+        ops = {sympy.Add: operator.add, sympy.Mul: operator.mul, FloorDiv: operator.floordiv, Mod: operator.mod}
+        op = next((f for t, f in ops.items() if isinstance(expr, t)), None)
+        if op is None:
+            raise UncheckableFact(f"operation {type(expr).__name__} in {expr}")
+        args = [term(a) for a in expr.args]
+        if op in (operator.floordiv, operator.mod):
+            (a, av), (b, bv) = args
+            return emit(op, (a, b), op(av, bv)), op(av, bv)
+        node, val = args[0]
+        for b, bv in args[1:]:
+            val = op(val, bv)
+            node = emit(op, (node, b), val)
+        return node, val
+
+    for check in checks:
+        for part in (check.fact.args if isinstance(check.fact, sympy.And) else (check.fact,)):
+            op = _RELATIONS.get(type(part))
+            if op is None:
+                raise UncheckableFact(f"not a comparison: {part}")
+            (a, av), (b, bv) = term(part.lhs), term(part.rhs)
+            message = f"verishape: input check failed: {describe(part, dims)} ({check.why})"
+            cond = emit(op, (a, b), op(av, bv))
+            emit(torch.ops.aten._assert_scalar.default, (cond, message), None)
+            messages.append(message)
+    graph.lint()
+    ep.graph_module.recompile()
+    return messages
+
+
+# ---------------------------------------------------------------------------- the declared space
+
+@dataclasses.dataclass(frozen=True)
+class Declared:
+    """What ``dynamic_shapes`` declares for one input dimension: its bounds (None: not
+    declared) and how it was declared (``Dim 'b'``, ``Dim.AUTO``, ...)."""
+
+    low: int | None
+    high: int | None
+    label: str
+
+
+def resolve_spec(mod: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any] | None, dynamic_shapes: Any) -> Any:
+    """``dynamic_shapes`` as a plain spec: a ``ShapesCollection`` or ``AdditionalInputs``
+    resolved against the inputs (as ``torch.export`` resolves it)."""
+    resolve = getattr(dynamic_shapes, "dynamic_shapes", None)
+    if callable(resolve) and not isinstance(dynamic_shapes, (Mapping, list, tuple)):
+        return resolve(mod, args, kwargs or {})
+    return dynamic_shapes
+
+
+def declared_space(mod: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any] | None,
+                   dynamic_shapes: Any) -> dict[str, Declared]:
+    """Input dimension, by the source name torch gives its size (``L['x'].size()[0]``) ->
+    what the spec declares for it, for every dimension given a ``Dim`` or a ``Dim`` hint."""
+    from torch.export.dynamic_shapes import Dim, _combine_args, _DimHint
+
+    spec = resolve_spec(mod, args, kwargs, dynamic_shapes)
+    if spec is None:
+        return {}
+    combined = _combine_args(mod, args, kwargs or {})
+    out: dict[str, Declared] = {}
+
+    def entry(value: Any) -> Declared | None:
+        if isinstance(value, Dim) and not hasattr(value, "fn"):
+            high = value.max if isinstance(value.max, int) and value.max < 2**62 else None
+            return Declared(int(value.min), high, f"Dim {value.__name__!r}")
+        if isinstance(value, _DimHint):
+            label = f"Dim.{value.type.name}"
+            return Declared(value.min, value.max, label)
+        return None
+
+    def walk(value: Any, shape: Any, path: str) -> None:
+        if shape is None:
+            return
+        if isinstance(value, torch.Tensor):
+            dims = shape.items() if isinstance(shape, Mapping) else enumerate(shape) if isinstance(shape, (list, tuple)) else ()
+            for d, dim_spec in dims:
+                declared = entry(dim_spec)
+                if declared is not None:
+                    out[f"{path}.size()[{d}]"] = declared
+        elif isinstance(value, (list, tuple)) and isinstance(shape, (list, tuple)):
+            for k, (v, s) in enumerate(zip(value, shape)):
+                walk(v, s, f"{path}[{k}]")
+        elif isinstance(value, Mapping) and isinstance(shape, Mapping):
+            for k, v in value.items():
+                walk(v, shape.get(k), f"{path}[{k!r}]")
+
+    if isinstance(spec, Mapping):
+        for name, value in combined.items():
+            walk(value, spec.get(name), f"L[{name!r}]")
+    elif isinstance(spec, (list, tuple)):
+        for (name, value), shape in zip(combined.items(), spec):
+            walk(value, shape, f"L[{name!r}]")
+    # A strict export's Dynamo frame names its inputs by their flat position.
+    by_id = {id(t): path for path, t in _tensor_paths(combined, "L")}
+    flat = torch.utils._pytree.tree_leaves((args, kwargs or {}))
+    for k, leaf in enumerate(flat):
+        path = by_id.get(id(leaf)) if isinstance(leaf, torch.Tensor) else None
+        for key, declared in list(out.items()):
+            if path is not None and key.startswith(path + ".size()"):
+                out[f"L['flat_args'][{k}]" + key[len(path):]] = declared
+    return out
+
+
+def _tensor_paths(value: Any, path: str) -> Iterable[tuple[str, torch.Tensor]]:
+    if isinstance(value, torch.Tensor):
+        yield path, value
+    elif isinstance(value, (list, tuple)):
+        for k, v in enumerate(value):
+            yield from _tensor_paths(v, f"{path}[{k}]")
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            yield from _tensor_paths(v, f"{path}[{k!r}]")
+
+
+def declared_checks(dims: Mapping[sympy.Symbol, tuple[Any, int]],
+                    declared: Mapping[sympy.Symbol, Declared]) -> list[ProgramCheck]:
+    """A check of each declared bound of an input dimension: the lower one when above 0 (a
+    size is never negative), the upper one when finite."""
+    out = []
+    for symbol in dims:
+        d = declared.get(symbol)
+        if d is None:
+            continue
+        if d.low is not None and d.low > 0:
+            out.append(ProgramCheck(sympy.Ge(symbol, d.low, evaluate=False), "declared", f"{d.label} has min={d.low}"))
+        if d.high is not None:
+            out.append(ProgramCheck(sympy.Le(symbol, d.high, evaluate=False), "declared", f"{d.label} has max={d.high}"))
+    return out
