@@ -107,7 +107,48 @@ def measure(program: Program, repeat: int) -> dict[str, Any]:
                 log = verishape.export_decisions(ep) if hasattr(verishape, "export_decisions") else None
                 entry["decisions"] = dict(log.counts()) if log is not None else {}
         row[side] = entry
+    if row["verishape"]["outcome"] == "dde":
+        row["suggestions"] = follow_suggestions(program)
     return row
+
+
+def follow_suggestions(program: Program, rounds: int = 4) -> dict[str, Any]:
+    """For a program verishape cannot export: apply the ``torch._check`` each error names (as
+    a tool would, with ``suggest.apply_to_function``) and re-export, until it exports or no
+    check is named.  Then the program must match eager on every example input."""
+    from verishape.compiler import suggest
+
+    cls, applied = program.module, []
+    for _ in range(rounds):
+        torch._dynamo.reset()
+        try:
+            ep = verishape.export(cls(), program.inputs[0], dynamic_shapes=program.dynamic_shapes, strict=False)
+        except Exception as exc:  # noqa: BLE001 - the outcome is the measurement
+            found = getattr(exc, "verishape_suggestion", None)
+            if found is None:
+                return {"applied": applied, "outcome": outcome(None, exc), "named_a_check": bool(applied)}
+            applied.append({"check": found.check, "line": found.statement, "decides": f"{found.question} is "
+                            f"{found.decides}", "rejects_nothing_eager_accepts": found.rejects_nothing_eager_accepts,
+                            "eager": found.eager, "proof_ms": found.proof_ms})
+            cls = type(cls.__name__, (cls,), {"forward": suggest.apply_to_function(cls.forward, found)})
+            continue
+        module, eager = ep.module(), cls()
+        matches = 0
+        for args in program.inputs:  # against the patched eager: an input its checks reject must raise
+            try:
+                expected = eager(*args)
+            except Exception:  # noqa: BLE001 - the applied check rejects it in eager too
+                try:
+                    module(*args)
+                except Exception:  # noqa: BLE001 - and the program rejects it: they agree
+                    matches += 1
+                continue
+            try:
+                matches += int(same(module(*args), expected))
+            except Exception:  # noqa: BLE001 - a mismatch, counted
+                pass
+        return {"applied": applied, "outcome": "exported", "matches_eager": matches, "named_a_check": True}
+    return {"applied": applied, "outcome": "still failing", "named_a_check": bool(applied)}
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -138,6 +179,12 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "assert_nodes_where_both_export": {side: sum(r[side]["assert_nodes"] for r in both)
                                            for side in ("stock", "verishape")},
         "export_time_ratio_median_where_both_export": statistics.median(ratios) if ratios else None,
+        "dde_errors_naming_a_check": {
+            "verishape": sum(1 for r in rows if r.get("suggestions", {}).get("named_a_check")),
+            "of": sum(1 for r in rows if r["verishape"]["outcome"] == "dde")},
+        "exported_after_applying_the_checks": sum(1 for r in rows
+                                                  if r.get("suggestions", {}).get("outcome") == "exported"
+                                                  and r["suggestions"]["matches_eager"] == r["inputs"]),
         "programs_where_both_export": len(both),
     }
 
@@ -154,6 +201,17 @@ def markdown(rows: list[dict[str, Any]], summary: dict[str, Any]) -> str:
         ratio = (f"{v['export_s'] / s['export_s']:.2f}x" if s["outcome"] == v["outcome"] == "exported" else "-")
         lines.append(f"| `{r['program']}` | {r['facts']} | {'yes' if r['provable'] else 'control'} | "
                      f"{cell(s, r)} | {cell(v, r)} | {ratio} |")
+    suggested = [r for r in rows if r.get("suggestions")]
+    if suggested:
+        lines += ["", "| control | checks named (applied in turn) | rejects nothing eager accepts | re-export |",
+                  "|---|---|---|---|"]
+        for r in suggested:
+            sug = r["suggestions"]
+            checks = "; ".join(f"`{a['check']}`" for a in sug["applied"]) or "none"
+            nothing = ", ".join("yes (proved)" if a["rejects_nothing_eager_accepts"] else "no" for a in sug["applied"])
+            result = (f"exported, {sug['matches_eager']}/{r['inputs']} equal eager" if sug["outcome"] == "exported"
+                      else sug["outcome"])
+            lines.append(f"| `{r['program']}` | {checks} | {nothing or '-'} | {result} |")
     ratio = summary["export_time_ratio_median_where_both_export"]
     lines += ["", f"Provable programs exported: stock {summary['stock_exported_provable']}/{summary['provable']}, "
               f"verishape {summary['verishape_exported_provable']}/{summary['provable']}; controls failing with a "
@@ -178,7 +236,10 @@ def main() -> int:
         s, v = row["stock"], row["verishape"]
         print(f"{p.name:22} {'provable' if p.provable else 'control':8} stock {s['outcome']:8} "
               f"verishape {v['outcome']:8} {s['export_s']:.3f}s {v['export_s']:.3f}s "
-              f"{v.get('error', '') or s.get('error', '')[:60]}", flush=True)
+              f"{v.get('error', '')[:60] or s.get('error', '')[:60]}", flush=True)
+        if row.get("suggestions"):
+            sug = row["suggestions"]
+            print(f"{'':22} checks named: {[a['check'] for a in sug['applied']]} -> {sug['outcome']}", flush=True)
     summary = summarize(rows)
     report = {"benchmark": "export_corpus", "torch": torch.__version__, "python": platform.python_version(),
               "repeat": args.repeat, "summary": summary, "programs": rows}

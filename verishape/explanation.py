@@ -114,19 +114,31 @@ def explain_export(ep: Any) -> str:
     env = export_env(ep)
     if env is None:
         return "exported program: its export traced no symbolic shapes (nothing to decide)"
+    from verishape.compiler.export import export_program_checks
+
     name = (env.co_fields or {}).get("co_name", "forward")
-    return "\n".join([f"exported program ({name}): exported with verishape", *_frame_text(0, env)])
+    checks = [f"  program checks: {c.origin} {c.fact} ({c.why})" for c in export_program_checks(ep)]
+    return "\n".join([f"exported program ({name}): exported with verishape", *_frame_text(0, env), *checks])
 
 
 def explain(compiled_fn: Any) -> str:
-    """Explain a function or module returned by ``verishape.compile`` (after it ran), or
-    an ExportedProgram returned by ``verishape.export``."""
+    """Explain a function or module returned by ``verishape.compile`` (after it ran), an
+    ExportedProgram returned by ``verishape.export`` (its decisions and the checks added to
+    its graph), or an error ``verishape.export`` raised (the proved ``torch._check`` that
+    settles it, also structured as the error's ``verishape_suggestion``)."""
     from torch.export import ExportedProgram
 
     from verishape.compiler.frames import envs_for
 
     if isinstance(compiled_fn, ExportedProgram):
         return explain_export(compiled_fn)
+    if isinstance(compiled_fn, BaseException):
+        found = getattr(compiled_fn, "verishape_suggestion", None)
+        if found is not None:
+            return found.text()
+        if hasattr(compiled_fn, "verishape_suggestion"):
+            return "verishape: no torch._check was proved to settle this error (stock's message stands)"
+        return "verishape: this error did not come from verishape.export (nothing to explain)"
 
     original = getattr(compiled_fn, "_torchdynamo_orig_callable", compiled_fn)
     original = getattr(original, "forward", original)
