@@ -16,6 +16,11 @@ bound and why it is checked.  The facts are of two origins (:class:`ProgramCheck
   the declared space (sizes 0 and 1 included) is rejected by every form of the program;
 * ``premise``: a bound or relation a verishape proof of this export assumed beyond the
   declared space (see ``ExportShapeEnv``), e.g. the ``>= 2`` of a ``Dim.AUTO`` size.
+
+Known gap (torch 2.13, measured): AOTInductor folds a check ``size >= 1`` to True when it
+compiles the graph (SymPy declares a size symbol positive) and drops it, so an AOTInductor
+package still runs a size-0 input past a ``min=1`` bound or a ``>= 1`` premise; ``>= 2`` and
+above survive, and ``ep.module()``, loaded and decomposed programs run every check.
 """
 
 from __future__ import annotations
