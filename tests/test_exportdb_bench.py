@@ -7,11 +7,10 @@ example inputs, and the row keeps what each side did.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
+from bench_loader import load_benchmark
 from torch._export.db.examples import all_examples
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,14 +20,7 @@ EXAMPLES = ("scalar_output", "dynamic_shape_slicing", "user_input_mutation")
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("exportdb_bench", ROOT / "benchmarks" / "exportdb.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        sys.modules.pop(spec.name, None)
+    yield from load_benchmark("exportdb")
 
 
 def test_rows_of_three_small_examples_have_parity_and_record_both_sides(bench):
