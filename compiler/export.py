@@ -299,7 +299,12 @@ def export(mod: torch.nn.Module, args: tuple[Any, ...], kwargs: Mapping[str, Any
     envs = _ordered_envs(ep, [e for e in built if isinstance(e, VeriShapeEnv)])
     own = envs[-1] if envs and envs[-1] is program_shape_env(ep) else None
     checks = program_checks(ep, own, declared)
-    export_checks.install(ep, checks)
+    try:
+        export_checks.install(ep, checks)
+    except export_checks.UncheckableFact as err:
+        # Never hand out a program whose premises it does not check.
+        raise RuntimeError(f"verishape.export: a fact this export relied on cannot be checked by the "
+                           f"exported program ({err}); no program is returned (this is a verishape bug)") from err
     with _envs_lock:
         _export_envs[ep] = envs
         _export_checks[ep] = checks
@@ -316,8 +321,19 @@ def program_checks(ep: ExportedProgram, env: Any,
     by_symbol = {s: d for s in dims if (d := declared_for(env, s, declared)) is not None}
     out = export_checks.declared_checks(dims, by_symbol)
     for fact, where in getattr(env, "verishape_program_checks", {}).items():
-        out.append(export_checks.ProgramCheck(fact, "premise", f"a proof of this export assumed it at {where}"))
+        out.append(export_checks.ProgramCheck(_replaced(env, fact), "premise",
+                                              f"a proof of this export assumed it at {where}"))
     return out
+
+
+def _replaced(env: Any, fact: sympy.Basic) -> sympy.Basic:
+    """``fact`` over the program's symbols (the env's replacements), never evaluated: SymPy
+    would fold ``s >= 1`` to True for a positive size symbol and so drop a needed check."""
+    if isinstance(fact, sympy.And):
+        return sympy.And(*(_replaced(env, a) for a in fact.args), evaluate=False)
+    if isinstance(fact, sympy.Rel):
+        return type(fact)(env.replace(fact.lhs), env.replace(fact.rhs), evaluate=False)
+    return fact
 
 
 def export_program_checks(ep: ExportedProgram) -> list[export_checks.ProgramCheck]:
