@@ -77,7 +77,7 @@ class _Progress:
 
 def run_campaign(full_names: Sequence[str], cfg: FuzzConfig, *, jobs: int = 1, imports: Sequence[str] = (),
                  progress_file: str | None = None, stream: TextIO | None = sys.stderr,
-                 executor: Executor | None = None) -> dict[str, Any]:
+                 executor: Executor | None = None, known: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
     """Fuzz ``full_names`` and return the merged report.  ``executor`` runs the ops
     elsewhere (Ray tasks, worker processes); None: ``jobs`` local processes, or this
     process when ``jobs`` is 1.  The progress file and line are written here, in the
@@ -110,8 +110,11 @@ def run_campaign(full_names: Sequence[str], cfg: FuzzConfig, *, jobs: int = 1, i
     finally:
         if sink is not None:
             sink.close()
-    report = build_report(results[n] for n in full_names if n in results)
+    report = build_report((results[n] for n in full_names if n in results), known)
     report["summary"]["time_s"] = round(sum(r.get("time_s", 0.0) for r in results.values()), 1)
     report["summary"]["config"] = {"max_examples": cfg.max_examples, "seed": cfg.seed, "modes": list(cfg.modes),
-                                   "time_budget_s": cfg.time_budget_s}
+                                   "time_budget_s": cfg.time_budget_s,
+                                   "python_dispatcher": "backed: drawn per example (recorded per finding, with a "
+                                                        "retry under it when a trace fails without it); unbacked: on",
+                                   "duck_shape": False, "known_issues": len(known)}
     return report

@@ -26,7 +26,7 @@ from .compare import (NO_RETRY_GROUPS, Eager, accepts_other_values, diff, error_
                       unsupported_reason, value_error_group)
 from .inputs import Case
 from .sizes import MAX_SIDE, edges, holds, shapes_at
-from .trace import BACKED, UNBACKED, Trace, run_traced, static_fake_ok
+from .trace import BACKED, UNBACKED, Trace, raise_site, run_traced, static_fake_ok
 
 Notes = collections.Counter
 
@@ -45,6 +45,19 @@ class Verdict:
     #: Input shapes where the difference shows, when not the point the check was asked
     #: about (a specialization's broken pin, a 0/1 assert moved to a generic size).
     shapes: tuple[tuple[int, ...], ...] | None = None
+    #: Whose bug it is, after the maintainer's checks of :mod:`.triage`: ``meta`` (the meta or
+    #: decomposition), ``eager`` (the eager kernel lacks a check its public API makes),
+    #: ``documented`` (torch's documented behaviour) or ``private`` (an unchecked-by-contract
+    #: path: ``_unsafe_*`` ops, ``as_strided`` storage bounds).
+    blame: str = "meta"
+    #: What the triage checked and saw, one sentence each (static sizes, 0/1 moved, public API).
+    evidence: tuple[str, ...] = ()
+    #: Where the fake run raised (``torch/_meta_registrations.py:123 in meta_x``), when it did.
+    site: str = ""
+
+    def __post_init__(self) -> None:
+        if self.documented is not None and self.blame == "meta":
+            object.__setattr__(self, "blame", "documented")
 
 
 #: Why each documented divergence is expected (the ``documented`` field of a finding).
@@ -81,7 +94,7 @@ def check_trace_point(fn: Callable[..., Any], case: Case, mode: str, python_disp
             return None, None
         kind = "meta_rejects_eager_accepts" if not static_fake_ok(fn, case) else "symbolic_trace_error"
         return Verdict(kind, f"eager accepts, fake tensor raises {error_line(trace.error)}",
-                       meta_error=error_line(trace.error)), None
+                       meta_error=error_line(trace.error), site=raise_site(trace.error)), trace
     verdict = check_point(fn, case, trace, hint_point(trace, case.shapes()), notes, "trace_point", eager)
     if verdict is None and specialization and trace.mode == BACKED and trace.outputs is not None:
         verdict = check_specialization(fn, case, trace, notes)

@@ -47,6 +47,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "run in a fresh process first and written only if it reproduces")
     p.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
                    help="per-op time limit (makes results depend on machine speed; for campaigns)")
+    p.add_argument("--known-issues", metavar="KNOWN.json",
+                   help="JSON list of known upstream issues ({issue, ops, match, kinds}); root causes matching "
+                        "one are marked known (read locally, never fetched)")
     p.add_argument("--resume", metavar="PROGRESS.jsonl", help="append finished ops here and skip those already in it")
     return p
 
@@ -69,6 +72,13 @@ def _check_arguments(args: argparse.Namespace) -> None:
         check_writable(args.json, "--json")
     if args.repro_dir is not None:
         _check_repro_dir(args.repro_dir)
+    if args.known_issues is not None:
+        from .rootcause import KnownIssuesError, load_known
+
+        try:
+            args.known = load_known(args.known_issues)
+        except KnownIssuesError as exc:
+            raise UsageError(str(exc)) from None
 
 
 def _check_repro_dir(directory: str) -> None:
@@ -146,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
     executor = make_executor(args.executor, args.jobs, args.ray_address)
     report = run_campaign([t.full_name for t in targets], cfg, jobs=args.jobs or 1, imports=args.imports,
                           progress_file=args.resume, stream=sys.stderr if len(targets) > 1 else None,
-                          executor=executor)
+                          executor=executor, known=getattr(args, "known", ()))
     _dump(report, args.json)
     if args.repro_dir is not None:
         from .repro import summary_line, write_repros

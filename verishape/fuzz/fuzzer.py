@@ -25,7 +25,8 @@ from .ops import Target
 from .report import Finding
 from .sizes import edges, output_numel_ok, pick, shapes_at
 from .strategies import mutated_cases
-from .trace import BACKED, OP_ERRORS, UNBACKED, Trace
+from .trace import BACKED, OP_ERRORS, UNBACKED, Trace, meta_function, run_traced
+from .triage import classify
 
 MODES = {"backed": (BACKED,), "unbacked": (UNBACKED,), "both": (BACKED, UNBACKED)}
 
@@ -152,6 +153,25 @@ def _round(target: Target, seeds: list[Case], mode: str, cfg: FuzzConfig, round_
     return None, calls
 
 
+def _triaged(target: Target, found: _Found, mode: str,
+             notes: Notes) -> tuple[Verdict, tuple[tuple[int, ...], ...] | None, str]:
+    """The found verdict after the maintainer's checks (:mod:`.triage`), where it shows, and the
+    meta function the fake run enters there (for grouping by root cause).
+
+    Run once per finding, after hypothesis has shrunk it: the checks cost a few eager and fake
+    runs each, too many to repeat on every failing example the shrinker tries.
+    """
+    case = found.case
+    trace = run_traced(target.fn, case, case.shapes(), mode, found.python_dispatcher)
+    shapes = found.point if found.point is not None else case.shapes()
+    verdict = classify(target.name, target.fn, case.with_shapes(shapes), trace, hint_point(trace, shapes),
+                       found.verdict, notes)
+    point = verdict.shapes if verdict.shapes is not None else found.point
+    where = point if point is not None else case.shapes()
+    meta_fn = meta_function(target.fn, case.with_shapes(where), where, mode, found.python_dispatcher)
+    return verdict, point, meta_fn
+
+
 def fuzz_target(target: Target, cfg: FuzzConfig) -> dict[str, Any]:
     """Fuzz one target in every configured mode; a JSON-ready per-op result."""
     start = time.monotonic()
@@ -179,8 +199,9 @@ def fuzz_target(target: Target, cfg: FuzzConfig) -> dict[str, Any]:
             if found is None:
                 break
             ignore.add(found.verdict.kind)
-            records.append(Finding(target.name, target.variant, mode, found.python_dispatcher, found.verdict,
-                                   found.case, found.point, target.fn_source, target.imports))
+            verdict, point, meta_fn = _triaged(target, found, mode, notes)
+            records.append(Finding(target.name, target.variant, mode, found.python_dispatcher, verdict,
+                                   found.case, point, target.fn_source, target.imports, meta_fn))
     result["findings"] = len(records)
     result["notes"] = dict(sorted(notes.items()))
     result["finding_records"] = [f.to_json() for f in records]

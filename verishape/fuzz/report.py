@@ -24,6 +24,9 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import torch
+
+from . import rootcause
 from .check import Verdict
 from .inputs import Case, case_source
 
@@ -73,6 +76,8 @@ class Finding:
     point: tuple[tuple[int, ...], ...] | None
     fn_source: str
     imports: tuple[str, ...] = ()
+    #: The first Python meta/reference/decomposition function the fake run entered ("": C++).
+    meta_fn: str = ""
 
     @property
     def kind(self) -> str:
@@ -110,7 +115,19 @@ class Finding:
             "point": [list(s) for s in self.point] if self.point else None, "repro": self.repro(),
             # how to get the callable back: lets repro.write_repros work from a saved report
             "fn_source": self.fn_source, "imports": list(self.imports),
+            "blame": self.verdict.blame, "evidence": list(self.verdict.evidence),
+            "meta_site": self.verdict.site, "meta_function": self.meta_fn,
+            "settings": settings(self.mode, self.python_dispatcher),
         }
+
+
+def settings(mode: str, python_dispatcher: bool) -> dict[str, Any]:
+    """Every setting the fuzzer traced a finding under: a repro that drops one of them tests
+    something else (the python dispatcher changes which decompositions run)."""
+    return {"mode": mode, "python_dispatcher": python_dispatcher, "duck_shape": False,
+            "specialize_zero_one": True, "fake_mode": "FakeTensorMode(allow_non_fake_inputs=False)",
+            "unbacked_inputs": "create_unbacked_symint() with torch._check(s >= 0)" if mode == "unbacked" else None,
+            "torch": torch.__version__}
 
 
 def _exclusion(key: str) -> str | None:
@@ -130,14 +147,17 @@ def summarize(findings: Sequence[dict[str, Any]], ops: Sequence[dict[str, Any]])
             else:
                 excluded[reason] += v
     status = collections.Counter(op.get("status", "ok").split(":")[0] for op in ops)
-    documented = [f for f in findings if f.get("documented")]
+    blames = collections.Counter(blame_of(f) for f in findings)
     return {
         "ops": len(ops),
         "ops_with_findings": len({(f["op"], f["variant"]) for f in findings}),
         "examples": sum(op.get("examples", 0) for op in ops),
         "findings": len(findings),
-        "meta_bugs": len(findings) - len(documented),
-        "documented_divergences": len(documented),
+        "meta_bugs": blames["meta"],
+        "eager_bugs": blames["eager"],
+        "private_paths": blames["private"],
+        "documented_divergences": blames["documented"],
+        "by_blame": dict(sorted(blames.items())),
         "by_kind": dict(sorted(collections.Counter(f["kind"] for f in findings).items())),
         "by_class": dict(sorted(collections.Counter(f["class"] for f in findings).items())),
         "by_mode": dict(sorted(collections.Counter(f["mode"] for f in findings).items())),
@@ -149,13 +169,31 @@ def summarize(findings: Sequence[dict[str, Any]], ops: Sequence[dict[str, Any]])
     }
 
 
-def build_report(op_results: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """Merge per-op results (each with its own ``findings`` list) into one report."""
+def blame_of(f: dict[str, Any]) -> str:
+    """A record's blame (records saved before triage existed: documented or meta)."""
+    return f.get("blame") or ("documented" if f.get("documented") else "meta")
+
+
+def build_report(op_results: Iterable[dict[str, Any]], known: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+    """Merge per-op results (each with its own ``findings`` list) into one report.
+    ``known``: the user's known upstream issues (:func:`rootcause.load_known`)."""
     ops = sorted(op_results, key=lambda r: (r["op"], r["variant"]))
     findings = [f for op in ops for f in op.get("finding_records", [])]
     findings.sort(key=lambda f: (f["op"], f["variant"], f["mode"], f["kind"]))
     ops_out = [{k: v for k, v in op.items() if k != "finding_records"} for op in ops]
-    return {"findings": findings, "ops": ops_out, "summary": summarize(findings, ops_out)}
+    report = {"findings": findings, "ops": ops_out, "summary": summarize(findings, ops_out)}
+    regroup(report, known)
+    return report
+
+
+def regroup(report: dict[str, Any], known: Sequence[dict[str, Any]] = ()) -> None:
+    """(Re)compute the report's root causes, e.g. for a saved report and a known-issues file."""
+    causes = rootcause.group(report["findings"], known)
+    ids = {(w["op"], w["variant"], w["mode"], w["kind"]): c["id"] for c in causes for w in c["witnesses"]}
+    for f in report["findings"]:
+        f["root_cause"] = ids[(f["op"], f["variant"], f["mode"], f["kind"])]
+    report["root_causes"] = causes
+    report["summary"]["root_causes"] = rootcause.summary(causes)
 
 
 def dump(report: dict[str, Any], path: str) -> None:
@@ -170,16 +208,31 @@ def _finding_line(f: dict[str, Any]) -> str:
             f"{f['where']}): {f['message']}")
 
 
+_SECTIONS = (("meta", "meta bugs"), ("eager", "eager bugs (the aten kernel lacks a check its public API makes)"),
+             ("private", "private or unchecked-by-contract paths (not meta bugs)"))
+
+
 def text_summary(report: dict[str, Any]) -> str:
-    """Meta bugs and documented divergences in two sections, then what was excluded."""
+    """Findings by blame (meta, eager, private, documented), root causes, then what was excluded."""
     s = report["summary"]
-    bugs = [f for f in report["findings"] if not f.get("documented")]
-    documented = [f for f in report["findings"] if f.get("documented")]
+    by = collections.defaultdict(list)
+    for f in report["findings"]:
+        by[blame_of(f)].append(f)
+    documented = by["documented"]
     lines = [f"fuzz-meta: {s['ops']} op entries, {s['examples']} examples, {s['findings']} findings "
-             f"({len(bugs)} meta bugs, {len(documented)} documented divergences)"]
-    if bugs:
-        lines.append(f"meta bugs ({len(bugs)}):")
-        lines += [_finding_line(f) for f in bugs]
+             f"({len(by['meta'])} meta bugs, {len(by['eager'])} eager bugs, {len(by['private'])} private paths, "
+             f"{len(documented)} documented divergences)"]
+    causes = report.get("root_causes")
+    if causes is not None:
+        rc = rootcause.summary(causes)
+        lines.append(f"root causes: {rc['total']} ({', '.join(f'{k} {v}' for k, v in rc['by_blame'].items())}); "
+                     f"known upstream: {sum(rc['known_upstream_by_blame'].values())}")
+    for blame, title in _SECTIONS:
+        if by[blame]:
+            lines.append(f"{title} ({len(by[blame])}):")
+            for f in by[blame]:
+                lines.append(_finding_line(f))
+                lines += [f"      evidence: {e}" for e in f.get("evidence", [])]
     if documented:
         lines.append(f"documented divergences ({len(documented)}; expected from torch's documented behaviour):")
         for f in documented:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import os
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -160,14 +162,87 @@ def run_traced(fn: Callable[..., Any], case: Case, shapes: Sequence[Sequence[int
     return trace
 
 
-def static_fake_ok(fn: Callable[..., Any], case: Case) -> bool:
-    """Does the fake implementation accept ``case`` at static (concrete) sizes?  Tells a
-    symbolic-tracing gap apart from a meta function that rejects valid input."""
+#: Where torch keeps its Python meta functions, references and decompositions (paths
+#: relative to the torch package): a line there is "the failing meta/decomposition check".
+META_PLACES = ("_meta_registrations.py", "_refs/", "_decomp/", "_prims/", "_subclasses/fake_impls.py",
+               "nn/functional.py", "functional.py")
+#: Of those, where an op's own meta or decomposition lives (``nn/functional.py`` is the public
+#: op itself, ``_prims_common`` only helpers).
+OWN_META_PLACES = ("_meta_registrations.py", "_refs/", "_decomp/", "_subclasses/fake_impls.py")
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+
+
+def _place(filename: str, places: Sequence[str]) -> str | None:
+    if not filename.startswith(_TORCH_DIR):
+        return None
+    rel = filename[len(_TORCH_DIR):].replace(os.sep, "/")
+    return rel if rel.startswith(tuple(places)) else None
+
+
+def raise_site(exc: BaseException) -> str:
+    """The innermost line of torch's Python meta/decomposition code the error passed through
+    (``torch/_meta_registrations.py:2150 in meta_bn``), or "" when it came from C++ alone."""
+    site = ""
+    tb = exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        rel = _place(code.co_filename, META_PLACES)
+        if rel is not None:
+            site = f"torch/{rel}:{tb.tb_lineno} in {code.co_name}"
+        tb = tb.tb_next
+    return site
+
+
+def meta_function(fn: Callable[..., Any], case: Case, shapes: Sequence[Sequence[int]], mode: str,
+                  python_dispatcher: bool) -> str:
+    """The first Python meta, reference or decomposition function a symbolic run of ``fn``
+    enters (``torch/_refs/__init__.py:1053 in _ref``), or "" when the op's meta is C++.
+
+    Why: findings whose fake run went through the same function share a root cause even when
+    the ops differ (every binary pointwise reference is one generated ``_ref``).
+    """
+    first: list[str] = []
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and not first:
+            code = frame.f_code
+            rel = _place(code.co_filename, OWN_META_PLACES)
+            if rel is not None:
+                first.append(f"torch/{rel}:{code.co_firstlineno} in {code.co_name}")
+
+    old = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        run_traced(fn, case, shapes, mode, python_dispatcher)
+    finally:
+        sys.setprofile(old)
+    return first[0] if first else ""
+
+
+def static_fake(fn: Callable[..., Any], case: Case) -> tuple[list[OutMeta] | None, str, BaseException | None]:
+    """The fake implementation at ``case``'s static (concrete) sizes, as a user without dynamic
+    shapes meets it: (outputs' metadata, structure, None) or (None, "", the error)."""
     with _quiet(), FakeTensorMode():
         args, kwargs = case.map_specs(
             lambda i, s: build(s.shape, s.layout, lambda base: torch.empty(base, dtype=s.dtype)))
         try:
-            fn(*args, **kwargs)
-        except OP_ERRORS:
-            return False
-    return True
+            out = fn(*args, **kwargs)
+        except OP_ERRORS as exc:
+            return None, "", exc
+        outputs, structure = describe(out)
+    return eager_meta_like(outputs), structure, None
+
+
+def eager_meta_like(outputs: list[OutMeta]) -> list[OutMeta]:
+    """Static fake metadata with plain ints (a static fake reports ints already; an op's own
+    data-dependent size stays a SymInt expression and is kept as it is)."""
+    def num(x: Any) -> Any:
+        return int(x) if isinstance(x, sympy.Integer) else x
+    return [OutMeta(tuple(num(s) for s in m.shape), tuple(num(s) for s in m.stride), num(m.offset), m.dtype)
+            for m in outputs]
+
+
+def static_fake_ok(fn: Callable[..., Any], case: Case) -> bool:
+    """Does the fake implementation accept ``case`` at static (concrete) sizes?  Tells a
+    symbolic-tracing gap apart from a meta function that rejects valid input."""
+    return static_fake(fn, case)[2] is None
