@@ -66,6 +66,7 @@ def test_name_matches_all_variants_or_one(tmp_path):
     (["--ops", "no_such_op"], "unknown op 'no_such_op'"),
     (["--ops", "abs", "--max-examples", "0"], "--max-examples must be at least 1"),
     (["--ops", "abs", "--import", "no_such_module_xyz"], "--import no_such_module_xyz"),
+    (["--ops", "abs", "--known-issues", "/no/such/known.json"], "--known-issues /no/such/known.json: cannot read"),
 ])
 def test_usage_errors_are_one_line_exit_2(args, needle, capsys):
     assert main(["fuzz-meta", *args]) == 2

@@ -115,6 +115,12 @@ def _header(record: dict[str, Any], meta: dict[str, Any], name: str) -> str:
     ]
     if documented:
         lines.append(f"torch documents this: {documented}")
+    if record.get("blame"):
+        lines.append(f"blame:    {record['blame']}")
+    for sentence in record.get("evidence") or ():
+        lines.append(f"evidence: {sentence}")
+    settings = record.get("settings") or {"mode": record["mode"], "python_dispatcher": record.get("python_dispatcher")}
+    lines.append("settings: " + ", ".join(f"{k}={v}" for k, v in settings.items()))
     lines += [
         (f"found by: verishape {meta.get('version', '?')} fuzz-meta --seed {meta.get('seed', '?')} "
          f"(torch {torch.__version__})"),
@@ -161,6 +167,19 @@ def describe(out, value=int):
              value(t.storage_offset()), t.dtype) if isinstance(t, torch.Tensor) else None for t in leaves]
 
 
+def static_fake_run(shapes):
+    """The op on fake tensors of fixed sizes (no symbols): does it happen without dynamic shapes?
+    (outputs' metadata, None) or (None, the error)."""
+    logging.getLogger("torch._subclasses.fake_tensor").setLevel(logging.CRITICAL)  # the error is printed below
+    try:
+        with FakeTensorMode():
+            return describe(call(*[make(shape, dtype, perm, stride)
+                                   for (dtype, perm, stride, _), shape in zip(SPECS, shapes)])), None
+    except (RuntimeError, ValueError, IndexError, TypeError, NotImplementedError, AssertionError,
+            ArithmeticError, KeyError) as exc:
+        return None, exc
+
+
 def done(difference):
     if difference is None:
         print("does not reproduce: eager and the traced/compiled run agree")
@@ -185,6 +204,13 @@ def run(thunk):
 def words(exc):
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}"
+
+
+def full(exc):
+    """The whole error text, indented, as a bug report quotes it."""
+    body = "\\n".join("    " + line for line in str(exc).strip().splitlines())
+    return f"{type(exc).__name__}:\\n{body}"
+
 '''
 
 _FAKE = '''
@@ -285,7 +311,12 @@ def _main_mismatch(record: dict[str, Any]) -> str:
             # {"no runtime assert fails there, so compiled code would not catch it" if unbacked else
                "the guards hold there, so torch reuses this prediction at these sizes"}
             valid = show_conditions(conditions, SHAPES)
-            done(first_difference(meta, real, layout={not unbacked}) if valid else None)
+            static, static_error = static_fake_run(SHAPES)
+            static_diff = static_error is None and first_difference(static, real, layout={not unbacked})
+            print("fake at static sizes:", static if static_error is None else full(static_error))
+            difference = first_difference(meta, real, layout={not unbacked}) if valid else None
+            done(difference and difference + ("; static-size fake tensors differ the same way" if static_diff
+                                              else "; static-size fake tensors agree with eager"))
         ''')
 
 
@@ -299,14 +330,18 @@ def _main_accepts(record: dict[str, Any]) -> str:
             for fill in {values_loop}
                 _, error = run(lambda: call(*inputs(SHAPES, fill)))
                 print("eager at", SHAPES, "fill", "recorded values" if fill is None else fill, ":",
-                      words(error) if error else "accepts")
+                      full(error) if error else "accepts")
                 errors.append(error)
             meta, error = run(lambda: fake_run(TRACE_SHAPES, SHAPES, unbacked={unbacked}))
-            print("fake  at", SHAPES, ":", words(error) if error else f"accepts, returns {{meta[0]}}")
+            print("fake  at", SHAPES, ":", full(error) if error else f"accepts, returns {{meta[0]}}")
             # {"compiled code raises only where a runtime assert fails" if unbacked else
                "the guards hold there, so torch reuses this prediction at these sizes"}
             valid = error is None and show_conditions(meta[1], SHAPES)
+            static, static_error = static_fake_run(SHAPES)
+            print("fake at static sizes:", full(static_error) if static_error else f"accepts, returns {{static}}")
             done("eager raises " + words(errors[0]) + ", the fake run accepts"
+                 + ("; static-size fake tensors accept it too" if static_error is None
+                    else "; static-size fake tensors reject it: only symbolic sizes skip the check")
                  if valid and all(errors) else None)
         ''')
 
@@ -315,69 +350,79 @@ def _main_rejects(record: dict[str, Any]) -> str:
     symbolic = record["kind"] == "symbolic_trace_error"
     unbacked = record["mode"] == "unbacked"
     body = '''
-        def static_fake_run(shapes):
-            """The op on fake tensors of fixed sizes (no symbols)."""
-            with FakeTensorMode():
-                return describe(call(*[make(shape, dtype, perm, stride)
-                                       for (dtype, perm, stride, _), shape in zip(SPECS, shapes)]))
-
-
         if __name__ == "__main__":
             real, error = run(lambda: describe(call(*inputs(SHAPES))))
-            print("eager at", SHAPES, ":", words(error) if error else real)
-            static, static_error = run(lambda: static_fake_run(SHAPES))
-            print("fake, fixed sizes    :", words(static_error) if static_error else static)
+            print("eager at", SHAPES, ":", full(error) if error else real)
+            static, static_error = static_fake_run(SHAPES)
+            print("fake, fixed sizes    :", full(static_error) if static_error else static)
     '''
     if symbolic:
         body += f'''
             _, sym_error = run(lambda: fake_run(TRACE_SHAPES, SHAPES, unbacked={unbacked}))
-            print("fake, symbolic sizes :", words(sym_error) if sym_error else "accepts")
+            print("fake, symbolic sizes :", full(sym_error) if sym_error else "accepts")
             done("eager and fixed-size fake tensors accept, symbolic sizes raise " + words(sym_error)
                  if error is None and static_error is None and sym_error is not None else None)
         '''
     else:
         body += '''
-            done("eager accepts, the fake tensor raises " + words(static_error)
+            done("eager accepts, the fake tensor raises " + words(static_error) + " (at static sizes too)"
                  if error is None and static_error is not None else None)
         '''
     return textwrap.dedent(body)
 
 
+#: The exact text of each claimed compiled-side error (an internal Dynamo assertion such as
+#: "Guard failed on the same frame it was created" is a different claim and does not count).
+RUNTIME_ASSERT_TEXT = "Runtime assertion failed for expression"
+SPECIALIZED_TEXT = "specialized it to be a constant"
+
+
 def _main_compiled(record: dict[str, Any]) -> str:
     if record["kind"] == "compiled_rejects_unbacked_assert":
         return textwrap.dedent('''
-            def unbacked(shapes):
-                """Real inputs at `shapes` with every size marked unbacked, as torch.export and
-                mark_unbacked users (and data-dependent sizes) present them to the compiler."""
-                tensors = inputs(shapes)
-                for t in tensors:
-                    for d in range(t.dim()):
-                        torch._dynamo.decorators.mark_unbacked(t, d)
-                return tensors
+            torch._dynamo.config.capture_scalar_outputs = True
+
+
+            def unbacked_program(sizes):
+                """`call` with every input size unbacked: the sizes arrive as tensor data (tolist()),
+                as data-dependent sizes do, so the compiled code checks them with its runtime asserts
+                (no Dynamo guard on input sizes can stand in for them)."""
+                flat = sizes.tolist()
+                tensors, i = [], 0
+                for (dtype, perm, stride, _), shape in zip(SPECS, SHAPES):
+                    dims = flat[i:i + len(shape)]
+                    i += len(shape)
+                    for d in dims:
+                        torch._check(d >= 0)
+                    tensors.append(make(dims, dtype, perm, stride).zero_())
+                return call(*tensors)
 
 
             def compiled_run(compiled, shapes):
                 try:
-                    compiled(*unbacked(shapes))
+                    compiled(torch.tensor([n for shape in shapes for n in shape], dtype=torch.int64))
                     return None
-                except Exception as exc:   # dynamo wraps the failing assert in its own errors
+                except Exception as exc:   # the claimed error is matched by its text below
                     return exc
 
 
             if __name__ == "__main__":
                 _, error = run(lambda: call(*inputs(SHAPES)))
-                print("eager at", SHAPES, ":", words(error) if error else "accepts")
-                compiled = torch.compile(call, fullgraph=True, backend="aot_eager")
-                if TRACE_SHAPES != SHAPES:   # the same compiled function works at other sizes
+                print("eager at", SHAPES, ":", full(error) if error else "accepts")
+                static, static_error = static_fake_run(SHAPES)
+                print("fake at static sizes:", full(static_error) if static_error else "accepts")
+                compiled = torch.compile(unbacked_program, fullgraph=True, backend="aot_eager")
+                if TRACE_SHAPES != SHAPES:   # the same compiled program works at other sizes
                     ok = compiled_run(compiled, TRACE_SHAPES)
-                    print("compiled at", TRACE_SHAPES, ":", words(ok) if ok else "accepts")
-                    caused_by_sizes = ok is None
+                    print("compiled at", TRACE_SHAPES, ":", full(ok) if ok else "accepts")
                 c_error = compiled_run(compiled, SHAPES)
-                print("compiled at", SHAPES, ":", words(c_error) if c_error else "accepts")
-                if TRACE_SHAPES == SHAPES:
-                    caused_by_sizes = c_error is not None and re.search("assert|guard", str(c_error), re.I)
+                print("compiled at", SHAPES, ":", full(c_error) if c_error else "accepts")
+                claimed = c_error is not None and RUNTIME_ASSERT_TEXT in str(c_error)
+                if c_error is not None and not claimed:
+                    print("the compiled call fails, but not with the claimed runtime assert")
                 done("eager accepts, the compiled code (unbacked sizes) raises " + words(c_error)
-                     if error is None and c_error is not None and caused_by_sizes else None)
+                     + ("" if static_error is None else "; static-size fake tensors reject it too")
+                     if error is None and claimed else None)
             ''')
     return textwrap.dedent('''
         class Call(torch.nn.Module):
@@ -387,7 +432,7 @@ def _main_compiled(record: dict[str, Any]) -> str:
 
         if __name__ == "__main__":
             _, error = run(lambda: call(*inputs(SHAPES)))
-            print("eager at", SHAPES, ":", words(error) if error else "accepts")
+            print("eager at", SHAPES, ":", full(error) if error else "accepts")
             tensors = inputs(TRACE_SHAPES)
             # every size that can be dynamic is declared so (0 and 1 are specialized anyway)
             dims = [{d: torch.export.Dim(f"t{i}_{d}") for d in range(t.dim()) if t.size(d) >= 2}
@@ -395,10 +440,13 @@ def _main_compiled(record: dict[str, Any]) -> str:
             try:
                 torch.export.export(Call(), tuple(tensors), dynamic_shapes=(tuple(dims),))
                 e_error = None
-            except Exception as exc:   # export reports the violation as its own UserError
+            except Exception as exc:   # the claimed error is matched by its text below
                 e_error = exc
-            print("torch.export with dynamic sizes at", TRACE_SHAPES, ":", words(e_error) if e_error else "accepts")
-            pinned = e_error is not None and re.search("constraints? violat|specializ", str(e_error), re.I)
+            print("torch.export with dynamic sizes at", TRACE_SHAPES, ":", full(e_error) if e_error else "accepts")
+            # the claim is a pin to one value, not a range guard (which export also reports)
+            pinned = e_error is not None and SPECIALIZED_TEXT in str(e_error)
+            if e_error is not None and not pinned:
+                print("export fails, but not by specializing a size to a constant")
             done("eager accepts " + str(SHAPES) + ", but tracing pins a dynamic size: " + words(e_error)
                  if error is None and pinned else None)
         ''')
@@ -418,11 +466,9 @@ def render(record: dict[str, Any], plan: Plan, fn_expr: str, import_lines: Seque
     params, call = _call_src(case)
     user = _user_modules(import_lines)
     fake = family in ("mismatch", "accepts") or record["kind"] == "symbolic_trace_error"
-    parts = [_header(record, meta, name), "import sys"]
+    parts = [_header(record, meta, name), "import logging\nimport sys"]
     if fake and not plan.python_dispatcher:
         parts.append("import contextlib")
-    if family == "compiled":
-        parts.append("import re")
     if user:
         parts.append("import os\n\nsys.path.insert(0, os.getcwd())  # --import modules, found as `python -m` "
                      "finds them: run from the folder verishape ran in")
@@ -431,7 +477,7 @@ def render(record: dict[str, Any], plan: Plan, fn_expr: str, import_lines: Seque
         parts.append(_FAKE_IMPORTS)
         if plan.python_dispatcher:
             parts.append("from torch._dispatch.python import enable_python_dispatcher")
-    elif family == "rejects":
+    else:
         parts.append("from torch._subclasses.fake_tensor import FakeTensorMode")
     parts += [line + ("  # registers the custom op" if line.startswith("import ") else "") for line in import_lines]
     parts.append(f"\nfn = {fn_expr}\n")
@@ -442,9 +488,10 @@ def render(record: dict[str, Any], plan: Plan, fn_expr: str, import_lines: Seque
     if fake:
         pyd = "enable_python_dispatcher" if plan.python_dispatcher else "contextlib.nullcontext"
         parts.append(f"DISPATCHER = {pyd}  # how the fuzzer traced it")
+    if family == "compiled":
+        parts.append(f"RUNTIME_ASSERT_TEXT = {RUNTIME_ASSERT_TEXT!r}\nSPECIALIZED_TEXT = {SPECIALIZED_TEXT!r}")
     parts.append(_PRELUDE)
-    if family != "mismatch":
-        parts.append(_ERROR_HELPERS)
+    parts.append(_ERROR_HELPERS)
     if fake:
         parts.append(_FAKE)
     if family == "mismatch":
@@ -455,17 +502,13 @@ def render(record: dict[str, Any], plan: Plan, fn_expr: str, import_lines: Seque
 
 def plans(record: dict[str, Any]) -> list[Plan]:
     """Candidate forms, shortest story first: traced where eager runs, then traced at the
-    fuzzer's own trace sizes and evaluated at the solver point."""
+    fuzzer's own trace sizes and evaluated at the solver point; never with another dispatcher
+    setting than the fuzzer's."""
     case = parse_case(record["case"])
     trace = tuple(tuple(s) for s in case.shapes())
     point = tuple(tuple(s) for s in record["point"]) if record.get("point") else None
     pyd = bool(record.get("python_dispatcher"))
-    out = []
+    # Always the fuzzer's own dispatcher setting: a repro that drops it tests something else.
     if point is not None:
-        out.append(Plan(point, point, pyd))
-        out.append(Plan(trace, point, pyd))
-    else:
-        out.append(Plan(trace, trace, pyd))
-    if record["mode"] == "unbacked" or not pyd:
-        return out
-    return out + [dataclasses.replace(p, python_dispatcher=False) for p in out]
+        return [Plan(point, point, pyd), Plan(trace, point, pyd)]
+    return [Plan(trace, trace, pyd)]
