@@ -151,3 +151,24 @@ def test_repro_plans_keep_the_fuzzers_dispatcher_setting():
               "python_dispatcher": True, "mode": "backed", "kind": "stride_mismatch"}
     assert {p.python_dispatcher for p in plans(record)} == {True}
     assert settings("backed", True)["python_dispatcher"] is True
+
+
+def test_eager_internal_asserts_blame_eager_and_probability_checks_are_run_time_checks():
+    case = Case((T((2, 2), torch.float32),), {})
+    v = Verdict("unbacked_unchecked_error", "m", eager_error='RuntimeError: false INTERNAL ASSERT FAILED at "x.cpp":1')
+    assert classify("linalg.ldl_factor", torch.abs, case, None, None, v, collections.Counter()).blame == "eager"
+    case = Case((T((0,), torch.float32), 3), {"replacement": True})
+    v = Verdict("shape_determined_permissive", "m",
+                eager_error="RuntimeError: invalid multinomial distribution (sum of probabilities <= 0)")
+    out = classify("multinomial", torch.multinomial, case, None, None, v, collections.Counter())
+    assert out.blame == "documented" and "probab" in out.documented
+
+
+def test_an_aten_restriction_the_public_api_never_meets_is_not_a_meta_bug():
+    # native_group_norm's eager kernel wants a contiguous input; F.group_norm accepts this one
+    case = Case((T((1, 6, 3), torch.float32, perm=(0, 2, 1)), T((6,), torch.float32), T((6,), torch.float32),
+                 1, 6, 3, 2, 1e-5), {})
+    v = Verdict("meta_accepts_eager_rejects", "m",
+                eager_error="RuntimeError: Expected X.is_contiguous(memory_format) to be true, but got false.")
+    out = classify("native_group_norm", torch.native_group_norm, case, None, None, v, collections.Counter())
+    assert out.blame == "documented" and "torch.nn.functional.group_norm accepts" in out.evidence[-1]

@@ -62,8 +62,19 @@ RUNTIME_INDEX_CHECK = ("index tensor values are bounds-checked by the kernel tha
                        "indirect-indexing asserts Inductor generates), never by meta functions; an empty dimension "
                        "makes every index out of bounds, and that run-time check reports it")
 
+#: Why a probability check that sizes make fail (no categories: the sum is 0) is not a meta bug.
+RUNTIME_VALUE_CHECK = ("a check on tensor values (probabilities) that the kernel makes when it runs, in eager and "
+                       "in compiled code (which calls the same kernel); the sizes make every filling fail it, "
+                       "and that run-time check reports it")
+#: Why an aten-level restriction that the public API never meets is not a meta bug.
+PUBLIC_ACCEPTS = ("the aten op's eager kernel restricts its inputs further (e.g. to contiguous ones) than its meta, "
+                  "but the public API accepts the same inputs (it prepares them first), so no user meets the "
+                  "difference; the meta's permissiveness is not a bug")
+EAGER_INTERNAL = ("eager fails one of its own internal assertions: a bug in the eager kernel, whatever the meta does")
+
 _UNSAFE = re.compile(r"(^|[._])_unsafe")
 _INDEX_BOUNDS = re.compile(r"out of (bounds|range)|not in the valid range", re.IGNORECASE)
+_PROBABILITY = re.compile(r"probabilit", re.IGNORECASE)
 _STORAGE = re.compile(r"setStorage|storage size|out of bounds for storage", re.IGNORECASE)
 
 
@@ -117,9 +128,9 @@ PUBLIC_EQUIVALENTS: dict[str, tuple[str, Callable[[tuple[Any, ...], Mapping[str,
 }
 
 
-def public_api_rejects(op: str, case: Case) -> tuple[str, str] | None:
-    """(public API name, its error) when ``op`` has a public equivalent that rejects ``case``'s
-    inputs; None when there is none or it accepts them."""
+def public_api(op: str, case: Case) -> tuple[str, str | None] | None:
+    """(public API name, its error or None when it accepts) for ``op``'s public equivalent at
+    ``case``'s inputs; None when ``op`` has no public equivalent."""
     entry = PUBLIC_EQUIVALENTS.get(op)
     if entry is None:
         return None
@@ -129,7 +140,7 @@ def public_api_rejects(op: str, case: Case) -> tuple[str, str] | None:
         adapter(tuple(args), kwargs)()
     except OP_ERRORS as exc:
         return name, error_line(exc)
-    return None
+    return name, None
 
 
 # ----------------------------------------------------------------------------- static sizes
@@ -217,21 +228,33 @@ def classify(op: str, fn: Callable[..., Any], case: Case, trace: Trace | None,
     eager = run_eager(fn, at)
     shows, sentence = static_shows(fn, at, verdict, eager)
     evidence = [sentence] if sentence else []
-    if verdict.kind == "shape_determined_permissive" and _INDEX_BOUNDS.search(verdict.eager_error) \
-            and any(not s.dtype.is_floating_point and not s.dtype.is_complex and s.dtype != torch.bool
-                    for s in at.leaves()):
-        notes["triage:runtime_index_check"] += 1
-        evidence.append("index bounds: eager's error is the bounds check of an integer index tensor")
-        return dataclasses.replace(verdict, documented=RUNTIME_INDEX_CHECK, blame="documented",
-                                   evidence=tuple(evidence))
-    if verdict.kind in STRICTER | MISMATCH and eager.error is None:
-        public = public_api_rejects(op, at)
-        if public is not None:
-            notes["triage:eager_missing_check"] += 1
-            name, error = public
-            evidence.append(f"public API: {name} rejects the same inputs ({error}); the aten op's eager "
-                            f"kernel lacks that check, the meta is right")
-            return dataclasses.replace(verdict, blame="eager", evidence=tuple(evidence))
+    if "INTERNAL ASSERT FAILED" in verdict.eager_error:
+        notes["triage:eager_internal_assert"] += 1
+        evidence.append("eager: " + EAGER_INTERNAL)
+        return dataclasses.replace(verdict, blame="eager", evidence=tuple(evidence))
+    if verdict.kind == "shape_determined_permissive":
+        index_tensor = any(not s.dtype.is_floating_point and not s.dtype.is_complex and s.dtype != torch.bool
+                           for s in at.leaves())
+        if _INDEX_BOUNDS.search(verdict.eager_error) and index_tensor:
+            notes["triage:runtime_index_check"] += 1
+            evidence.append("index bounds: eager's error is the bounds check of an integer index tensor")
+            return dataclasses.replace(verdict, documented=RUNTIME_INDEX_CHECK, blame="documented",
+                                       evidence=tuple(evidence))
+        if _PROBABILITY.search(verdict.eager_error):
+            notes["triage:runtime_value_check"] += 1
+            evidence.append("probabilities: eager's error is the kernel's check of the probability values")
+            return dataclasses.replace(verdict, documented=RUNTIME_VALUE_CHECK, blame="documented",
+                                       evidence=tuple(evidence))
+    public = public_api(op, at)
+    if public is not None and verdict.kind in STRICTER | MISMATCH and eager.error is None and public[1]:
+        notes["triage:eager_missing_check"] += 1
+        evidence.append(f"public API: {public[0]} rejects the same inputs ({public[1]}); the aten op's eager "
+                        f"kernel lacks that check, the meta is right")
+        return dataclasses.replace(verdict, blame="eager", evidence=tuple(evidence))
+    if public is not None and verdict.kind in ACCEPTS and public[1] is None:
+        notes["triage:public_api_accepts"] += 1
+        evidence.append(f"public API: {public[0]} accepts the same inputs")
+        return dataclasses.replace(verdict, documented=PUBLIC_ACCEPTS, blame="documented", evidence=tuple(evidence))
     unbacked = trace is not None and trace.mode == UNBACKED and point is not None
     if unbacked and not shows and verdict.kind != "compiled_rejects_unbacked_assert":
         assert trace is not None and point is not None
