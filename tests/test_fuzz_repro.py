@@ -223,12 +223,18 @@ def test_records_of_every_other_family_give_repros_that_reproduce(tmp_path, monk
     assert report["summary"]["repros"]["failures"] == [] and len(paths) == 5
     texts = {os.path.basename(p): Path(p).read_text() for p in paths}
     assert "op_db" not in texts["index_select-backed-shape_determined_permissive.py"]
-    assert "mark_unbacked" in texts["expand-unbacked-compiled_rejects_unbacked_assert.py"]
+    assert "sizes.tolist()" in texts["expand-unbacked-compiled_rejects_unbacked_assert.py"]
     assert "torch.export.Dim" in texts["expand-backed-compiled_rejects_specialization.py"]
+    # the exact claimed error of each compiled kind, never a look-alike (a Dynamo-internal
+    # assertion, a range guard)
+    claims = {"expand-unbacked-compiled_rejects_unbacked_assert.py": "Runtime assertion failed for expression",
+              "expand-backed-compiled_rejects_specialization.py": "specialized it to be a constant"}
     for name, text in texts.items():
         _assert_standalone(text)
         out = _run_file(tmp_path / "out" / name, tmp_path)
         assert out.returncode == 1 and "REPRODUCES:" in out.stdout, (name, out.stdout, out.stderr[-1500:])
+        assert claims.get(name, "REPRODUCES:") in out.stdout.splitlines()[-1], out.stdout
+        assert "fake at static sizes" in out.stdout or "fake, fixed sizes" in out.stdout
 
 
 # ------------------------------------------------------------------ --import like python -m
