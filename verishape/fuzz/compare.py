@@ -36,6 +36,7 @@ VALUE_ERROR_GROUPS: dict[str, tuple[str, ...]] = {
         r"out of (\w+ )?(range|bounds)", r"indexing axis", r"index .* is out of", r"invalid index",
         r"index_select\(\): index", r"not in bounds", r"labels? .* (out of|must be)", r"target .* out of bounds",
         r"expected .*values? (to be )?in", r"should be in range", r"must be in the range", r"is not a valid value",
+        r"not in the valid range",
     ),
     "linear_algebra": (
         r"positive[- ]definite", r"singular", r"not invertible", r"illegal value", r"failed to converge",
@@ -58,7 +59,8 @@ VALUE_ERROR_GROUPS: dict[str, tuple[str, ...]] = {
     ),
     # an eager backend limitation (MKL's DFTI rejects some stride/size configurations that
     # pocketfft accepts); the compiled code calls the same kernel and fails the same way
-    "eager_backend": (r"MKL FFT error",),
+    # (likewise oneDNN, which refuses some deconvolution configurations)
+    "eager_backend": (r"MKL FFT error", r"could not create a primitive descriptor"),
 }
 
 #: Groups whose errors are excluded without re-running eager on other values: the values

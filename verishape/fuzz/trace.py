@@ -115,7 +115,8 @@ def eager_meta(out: Any) -> tuple[list[OutMeta], str]:
 
 
 def run_traced(fn: Callable[..., Any], case: Case, shapes: Sequence[Sequence[int]], mode: str,
-               python_dispatcher: bool) -> Trace:
+               python_dispatcher: bool,
+               around: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext) -> Trace:
     """Trace ``fn`` on ``case`` at ``shapes``: backed symbols hinted by ``shapes``, or
     unbacked symbols (no hints at all; ``shapes`` is then only used for ranks)."""
     env = ShapeEnv(duck_shape=False)
@@ -144,7 +145,8 @@ def run_traced(fn: Callable[..., Any], case: Case, shapes: Sequence[Sequence[int
         trace = Trace(mode, dims, None)
         unbacked_before = env.unbacked_symint_counter
         try:
-            out = fn(*args, **kwargs)
+            with around():   # only the op call, not the making of its inputs
+                out = fn(*args, **kwargs)
             trace.outputs, trace.structure = describe(out)
         except OP_ERRORS as exc:
             trace.error = exc
@@ -210,12 +212,16 @@ def meta_function(fn: Callable[..., Any], case: Case, shapes: Sequence[Sequence[
             if rel is not None:
                 first.append(f"torch/{rel}:{code.co_firstlineno} in {code.co_name}")
 
-    old = sys.getprofile()
-    sys.setprofile(profile)
-    try:
-        run_traced(fn, case, shapes, mode, python_dispatcher)
-    finally:
-        sys.setprofile(old)
+    @contextlib.contextmanager
+    def profiled() -> Iterator[None]:
+        old = sys.getprofile()
+        sys.setprofile(profile)
+        try:
+            yield
+        finally:
+            sys.setprofile(old)
+
+    run_traced(fn, case, shapes, mode, python_dispatcher, around=profiled)
     return first[0] if first else ""
 
 

@@ -34,7 +34,7 @@ import sympy
 import torch
 
 from .check import Notes, Verdict, _generic_values, check_point
-from .compare import Eager, diff, error_line, run_eager
+from .compare import Eager, diff, error_line, run_eager, unsupported_reason
 from .inputs import Case, real_inputs, too_large
 from .sizes import shapes_at
 from .trace import OP_ERRORS, UNBACKED, Trace, static_fake
@@ -73,7 +73,11 @@ PUBLIC_ACCEPTS = ("the aten op's eager kernel restricts its inputs further (e.g.
 EAGER_INTERNAL = ("eager fails one of its own internal assertions: a bug in the eager kernel, whatever the meta does")
 
 _UNSAFE = re.compile(r"(^|[._])_unsafe")
-_INDEX_BOUNDS = re.compile(r"out of (bounds|range)|not in the valid range", re.IGNORECASE)
+#: The messages of kernels that bounds-check index *tensors* (advanced indexing, gather/scatter,
+#: index_select, losses' targets, embedding_bag); select()'s check of an int argument is not one.
+_INDEX_BOUNDS = re.compile(r"index -?\d+ is out of bounds for dimension|index is out of bounds for dimension|"
+                           r"index out of range in self|target -?\d+ is out of bounds|not in the valid range",
+                           re.IGNORECASE)
 _PROBABILITY = re.compile(r"probabilit", re.IGNORECASE)
 _STORAGE = re.compile(r"setStorage|storage size|out of bounds for storage", re.IGNORECASE)
 
@@ -150,6 +154,8 @@ def static_shows(fn: Callable[..., Any], case: Case, verdict: Verdict, eager: Ea
     """Does the fake tensor at ``case``'s static sizes show the same difference?  (yes/no, the
     sentence of evidence)."""
     outputs, structure, error = static_fake(fn, case)
+    if error is not None and unsupported_reason(error) is not None:
+        return False, f"static sizes: fake tensors cannot run it ({error_line(error)}), so nothing is learnt there"
     if verdict.kind in ACCEPTS:
         if error is None:
             return True, "static sizes: the fake tensor accepts it too (the meta lacks the check at any sizes)"
@@ -233,11 +239,9 @@ def classify(op: str, fn: Callable[..., Any], case: Case, trace: Trace | None,
         evidence.append("eager: " + EAGER_INTERNAL)
         return dataclasses.replace(verdict, blame="eager", evidence=tuple(evidence))
     if verdict.kind == "shape_determined_permissive":
-        index_tensor = any(not s.dtype.is_floating_point and not s.dtype.is_complex and s.dtype != torch.bool
-                           for s in at.leaves())
-        if _INDEX_BOUNDS.search(verdict.eager_error) and index_tensor:
+        if _INDEX_BOUNDS.search(verdict.eager_error):
             notes["triage:runtime_index_check"] += 1
-            evidence.append("index bounds: eager's error is the bounds check of an integer index tensor")
+            evidence.append("index bounds: eager's error is a kernel's bounds check of index tensor values")
             return dataclasses.replace(verdict, documented=RUNTIME_INDEX_CHECK, blame="documented",
                                        evidence=tuple(evidence))
         if _PROBABILITY.search(verdict.eager_error):
