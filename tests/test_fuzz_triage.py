@@ -172,3 +172,16 @@ def test_an_aten_restriction_the_public_api_never_meets_is_not_a_meta_bug():
                 eager_error="RuntimeError: Expected X.is_contiguous(memory_format) to be true, but got false.")
     out = classify("native_group_norm", torch.native_group_norm, case, None, None, v, collections.Counter())
     assert out.blame == "documented" and "torch.nn.functional.group_norm accepts" in out.evidence[-1]
+
+
+def test_static_sizes_run_with_the_findings_dispatcher_setting():
+    # With the python dispatcher, upsample_nearest's decomposition (what compiled code runs)
+    # accepts an empty input that eager rejects; without it the meta registration crashes.
+    fn = torch.nn.functional.interpolate
+    case = Case((T((0, 0, 0), torch.float32),), {"size": 3, "mode": "nearest"})
+    trace, point, verdict = _unbacked_verdict(fn, case)
+    assert verdict.kind == "unbacked_unchecked_error"
+    out = classify("nn.functional.interpolate", fn, case, trace, point, verdict, collections.Counter(), True)
+    assert out.blame == "meta" and "accepts it too" in out.evidence[0]
+    out = classify("nn.functional.interpolate", fn, case, trace, point, verdict, collections.Counter(), False)
+    assert out.blame == "meta" and "crashes (TypeError" in out.evidence[0]

@@ -165,7 +165,7 @@ def _triaged(target: Target, found: _Found, mode: str,
     trace = run_traced(target.fn, case, case.shapes(), mode, found.python_dispatcher)
     shapes = found.point if found.point is not None else case.shapes()
     verdict = classify(target.name, target.fn, case.with_shapes(shapes), trace, hint_point(trace, shapes),
-                       found.verdict, notes)
+                       found.verdict, notes, mode == UNBACKED or found.python_dispatcher)
     point = verdict.shapes if verdict.shapes is not None else found.point
     where = point if point is not None else case.shapes()
     meta_fn = meta_function(target.fn, case.with_shapes(where), where, mode, found.python_dispatcher)

@@ -225,10 +225,15 @@ def meta_function(fn: Callable[..., Any], case: Case, shapes: Sequence[Sequence[
     return first[0] if first else ""
 
 
-def static_fake(fn: Callable[..., Any], case: Case) -> tuple[list[OutMeta] | None, str, BaseException | None]:
+def static_fake(fn: Callable[..., Any], case: Case,
+                python_dispatcher: bool = False) -> tuple[list[OutMeta] | None, str, BaseException | None]:
     """The fake implementation at ``case``'s static (concrete) sizes, as a user without dynamic
-    shapes meets it: (outputs' metadata, structure, None) or (None, "", the error)."""
-    with _quiet(), FakeTensorMode():
+    shapes meets it: (outputs' metadata, structure, None) or (None, "", the error).
+
+    ``python_dispatcher``: as the finding was traced.  It decides whether an op's Python
+    decomposition runs (what compiled code runs) or its meta registration: the two can disagree
+    (``upsample_nearest``'s decomposition accepts an empty input its meta rejects)."""
+    with _quiet(), FakeTensorMode(), (enable_python_dispatcher() if python_dispatcher else contextlib.nullcontext()):
         args, kwargs = case.map_specs(
             lambda i, s: build(s.shape, s.layout, lambda base: torch.empty(base, dtype=s.dtype)))
         try:

@@ -150,12 +150,16 @@ def public_api(op: str, case: Case) -> tuple[str, str | None] | None:
 # ----------------------------------------------------------------------------- static sizes
 
 
-def static_shows(fn: Callable[..., Any], case: Case, verdict: Verdict, eager: Eager) -> tuple[bool, str]:
-    """Does the fake tensor at ``case``'s static sizes show the same difference?  (yes/no, the
-    sentence of evidence)."""
-    outputs, structure, error = static_fake(fn, case)
+def static_shows(fn: Callable[..., Any], case: Case, verdict: Verdict, eager: Eager,
+                 python_dispatcher: bool = False) -> tuple[bool, str]:
+    """Does the fake tensor at ``case``'s static sizes (with the finding's dispatcher setting)
+    show the same difference?  (yes/no, the sentence of evidence)."""
+    outputs, structure, error = static_fake(fn, case, python_dispatcher)
     if error is not None and unsupported_reason(error) is not None:
         return False, f"static sizes: fake tensors cannot run it ({error_line(error)}), so nothing is learnt there"
+    if isinstance(error, (TypeError, AttributeError)) and verdict.kind in ACCEPTS | MISMATCH:
+        # not a rejection of the input: the meta itself crashes (a bug of its own)
+        return True, f"static sizes: the fake tensor crashes ({error_line(error)}), a meta bug of its own"
     if verdict.kind in ACCEPTS:
         if error is None:
             return True, "static sizes: the fake tensor accepts it too (the meta lacks the check at any sizes)"
@@ -218,7 +222,8 @@ def move_off_0_1(fn: Callable[..., Any], case: Case, trace: Trace, point: Mappin
 
 
 def classify(op: str, fn: Callable[..., Any], case: Case, trace: Trace | None,
-             point: Mapping[sympy.Symbol, int] | None, verdict: Verdict, notes: Notes) -> Verdict:
+             point: Mapping[sympy.Symbol, int] | None, verdict: Verdict, notes: Notes,
+             python_dispatcher: bool = False) -> Verdict:
     """``verdict`` with its blame and evidence after the maintainer's checks (module doc).
 
     ``case`` holds the sizes where the verdict was found (``verdict.shapes`` overrides them),
@@ -232,7 +237,7 @@ def classify(op: str, fn: Callable[..., Any], case: Case, trace: Trace | None,
         return dataclasses.replace(verdict, blame="private", evidence=(private,))
     at = case.with_shapes(verdict.shapes) if verdict.shapes is not None else case
     eager = run_eager(fn, at)
-    shows, sentence = static_shows(fn, at, verdict, eager)
+    shows, sentence = static_shows(fn, at, verdict, eager, python_dispatcher)
     evidence = [sentence] if sentence else []
     if "INTERNAL ASSERT FAILED" in verdict.eager_error:
         notes["triage:eager_internal_assert"] += 1
