@@ -185,3 +185,15 @@ def test_static_sizes_run_with_the_findings_dispatcher_setting():
     assert out.blame == "meta" and "accepts it too" in out.evidence[0]
     out = classify("nn.functional.interpolate", fn, case, trace, point, verdict, collections.Counter(), False)
     assert out.blame == "meta" and "crashes (TypeError" in out.evidence[0]
+
+
+def test_meta_function_names_the_ops_own_registered_function():
+    from verishape.fuzz.trace import meta_function
+    empty = Case((T((0, 0, 0), torch.float32),), {"size": 3, "mode": "nearest"})
+    # the python dispatcher runs the decomposition before any aten op reaches the fake mode
+    assert "in _upsample_nearest_vec" in meta_function(torch.nn.functional.interpolate, empty, [(0, 0, 0)],
+                                                        UNBACKED, True)
+    # otherwise the function registered for the first aten overload; a C++ meta names the overload
+    case = Case((T((0, 0, 0), torch.float32),), {})
+    assert meta_function(torch.max, case, [(0, 0, 0)], UNBACKED, True).endswith("in meta_max (aten.max.default)")
+    assert meta_function(torch.median, Case((T((0,), torch.float32), 0), {}), [(0,)], UNBACKED, True) == "aten.median.dim"

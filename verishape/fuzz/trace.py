@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import os
 import sys
@@ -168,9 +169,8 @@ def run_traced(fn: Callable[..., Any], case: Case, shapes: Sequence[Sequence[int
 #: relative to the torch package): a line there is "the failing meta/decomposition check".
 META_PLACES = ("_meta_registrations.py", "_refs/", "_decomp/", "_prims/", "_subclasses/fake_impls.py",
                "nn/functional.py", "functional.py")
-#: Of those, where an op's own meta or decomposition lives (``nn/functional.py`` is the public
-#: op itself, ``_prims_common`` only helpers).
-OWN_META_PLACES = ("_meta_registrations.py", "_refs/", "_decomp/", "_subclasses/fake_impls.py")
+
+
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 
 
@@ -197,32 +197,70 @@ def raise_site(exc: BaseException) -> str:
 
 def meta_function(fn: Callable[..., Any], case: Case, shapes: Sequence[Sequence[int]], mode: str,
                   python_dispatcher: bool) -> str:
-    """The first Python meta, reference or decomposition function a symbolic run of ``fn``
-    enters (``torch/_refs/__init__.py:1053 in _ref``), or "" when the op's meta is C++.
+    """The op's own Python meta, decomposition or fake kernel (``torch/_meta_registrations.py:973
+    in meta_max (aten.max.default)``), or the aten overload alone (``aten.median.dim``) when its
+    meta is C++; "" when the call reached no aten op.
 
-    Why: findings whose fake run went through the same function share a root cause even when
-    the ops differ (every binary pointwise reference is one generated ``_ref``).
+    Two ways in, tried in order: a registered decomposition the python dispatcher runs *before*
+    any aten op reaches the fake mode (``_upsample_nearest_vec``), then the function registered
+    for the first aten overload that does reach it (a dispatch mode above the fake mode sees it
+    first).  Why: findings whose fake run went through the same function share a root cause.
     """
-    first: list[str] = []
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen: list[Any] = []
+    early: list[Any] = []
+    codes = {f.__code__: f for f in _registered().values()}
+
+    class First(TorchDispatchMode):
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            if not seen and getattr(func, "namespace", "") == "aten":   # prim.device & co. only ask
+                seen.append(func)
+            return func(*args, **(kwargs or {}))
 
     def profile(frame: Any, event: str, arg: Any) -> None:
-        if event == "call" and not first:
-            code = frame.f_code
-            rel = _place(code.co_filename, OWN_META_PLACES)
-            if rel is not None:
-                first.append(f"torch/{rel}:{code.co_firstlineno} in {code.co_name}")
+        if event == "call" and not seen and not early and frame.f_code in codes:
+            early.append(codes[frame.f_code])
 
     @contextlib.contextmanager
-    def profiled() -> Iterator[None]:
+    def watched() -> Iterator[None]:
         old = sys.getprofile()
         sys.setprofile(profile)
         try:
-            yield
+            with First():
+                yield
         finally:
             sys.setprofile(old)
 
-    run_traced(fn, case, shapes, mode, python_dispatcher, around=profiled)
-    return first[0] if first else ""
+    run_traced(fn, case, shapes, mode, python_dispatcher, around=watched)
+    op = seen[0] if seen else None
+    impl = early[0] if early else _registered().get(op)
+    if impl is None:
+        return "" if op is None else str(op)
+    code = impl.__code__
+    rel = _place(code.co_filename, META_PLACES) or os.path.basename(code.co_filename)
+    return f"torch/{rel}:{code.co_firstlineno} in {code.co_name}" + ("" if early else f" ({op})")
+
+
+@functools.cache
+def _registered() -> dict[Any, Any]:
+    """aten overload -> the Python function torch registers for that op specifically (meta
+    function, decomposition or fake kernel; a fallback registered for many ops is skipped)."""
+    import torch._decomp as decomp
+    import torch._meta_registrations  # noqa: F401 - fills decomp.meta_table
+    from torch._subclasses import fake_impls
+
+    found: dict[Any, Any] = {}
+    for table in (fake_impls.op_implementations_dict, decomp.decomposition_table, decomp.meta_table):
+        uses: dict[Any, int] = {}
+        for f in table.values():
+            uses[f] = uses.get(f, 0) + 1
+        for op, f in table.items():
+            while getattr(f, "__wrapped__", None) is not None:
+                f = f.__wrapped__
+            if uses.get(table[op], 0) <= 4 and hasattr(f, "__code__"):
+                found[op] = f   # later tables win: the meta function over a decomposition
+    return found
 
 
 def static_fake(fn: Callable[..., Any], case: Case,
