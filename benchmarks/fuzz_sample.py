@@ -6,7 +6,8 @@ as an op author would.  This script makes the sample reproducible and does the a
 
     # the sample: N findings blamed on the meta (seeded), one line each, with their evidence
     python benchmarks/fuzz_sample.py REPORT.json --n 24 --seed 22
-    # the score: a JSON list of {"op", "variant", "mode", "kind", "verdict": "real"|"not_real", "reason"}
+    # the score: a JSON list of {"op", "variant", "mode", "kind", "verdict": "real"|"not_real",
+    # "visible": true|false (a torch.compile/torch.export user sees it), "reason"}
     python benchmarks/fuzz_sample.py REPORT.json --n 24 --seed 22 --verdicts HANDCHECK.json --markdown OUT.md
 
 A verdict file must cover exactly the drawn sample (the script refuses otherwise), so a
@@ -41,16 +42,23 @@ def score(drawn: list[dict[str, Any]], verdicts: list[dict[str, Any]]) -> dict[s
         raise SystemExit(f"fuzz_sample: the verdicts must cover the drawn sample exactly; missing {missing}, "
                          f"not drawn {extra}")
     real = sum(by_key[_key(f)]["verdict"] == "real" for f in drawn)
-    return {"sampled": len(drawn), "real": real, "precision": round(real / len(drawn), 3) if drawn else None}
+    # the stricter reading: a user of torch.compile / torch.export sees the difference (a silent
+    # result, NaN, other strides, a failing export), not only meta-device shape inference
+    visible = sum(bool(by_key[_key(f)].get("visible")) for f in drawn)
+    n = len(drawn)
+    return {"sampled": n, "real": real, "precision": round(real / n, 3) if n else None,
+            "user_visible": visible, "user_visible_share": round(visible / n, 3) if n else None}
 
 
 def markdown(drawn: list[dict[str, Any]], verdicts: list[dict[str, Any]]) -> str:
     by_key = {_key(v): v for v in verdicts}
-    rows = ["| op | mode | kind | verdict | reason |", "|---|---|---|---|---|"]
+    rows = ["| op | mode | kind | verdict | user-visible | reason |", "|---|---|---|---|---|---|"]
     for f in drawn:
         v = by_key[_key(f)]
         full = f"{f['op']}.{f['variant']}" if f.get("variant") else f["op"]
-        rows.append(f"| `{full}` | {f['mode']} | `{f['kind']}` | {v['verdict']} | {v['reason']} |")
+        seen = "yes" if v.get("visible") else "no"
+        reason = v["reason"] + (f" *Regraded:* {v['note']}" if v.get("note") else "")
+        rows.append(f"| `{full}` | {f['mode']} | `{f['kind']}` | {v['verdict']} | {seen} | {reason} |")
     return "\n".join(rows) + "\n"
 
 

@@ -5,10 +5,14 @@ kind:     shape_determined_permissive (error_mismatch)
 mode:     backed symbolic sizes (torch.compile(dynamic=True) / torch.export)
 where:    trace_point
 message:  fake tensor accepts, eager raises RuntimeError: index_select(): Index to scalar can have only 1 value, got 0 value(s) whatever the tensor values (zeros, ones, identity, small ints all rejected)
+blame:    meta
+evidence: static sizes: the fake tensor accepts it too (the meta lacks the check at any sizes)
+settings: mode=backed, python_dispatcher=False, duck_shape=False, specialize_zero_one=True, fake_mode=FakeTensorMode(allow_non_fake_inputs=False), unbacked_inputs=None, torch=2.13.0+cpu
 found by: verishape 0.1.0 fuzz-meta --seed 0 (torch 2.13.0+cpu)
 
 Run: python index_select-backed-shape_determined_permissive.py   (exit 1 and REPRODUCES: while the difference is there; exit 0 otherwise)
 """
+import logging
 import sys
 import contextlib
 
@@ -70,6 +74,19 @@ def describe(out, value=int):
              value(t.storage_offset()), t.dtype) if isinstance(t, torch.Tensor) else None for t in leaves]
 
 
+def static_fake_run(shapes):
+    """The op on fake tensors of fixed sizes (no symbols): does it happen without dynamic shapes?
+    (outputs' metadata, None) or (None, the error)."""
+    logging.getLogger("torch._subclasses.fake_tensor").setLevel(logging.CRITICAL)  # the error is printed below
+    try:
+        with FakeTensorMode():
+            return describe(call(*[make(shape, dtype, perm, stride)
+                                   for (dtype, perm, stride, _), shape in zip(SPECS, shapes)])), None
+    except (RuntimeError, ValueError, IndexError, TypeError, NotImplementedError, AssertionError,
+            ArithmeticError, KeyError) as exc:
+        return None, exc
+
+
 def done(difference):
     if difference is None:
         print("does not reproduce: eager and the traced/compiled run agree")
@@ -93,6 +110,13 @@ def run(thunk):
 def words(exc):
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}"
+
+
+def full(exc):
+    """The whole error text, indented, as a bug report quotes it."""
+    body = "\n".join("    " + line for line in str(exc).strip().splitlines())
+    return f"{type(exc).__name__}:\n{body}"
+
 
 
 def fake_run(shapes, at, unbacked):
@@ -149,11 +173,15 @@ if __name__ == "__main__":
     for fill in (None, 0, 1):  # the recorded values, all zeros, all ones: the error is the same
         _, error = run(lambda: call(*inputs(SHAPES, fill)))
         print("eager at", SHAPES, "fill", "recorded values" if fill is None else fill, ":",
-              words(error) if error else "accepts")
+              full(error) if error else "accepts")
         errors.append(error)
     meta, error = run(lambda: fake_run(TRACE_SHAPES, SHAPES, unbacked=False))
-    print("fake  at", SHAPES, ":", words(error) if error else f"accepts, returns {meta[0]}")
+    print("fake  at", SHAPES, ":", full(error) if error else f"accepts, returns {meta[0]}")
     # the guards hold there, so torch reuses this prediction at these sizes
     valid = error is None and show_conditions(meta[1], SHAPES)
+    static, static_error = static_fake_run(SHAPES)
+    print("fake at static sizes:", full(static_error) if static_error else f"accepts, returns {static}")
     done("eager raises " + words(errors[0]) + ", the fake run accepts"
+         + ("; static-size fake tensors accept it too" if static_error is None
+            else "; static-size fake tensors reject it: only symbolic sizes skip the check")
          if valid and all(errors) else None)
