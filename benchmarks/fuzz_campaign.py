@@ -31,6 +31,7 @@ from verishape.fuzz.executors import make_executor
 from verishape.fuzz.fuzzer import MODES, FuzzConfig
 from verishape.fuzz.ops import resolve
 from verishape.fuzz.report import dump
+from verishape.fuzz.rootcause import KnownIssuesError, load_known
 
 
 def main() -> int:
@@ -47,14 +48,22 @@ def main() -> int:
     p.add_argument("--time-budget", type=float, default=2.5, help="seconds per op, all modes together; 0: none")
     p.add_argument("--progress", default="benchmarks/results/fuzz_campaign.progress.jsonl", help="'': none")
     p.add_argument("--json", default="benchmarks/results/fuzz_campaign.json")
+    p.add_argument("--known-issues", default=None, metavar="KNOWN.json",
+                   help="known upstream issues to mark root causes with (benchmarks/known_upstream.json)")
     args = p.parse_args()
+    try:
+        known = load_known(args.known_issues) if args.known_issues else []
+    except KnownIssuesError as exc:
+        print(f"fuzz_campaign: {exc}", file=sys.stderr)
+        return 2
     names = None if not args.ops else args.ops.split(",")
     targets = [t.full_name for t in resolve(names) if t.full_name >= args.start][:args.first]
     cfg = FuzzConfig(max_examples=args.max_examples, seed=args.seed, modes=MODES[args.mode],
                      time_budget_s=args.time_budget or None)
     executor = make_executor(args.executor, args.jobs, args.ray_address)
     start = time.monotonic()
-    report = run_campaign(targets, cfg, jobs=args.jobs, progress_file=args.progress or None, executor=executor)
+    report = run_campaign(targets, cfg, jobs=args.jobs, progress_file=args.progress or None, executor=executor,
+                          known=known)
     wall = time.monotonic() - start
     report["summary"]["wall_s"] = round(wall, 1)
     report["summary"]["ops_per_min"] = round(len(targets) / wall * 60, 1)
