@@ -187,7 +187,7 @@ def _compiled_rejects(fn: Callable[..., Any], case: Case, trace: Trace, point: M
     if not small:
         return _assert_verdict(failing, point, where, None, None)
     template = case.shapes()
-    for value in _generic_values(trace):
+    for value in generic_values(trace):
         moved = {**point, **{sym: value for sym in small}}
         still = _failing(trace, moved)
         if not still:
@@ -204,7 +204,7 @@ def _failing(trace: Trace, point: Mapping[sympy.Symbol, int]) -> list[sympy.Basi
     return [c for c in [*trace.asserts, *trace.ranges] if not holds([c], point)]
 
 
-def _generic_values(trace: Trace) -> list[int]:
+def generic_values(trace: Trace) -> list[int]:
     """Sizes >= 2 worth trying instead of a 0 or 1: small ones and the trace's edges."""
     return sorted({2, 3, 4, *(v for v in edges(trace) if v >= 2)})[:8]
 

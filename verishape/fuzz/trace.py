@@ -279,10 +279,10 @@ def static_fake(fn: Callable[..., Any], case: Case,
         except OP_ERRORS as exc:
             return None, "", exc
         outputs, structure = describe(out)
-    return eager_meta_like(outputs), structure, None
+    return _plain_ints(outputs), structure, None
 
 
-def eager_meta_like(outputs: list[OutMeta]) -> list[OutMeta]:
+def _plain_ints(outputs: list[OutMeta]) -> list[OutMeta]:
     """Static fake metadata with plain ints (a static fake reports ints already; an op's own
     data-dependent size stays a SymInt expression and is kept as it is)."""
     def num(x: Any) -> Any:

@@ -33,7 +33,7 @@ from typing import Any
 import sympy
 import torch
 
-from .check import Notes, Verdict, _generic_values, check_point
+from .check import Notes, Verdict, generic_values, check_point
 from .compare import Eager, diff, error_line, run_eager, unsupported_reason
 from .inputs import Case, real_inputs, too_large
 from .sizes import shapes_at
@@ -196,7 +196,7 @@ def move_off_0_1(fn: Callable[..., Any], case: Case, trace: Trace, point: Mappin
     if not small:
         return verdict, "0/1: no input size is 0 or 1 here, so size-oblivious rules do not explain it"
     tried = []
-    for value in _generic_values(trace):
+    for value in generic_values(trace):
         moved = {**point, **{s: value for s in small}}
         shapes = shapes_at(trace, case.shapes(), moved)
         at = case.with_shapes(shapes)
