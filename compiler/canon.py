@@ -27,12 +27,36 @@ class NotWidened(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class Canon:
-    """A graph in a form two traces can be compared in: one entry per kept node."""
+    """A graph in a form two traces can be compared in: one entry per kept node, and the
+    graph's outputs, one item each (a kept node, or a folded value)."""
 
     entries: tuple[Any, ...]
+    outputs: tuple[Any, ...] = ()
 
     def fingerprint(self) -> str:
-        return hashlib.sha256(repr(self.entries).encode()).hexdigest()[:16]
+        return hashlib.sha256(repr((self.entries, self.outputs)).encode()).hexdigest()[:16]
+
+
+def returned_sizes(generic: Canon, other: Canon) -> tuple[int, ...] | None:
+    """Where two graphs differ only in sizes the generic one returns: the positions of the
+    generic outputs that ``other`` returns too, in order (None when they differ otherwise).
+
+    A frame that returns a size (``x.shape[0] - 1``) returns it from its graph while the size
+    is symbolic; at 1 Dynamo folds it, and the size-1 frame's own bytecode returns the
+    constant, so its graph lacks that output.  Every other node and output must be the
+    same; the dropped outputs are folded values (sizes), which the caller leaves out of the
+    generic artifact's results."""
+    if generic.entries != other.entries:
+        return None
+    keep: list[int] = []
+    j = 0
+    for i, item in enumerate(generic.outputs):
+        if j < len(other.outputs) and item == other.outputs[j]:
+            keep.append(i)
+            j += 1
+        elif not (isinstance(item, tuple) and item and item[0] == "value"):
+            return None
+    return tuple(keep) if j == len(other.outputs) else None
 
 
 def _value(node: torch.fx.Node) -> Any:
@@ -249,8 +273,13 @@ class Canonicalizer:
                 return ("const", type(a).__name__, repr(a))
             raise NotWidened(f"cannot compare an argument of type {type(a).__name__}")
 
+        outputs: tuple[Any, ...] = ()
         for node in gm.graph.nodes:
             value = _value(node)
+            if node.op == "output" and len(node.args) == 1 and isinstance(node.args[0], (tuple, list)):
+                outputs = tuple(arg(x) for x in node.args[0])
+                entries.append(("output", type(node.args[0]).__name__, arg(node.kwargs)))
+                continue
             if node.op == "call_module":
                 raise NotWidened(f"graph has a call_module node ({node.target}); not compared")
             if node.op == "get_attr":
@@ -277,7 +306,7 @@ class Canonicalizer:
                          self.meta(value, storages, loose=node not in outputs) if node.op != "output" else None)
             index[node] = len(entries)
             entries.append(entry)
-        return Canon(tuple(entries))
+        return Canon(tuple(entries), outputs)
 
 
     def _moot_causal(self, node: torch.fx.Node, target: str) -> tuple[Any, Any]:
@@ -317,6 +346,8 @@ class Canonicalizer:
 
 def first_difference(generic: Canon, other: Canon, width: int = 160) -> str:
     """Where two canonical graphs first differ, for a refusal's reason (``""`` if equal)."""
+    if generic.entries == other.entries and generic.outputs != other.outputs:
+        return f" in the outputs: generic {str(generic.outputs)[:width]} vs {str(other.outputs)[:width]}"
     for n, (a, b) in enumerate(zip(generic.entries, other.entries)):
         if a != b:
             ra, rb = str(a), str(b)

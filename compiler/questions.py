@@ -30,7 +30,7 @@ from typing import Any
 import sympy
 from torch.utils._sympy.value_ranges import ValueRanges
 
-from . import recompute
+from . import lowered_sizes, recompute
 
 #: Where a lowering's answer may differ at 1 without changing what the artifact computes.
 #: Keyed by the Inductor function that asked (the first caller outside ``sizevars.py``):
@@ -118,6 +118,11 @@ class QuestionLog:
     #: reads of a kept size's optimization hint, per Inductor function: heuristics (torch
     #: documents ``optimization_hint`` as for non-guarding optimizations), counted, not checked
     heuristic_hints: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: the sizes the lowered code computes with (:mod:`verishape.compiler.lowered_sizes`)
+    sizes: lowered_sizes.SizeUses = dataclasses.field(default_factory=lowered_sizes.SizeUses)
+    #: the candidates' ranges with the lower bound 1: what the lowering's direct range
+    #: reads (``bound_sympy``) see while the log is installed (:func:`recording`)
+    widened: dict[sympy.Symbol, ValueRanges] = dataclasses.field(default_factory=dict)
     _seen: set[Any] = dataclasses.field(default_factory=set)
     _busy: bool = False
 
@@ -167,6 +172,26 @@ def _on_hint(sizevars: Any, kind: str, expr: Any, value: Any, caller: str) -> No
         _observe_hint(log, kind, expr, value, caller)
 
 
+def _on_scheduled(scheduler: Any) -> None:
+    """After Inductor generated code for a scheduler of a recorded lowering: read its sizes."""
+    from torch._inductor.virtualized import V
+
+    log = getattr(getattr(V.graph.sizevars, "shape_env", None), "_vs_questions", None)
+    if log is not None:
+        log.sizes.scheduled += 1
+        lowered_sizes.from_scheduler(scheduler, log.sizes)
+
+
+def _widened_now() -> dict[sympy.Symbol, ValueRanges] | None:
+    """The widened ranges of the env being lowered under a log (None elsewhere)."""
+    import torch
+
+    ctx = torch._guards.TracingContext.try_get()
+    env = getattr(getattr(ctx, "fake_mode", None), "shape_env", None) if ctx is not None else None
+    log = getattr(env, "_vs_questions", None)
+    return log.widened if log is not None else None
+
+
 def _observe_hint(log: QuestionLog, kind: str, expr: Any, value: Any, caller: str = "") -> None:
     """A size hint read while a generic compile is lowered.  An optimization hint is a
     heuristic (counted).  A guarding hint (``guarding_hint_or_throw``, "safe to use for a
@@ -181,7 +206,9 @@ def _observe_hint(log: QuestionLog, kind: str, expr: Any, value: Any, caller: st
     if kind == "optimization" or where in HEURISTIC_HINT_SITES or (
             where == "maybe_copy_cpu_scalar" and _copies_nothing(_locals_of("maybe_copy_cpu_scalar"))):
         log.heuristic_hints[where] = log.heuristic_hints.get(where, 0) + 1
-    elif isinstance(value, int):
+    elif isinstance(value, (int, sympy.Basic)):
+        # an int (``guarding_hint_or_throw``) or an expression with the backed sizes set to
+        # their hints (``replace_backed_symbols_with_hints``): either way an answer at the hint
         log.questions.append(Question(sympy.Eq(expr, value), sympy.true, (), (), (f"{kind} hint", *site)))
 
 
@@ -239,10 +266,14 @@ def _operands(wanted: Any, local: dict[str, Any]) -> tuple[Any, Any] | None:
 def recording(env: Any, candidates: frozenset[sympy.Symbol]) -> Iterator[QuestionLog]:
     """Install a :class:`QuestionLog` on ``env`` (a VeriShapeEnv) for one block."""
     log = QuestionLog(candidates)
+    for s in candidates:
+        vr = env.var_to_range.get(s)
+        if vr is not None and vr.lower == 2:
+            log.widened[s] = ValueRanges(1, vr.upper)
     saved = env._vs_questions
     env._vs_questions = log
     try:
-        with recompute.tracking(_on_hint):
+        with recompute.tracking(_on_hint, _on_scheduled, _widened_now):
             yield log
     finally:
         env._vs_questions = saved

@@ -27,6 +27,10 @@ import torch
 
 #: where hint reads go: (sizevars, "optimization" | "guarding", expr, value, calling function)
 HintSink = Callable[[Any, str, Any, Any, str], None]
+#: called with Inductor's scheduler after it generated code (its sizes are final then)
+ScheduledSink = Callable[[Any], None]
+#: the ranges that the lowering's direct range reads see now (None: leave them alone)
+WidenedRanges = Callable[[], "dict[sympy.Symbol, Any] | None"]
 
 
 @dataclasses.dataclass
@@ -254,7 +258,13 @@ HOOKED = (("torch._subclasses.fake_impls", "_compute_stride"),
           ("torch._inductor.ir", "Layout.is_stride_ordered"),
           ("torch._inductor.ir", "ExternKernel.process_kernel"),
           ("torch._inductor.sizevars", "SizeVarAllocator.optimization_hint"),
-          ("torch._inductor.sizevars", "SizeVarAllocator.guarding_hint_or_throw"))
+          ("torch._inductor.sizevars", "SizeVarAllocator.guarding_hint_or_throw"),
+          ("torch._inductor.sizevars", "SizeVarAllocator.replace_backed_symbols_with_hints"),
+          ("torch._inductor.scheduler", "Scheduler.codegen"))
+#: Inductor reads value ranges directly through ``bound_sympy`` (imported by name into its
+#: modules; its ranges default to the tracing context's ShapeEnv): index bounds, int32
+#: indexing, bounds checks of indirect loads, reduction heuristics
+RANGE_READER = ("torch.utils._sympy.value_ranges", "bound_sympy")
 _missing_said: set[str] = set()
 
 
@@ -267,18 +277,24 @@ def _say_missing(where: str) -> None:
 
 
 @contextlib.contextmanager
-def tracking(on_hint: HintSink) -> Iterator[None]:
+def tracking(on_hint: HintSink, on_scheduled: ScheduledSink, widened: WidenedRanges) -> Iterator[None]:
     """For one block, wrap the layout computations whose answers are checked by
     recomputing them at 1 (:class:`ViewStrides`, :class:`ConvLayout`, :class:`StrideOrder`,
     :class:`KernelCall`) where Inductor looks them up at each call, so that questions
-    asked inside a call are tied to the call and its result.  Modules Inductor has not
-    loaded are left alone (nothing of theirs runs); a missing attribute is said once."""
+    asked inside a call are tied to the call and its result; Inductor's hint reads; its
+    scheduler's code generation (``on_scheduled`` reads the sizes after it); and its direct
+    range reads, which see the ranges ``widened()`` gives (:func:`_widening_range_reads`).
+    Modules Inductor has not loaded are left alone (nothing of theirs runs); a missing
+    attribute is said once."""
     makers = {"_compute_stride": _tracked_compute_stride, "conv_layout": _tracked_conv_layout,
               "Layout.is_stride_ordered": _tracked_stride_order, "ExternKernel.process_kernel": _tracked_process_kernel,
               "SizeVarAllocator.optimization_hint": _tracked_hint("optimization", on_hint),
-              "SizeVarAllocator.guarding_hint_or_throw": _tracked_hint("guarding", on_hint)}
+              "SizeVarAllocator.guarding_hint_or_throw": _tracked_hint("guarding", on_hint),
+              "SizeVarAllocator.replace_backed_symbols_with_hints": _tracked_hint("guarding", on_hint),
+              "Scheduler.codegen": _tracked_codegen(on_scheduled)}
     restore = []
     try:
+        restore += _widening_range_reads(widened)
         for module_name, path in HOOKED:
             module = sys.modules.get(module_name)
             if module is None:
@@ -300,6 +316,50 @@ def tracking(on_hint: HintSink) -> Iterator[None]:
     finally:
         for owner, name, raw in reversed(restore):
             setattr(owner, name, raw)
+
+
+def _widening_range_reads(widened: WidenedRanges) -> list[tuple[Any, str, Any]]:
+    """Wrap ``bound_sympy`` wherever an Inductor module imported it: a call about a kept
+    size sees that size's range with the lower bound 1 (``widened()``), so every bound the
+    lowering derives this way holds at 1 as it holds for the generic sizes (a wider range
+    gives a looser bound, which every use of a bound accepts: it is an over-approximation).
+    Returns what to restore."""
+    module_name, name = RANGE_READER
+    source = sys.modules.get(module_name)
+    raw = getattr(source, name, None) if source is not None else None
+    if raw is None:
+        _say_missing(f"{module_name}.{name}")
+        return []
+    original = getattr(raw, "_verishape_original", raw)
+
+    def bound_sympy(expr: Any, ranges: Any = None) -> Any:
+        wide = widened()
+        if wide and isinstance(expr, sympy.Basic):
+            hit = [s for s in expr.free_symbols if s in wide]
+            if hit:
+                ranges = {**(ranges or {}), **{s: wide[s] for s in hit}}
+        return original(expr, ranges)
+
+    bound_sympy._verishape_original = original  # type: ignore[attr-defined]
+    restore = []
+    for mod_name, module in list(sys.modules.items()):
+        if mod_name.startswith("torch._inductor") and module is not None \
+                and getattr(module, name, None) in (original, raw):
+            restore.append((module, name, getattr(module, name)))
+            setattr(module, name, bound_sympy)
+    return restore
+
+
+def _tracked_codegen(on_scheduled: ScheduledSink) -> Any:
+    def make(original: Any) -> Any:
+        def codegen(self: Any, *args: Any, **kwargs: Any) -> Any:
+            out = original(self, *args, **kwargs)
+            on_scheduled(self)
+            return out
+
+        codegen._verishape_original = original  # type: ignore[attr-defined]
+        return codegen
+    return make
 
 
 def _inside(call: Any, original: Any, args: Any, kwargs: Any) -> Any:

@@ -52,7 +52,7 @@ import sympy
 import torch
 
 from . import questions as questions_
-from .canon import Canon, Canonicalizer, NotWidened, canonical, first_difference, is_size_only
+from .canon import Canon, Canonicalizer, NotWidened, canonical, first_difference, is_size_only, returned_sizes
 from .sizes import Group, bound_sources, eligible, group_name, merged_group, source_names
 from .widen_goals import prove_at_one
 
@@ -231,6 +231,8 @@ class Evidence:
     hints: int = 0
     proof: Any = None
     time_s: float = 0.0
+    #: sizes the generic graph returns that the size-1 frame returns as constants
+    dropped_outputs: int = 0
 
     def describe(self, timed: bool = True) -> str:
         graphs = f"dynamo graph {self.dynamo}" + (f", aot graph {self.aot}" if self.aot else "")
@@ -321,7 +323,8 @@ def _prove(k: Kept, group: Group, env: Any, tx: Any, gm: torch.fx.GraphModule, e
     rename = _nested_rename(env, names)
     dynamo_generic = canonical(k.dynamo, generic_rename)
     dynamo_here = canonical(gm, rename)
-    if dynamo_here != dynamo_generic:
+    keep = returned_sizes(dynamo_generic, dynamo_here)
+    if keep is None:
         raise NotWidened(f"the Dynamo graph at size 1 differs from the generic graph"
                          f"{first_difference(dynamo_generic, dynamo_here)}")
     generic_inputs = _canon_inputs(k.inputs, Canonicalizer(generic_rename))
@@ -339,11 +342,13 @@ def _prove(k: Kept, group: Group, env: Any, tx: Any, gm: torch.fx.GraphModule, e
     if k.aot is not None:
         aot_generic = canonical(k.aot, generic_rename)
         aot_here = _aot_inference_graph(gm, example_inputs, k.aot_kwargs or {}, rename)
-        if aot_here != aot_generic:
+        if returned_sizes(aot_generic, aot_here) is None:
             raise NotWidened(f"the AOT graph at size 1 differs from the generic graph"
                              f"{first_difference(aot_generic, aot_here)}")
         ev.aot = aot_generic.fingerprint()
-    return _calling(k.compiled, args), ev
+    if len(keep) != len(dynamo_generic.outputs):
+        ev.dropped_outputs = len(dynamo_generic.outputs) - len(keep)
+    return _calling(k.compiled, args, keep if ev.dropped_outputs else None), ev
 
 
 def _aot_inference_graph(gm: torch.fx.GraphModule, example_inputs: Any, aot_kwargs: dict[str, Any],
@@ -522,11 +527,18 @@ def _argument_map(k: Kept, group: Group, gm: torch.fx.GraphModule) -> list[Calla
     return out
 
 
-def _calling(compiled: Callable[..., Any], args: list[Callable[[tuple[Any, ...]], Any]]) -> Callable[..., Any]:
+def _calling(compiled: Callable[..., Any], args: list[Callable[[tuple[Any, ...]], Any]],
+             keep: tuple[int, ...] | None = None) -> Callable[..., Any]:
+    """The generic artifact called with arguments rebuilt from the size-1 call's; with
+    ``keep``, only those of its results (the sizes the generic graph returns, which the
+    size-1 frame's bytecode returns as constants, left out)."""
     # Dynamo calls what a backend returns with the graph's arguments unpacked, whatever
     # ``_boxed_call`` says (``functools.wraps`` copies that flag onto unboxed wrappers)
     def generic_artifact_at_size_1(*size_1_args: Any) -> Any:
-        return compiled(*[a(size_1_args) for a in args])
+        out = compiled(*[a(size_1_args) for a in args])
+        if keep is None:
+            return out
+        return type(out)(out[i] for i in keep) if isinstance(out, tuple) else [out[i] for i in keep]
 
     generic_artifact_at_size_1._verishape_reused = compiled  # type: ignore[attr-defined]
     return generic_artifact_at_size_1

@@ -8,6 +8,7 @@ from typing import Any
 
 import sympy
 
+from . import lowered_sizes
 from .canon import NotWidened
 from .sizes import Group, merged_group, source_names
 
@@ -79,6 +80,8 @@ def prove_at_one(k: Any, group: Group, nested_env: Any, names: dict[str, str], p
         if extra and goal is not sympy.true and _prove_one(prover, goal, premises + extra, hints, what) is None:
             raise NotWidened(f"a shape answer the lowering acted on is not proved at 1: {what}")
     goals += [(goal, f"the lowering's answer {what}") for goal, extra, what in answers if not extra]
+    goals += size_goals(k, merged, {**{s: env.replace(s).xreplace(sub) for s in env.replacements}, **sub},
+                        nested_ranges)
     goals = [(g, what) for g, what in goals if g is not sympy.true]
     for g, what in goals:
         if g is sympy.false:
@@ -93,6 +96,36 @@ def prove_at_one(k: Any, group: Group, nested_env: Any, names: dict[str, str], p
         if _prove_one(prover, g, premises, hints, what) is None:
             raise NotWidened(f"not implied at size 1 by the size-1 trace's guards: {what}")
     raise NotWidened("the generic guards and answers at 1 are not proved together (solver unknown)")
+
+
+def size_goals(k: Any, merged: set[sympy.Symbol], sub: dict[sympy.Symbol, sympy.Basic],
+               ranges: dict[sympy.Symbol, Any]) -> list[tuple[sympy.Basic, str]]:
+    """For an Inductor artifact: every size it computes with is at least 1 at 1
+    (:mod:`verishape.compiler.lowered_sizes`); those that value ranges of the size-1
+    trace already bound are dropped here (a cheap tier), the rest join the proof.  Raises
+    :class:`NotWidened` where the lowering's sizes were not all read."""
+    from torch.utils._sympy.value_ranges import bound_sympy
+
+    if k.backend != "inductor":
+        return []  # no lowering: the graph runs op by op, with eager's own checks at every size
+    log = k.questions
+    if log is not None and log.sizes.scheduled == 0 and not any(
+            n.op == "call_function" for n in k.aot.graph.nodes):
+        return []  # nothing to compute: Inductor runs such a graph as it is, without lowering it
+    if log is None or log.sizes.scheduled == 0:
+        raise NotWidened("the sizes Inductor's generated code computes with were not read")
+    if log.sizes.incomplete:
+        raise NotWidened(f"the sizes Inductor's generated code computes with were not all read: "
+                         f"{log.sizes.incomplete}")
+    uses = lowered_sizes.SizeUses()
+    lowered_sizes.from_graph(k.aot, uses)
+    out = []
+    for goal, what in lowered_sizes.goals([*uses.entries, *log.sizes.entries], merged, sub):
+        if isinstance(goal, sympy.Ge) and goal.rhs == 1 and goal.lhs.free_symbols <= ranges.keys():
+            if bound_sympy(goal.lhs, ranges).lower >= 1:
+                continue
+        out.append((goal, what))
+    return out
 
 
 def _prove_one(prover: Any, goal: sympy.Basic, premises: list[sympy.Basic], hints: dict[sympy.Symbol, int],

@@ -348,12 +348,31 @@ def test_different_graph_is_not_reused(fn):
     assert any("Dynamo graph at size 1 differs" in why for _, why in _refusals(fn)), _refusals(fn)
 
 
-def test_a_size_constant_returned_by_the_frame_is_right_at_one():
-    """The generic graph returns ``s > 1`` (False at 1), the size-1 trace returns the
-    constant from its bytecode: the graphs differ, so batch 1 compiles and returns False."""
-    compiled = _sweep(size_constant_escapes, (2, 3), lambda b: (torch.randn(b, 4),))
-    assert compiled(torch.randn(1, 4))[1] is False and _reused() == 0
-    assert any("differs" in why for _, why in _refusals(size_constant_escapes))
+def size_returned(x):
+    return x * 2, x.shape[0] - 1, x.shape[1]
+
+
+@pytest.mark.parametrize("fn", [size_constant_escapes, size_returned])
+def test_a_size_returned_by_the_frame_comes_from_the_size_1_bytecode(fn):
+    """The generic graph returns a size (``s > 1``, ``s - 1``); at 1 Dynamo folds it and the
+    size-1 frame's bytecode returns the constant, so its graph lacks that output.  The
+    graphs are otherwise equal: the generic artifact runs, its size result is left out, and
+    the frame returns the size-1 bytecode's constant (False, 0)."""
+    compiled = _sweep(fn, (2, 3), lambda b: (torch.randn(b, 4),))
+    got, want = compiled(torch.randn(1, 4)), fn(torch.randn(1, 4))
+    assert got[1:] == want[1:] and type(got[1]) is type(want[1])
+    assert _reused() == 1, _refusals(fn)
+    assert [ev.dropped_outputs for env in _frames(fn) for ev in env.verishape_log.widened] == [1]
+
+
+def test_returned_sizes_align_only_folded_values():
+    """The generic outputs may have extra folded values (sizes); nothing else may differ."""
+    g = canon.Canon(("a",), (("node", 0), ("value", sympy.Integer(0)), ("node", 1)))
+    assert canon.returned_sizes(g, canon.Canon(("a",), (("node", 0), ("node", 1)))) == (0, 2)
+    assert canon.returned_sizes(g, g) == (0, 1, 2)
+    assert canon.returned_sizes(g, canon.Canon(("a",), (("node", 1), ("node", 0)))) is None
+    assert canon.returned_sizes(g, canon.Canon(("b",), (("node", 0), ("node", 1)))) is None
+    assert canon.returned_sizes(g, canon.Canon(("a",), (("node", 0),))) is None
 
 
 def test_unknown_solver_answer_means_no_reuse():

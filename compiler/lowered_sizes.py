@@ -1,0 +1,196 @@
+"""Every size the generic artifact computes with, and what it must be at 1.
+
+Inductor decides some things about a size without asking the ShapeEnv: plain SymPy tests
+such as ``reduction_numel == 0`` in ``Reduction.create``, ``is_zero_elements()`` or
+``size == 1``.  On an expression of a kept size these are structural: ``s - 1 == 0`` is
+False whatever ``s`` is, so the lowering takes its general path, and nothing reaches
+:mod:`verishape.compiler.questions`.  The general path is what a compile at 1 would do
+wherever the size stays positive: a loop of one iteration, a reduction over one element, a
+stride that addresses one element (torch's size-oblivious rules rest on the same fact; the
+decisions that do differ at 1, broadcasting and layout, go through the ShapeEnv and are
+recorded).  It is not what a compile at 1 does where a size becomes 0 or negative: a
+reduction with no identity over no element (``x[1:].max()`` at batch 1) returns its initial
+value where eager raises, and an index divided by a size that is 0 is undefined.
+
+So every size the generic artifact computes with that holds a kept size, taken where it
+is final, must be at least 1 at 1, proved from the size-1 trace's guards like the other
+goals (:mod:`verishape.compiler.widen_goals`), or the reuse is refused:
+
+* the AOT graph the backend lowers: every dimension of every tensor value, and every
+  size-derived divisor of a division node;
+* Inductor's scheduled nodes, read after code generation: loop and reduction ranges,
+  the ranges of every index variable, the divisors and moduli in every index expression
+  (``FloorDiv``, ``ModularIndexing``, ``Mod``...), and the dimensions of every buffer and
+  of every view an extern kernel reads.
+
+A structure this module does not know (a scheduled node without a loop body, say) marks
+the log incomplete, which refuses: what was not read was not checked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+from collections.abc import Iterable
+from typing import Any
+
+import sympy
+import torch
+
+#: SymPy functions whose arguments after the first divide (divisor, and modulus where given)
+_DIVIDING = ("FloorDiv", "CleanDiv", "CeilDiv", "ModularIndexing", "Mod", "PythonMod", "IntTrueDiv", "FloatTrueDiv")
+
+
+@dataclasses.dataclass
+class SizeUses:
+    """The sizes (and divisors) a generic compile computes with, kept until size 1 arrives.
+
+    Filled while the lowering runs (cheap: references to expressions, nothing evaluated);
+    read once, at 1.  ``incomplete`` names the first structure that could not be read."""
+
+    #: (expr, kind, where): kind is "size" or "divisor"
+    entries: list[tuple[sympy.Basic, str, str]] = dataclasses.field(default_factory=list)
+    incomplete: str | None = None
+    #: how many of Inductor's schedulers were read (0 after an Inductor lowering: not read)
+    scheduled: int = 0
+
+    def add(self, expr: Any, kind: str, where: str) -> None:
+        if isinstance(expr, sympy.Basic) and not expr.is_number:
+            self.entries.append((expr, kind, where))
+
+    def add_all(self, exprs: Iterable[Any], kind: str, where: str) -> None:
+        for e in exprs:
+            self.add(e, kind, where)
+
+    def refuse(self, why: str) -> None:
+        if self.incomplete is None:
+            self.incomplete = why
+
+    def add_index(self, expr: Any, where: str) -> None:
+        """The divisors and moduli inside an index expression."""
+        if not isinstance(expr, sympy.Basic) or expr.is_number:
+            return
+        for sub in sympy.preorder_traversal(expr):
+            if type(sub).__name__ in _DIVIDING:
+                for a in sub.args[1:]:
+                    self.add(a, "divisor", where)
+
+
+def goals(uses: Iterable[tuple[sympy.Basic, str, str]], widened: set[sympy.Symbol],
+          sub: dict[sympy.Symbol, sympy.Basic]) -> list[tuple[sympy.Basic, str]]:
+    """``expr >= 1`` at 1 for every use that holds a widened symbol, deduplicated, with a
+    description; goals that are True once the sizes are set are dropped, a False one is
+    kept (the caller refuses on it)."""
+    out: list[tuple[sympy.Basic, str]] = []
+    seen: set[sympy.Basic] = set()
+    for expr, kind, where in uses:
+        if expr in seen or not (expr.free_symbols & widened):
+            continue
+        seen.add(expr)
+        at_one = sympy.sympify(expr.xreplace(sub))
+        goal = sympy.Ge(at_one, 1) if not at_one.is_number else sympy.true if at_one >= 1 else sympy.false
+        if goal is not sympy.true:
+            out.append((goal, f"the {kind} {expr} of {where} is {at_one} at 1 (the general path needs at least 1)"))
+    return out
+
+
+# ---------------------------------------------------------------------------- the AOT graph
+
+#: ATen and Python division ops whose second argument divides
+_DIVISION_TARGETS = ("aten.div", "aten.floor_divide", "aten.remainder", "aten.fmod", "aten.true_divide")
+_PY_DIVISION = (operator.floordiv, operator.mod, operator.truediv)
+
+
+def _expr_of(value: Any) -> sympy.Basic | None:
+    if isinstance(value, (torch.SymInt, torch.SymFloat)):
+        return value.node.expr
+    return None
+
+
+def from_graph(gm: Any, uses: SizeUses, label: str = "the AOT graph") -> None:
+    """Every tensor dimension of ``gm``'s nodes and every size-derived divisor of its
+    division nodes."""
+    for node in gm.graph.nodes:
+        value = node.meta.get("val", node.meta.get("example_value"))
+        for t in _tensors(value):
+            uses.add_all((_expr_of(n) for n in t.shape), "size", f"{label} node {node.name}")
+            for n in t.shape:
+                uses.add_index(_expr_of(n), f"{label} node {node.name}")
+        if node.op != "call_function" or len(node.args) < 2:
+            continue
+        target = node.target
+        if target in _PY_DIVISION or any(str(target).startswith(p) for p in _DIVISION_TARGETS):
+            divisor = node.args[1]
+            if isinstance(divisor, torch.fx.Node):
+                divisor = divisor.meta.get("val", divisor.meta.get("example_value"))
+            uses.add(_expr_of(divisor), "divisor", f"{label} node {node.name} ({target})")
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
+    return []
+
+
+# ---------------------------------------------------------------------------- Inductor's scheduled nodes
+
+
+def from_scheduler(scheduler: Any, uses: SizeUses) -> None:
+    """Read every scheduled node after code generation (its loops, index expressions and
+    output layouts are final then), and the graph's buffers."""
+    from torch._inductor import ir, scheduler as sched
+    from torch._inductor.virtualized import V
+
+    for group in getattr(scheduler, "nodes", ()):
+        for node in group.get_nodes():
+            name = node.get_name()
+            if isinstance(node, sched.SchedulerNode):
+                _loops(node, name, uses)
+            elif isinstance(node, sched.ExternKernelSchedulerNode):
+                for inp in getattr(node.node, "inputs", ()) or ():
+                    _layout(inp, f"an input of extern kernel {name}", uses)
+            elif not isinstance(node, sched.NopKernelSchedulerNode):
+                uses.refuse(f"a scheduled node of a kind this does not read ({type(node).__name__} {name})")
+            for buf in node.get_outputs():
+                _layout(buf.node, f"buffer {buf.get_name()}", uses)
+    graph = V.graph
+    for buf in getattr(graph, "buffers", ()):
+        _layout(buf, f"buffer {buf.get_name()}", uses)
+    for out in getattr(graph, "graph_outputs", ()) or ():
+        if isinstance(out, ir.IRNode):
+            _layout(out, "a graph output", uses)
+
+
+def _loops(node: Any, name: str, uses: SizeUses) -> None:
+    sizes = getattr(node, "_sizes", None)
+    body = getattr(node, "_body", None)
+    if sizes is None or body is None:
+        uses.refuse(f"scheduled node {name} has no loop sizes or body")
+        return
+    iteration, reduction = sizes
+    uses.add_all(iteration, "size", f"the loop ranges of {name}")
+    uses.add_all(reduction, "size", f"the reduction ranges of {name}")
+    uses.add_all(getattr(body, "var_ranges", {}).values(), "size", f"the index ranges of {name}")
+    exprs = getattr(body, "indexing_exprs", None)
+    if exprs is None:
+        uses.refuse(f"scheduled node {name} has no index expressions")
+        return
+    for e in exprs.values():
+        uses.add_index(e, f"an index of {name}")
+
+
+def _layout(node: Any, where: str, uses: SizeUses) -> None:
+    """Sizes of ``node``'s layout (and the divisors in them, and in its offset and
+    strides); a multi-output layout has none of its own (its outputs are buffers)."""
+    try:
+        layout = node.get_layout()
+    except (AttributeError, NotImplementedError, AssertionError):
+        return  # no layout of its own (a NoneLayout op, a multi-output holder)
+    size = getattr(layout, "size", None)
+    if size is None:
+        return
+    uses.add_all(size, "size", where)
+    for e in (*size, *getattr(layout, "stride", ()), getattr(layout, "offset", 0)):
+        uses.add_index(e, where)
