@@ -1,0 +1,163 @@
+"""A campaign of the widening fuzzer: random programs, swept to size 1, on both backends.
+
+Programs are drawn with hypothesis from the grammar of ``verishape/fuzz/widen_programs.py``
+(a fixed seed: the same programs every run), each run through its sweep under
+``verishape.compile`` and compared call by call with eager
+(``verishape/fuzz/widen_check.py``).  Programs run in worker processes (``--jobs``), so a
+program that crashes its process is counted as a crash, not the end of the campaign.
+
+Reported per backend (JSON): programs run, how many reused a generic artifact at 1
+(reuse rate over the programs whose sweep compiled), wrong calls (a reused call that
+differs from eager where stock torch.compile does not; each with its program's source),
+other differences (stock's own), crashes, and refusal reasons by kind.
+
+    python benchmarks/widen_fuzz.py --programs 300 --seed 0 --jobs 2 --json benchmarks/results/widen_fuzz.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import concurrent.futures as cf
+import json
+import multiprocessing
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+BACKENDS = ("inductor", "aot_eager")
+
+
+def draw(n: int, seed: int, max_ops: int) -> list[Any]:
+    """``n`` programs from the grammar, the same for the same seed."""
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as hseed
+
+    from verishape.fuzz.widen_programs import programs
+
+    out: list[Any] = []
+
+    @hseed(seed)
+    @settings(max_examples=n, phases=[Phase.generate], database=None, deadline=None,
+              suppress_health_check=list(HealthCheck))
+    @given(programs(max_ops=max_ops))
+    def collect(p: Any) -> None:
+        out.append(p)
+
+    collect()
+    return out[:n]
+
+
+def run_one(program: Any, backend: str) -> dict[str, Any]:
+    """Worker: one program's sweep on one backend."""
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    import logging
+
+    logging.getLogger("torch").setLevel(logging.CRITICAL)
+    from verishape.fuzz.widen_check import reason_class, run_sweep
+    from verishape.fuzz.widen_programs import eager_accepts
+
+    start = time.perf_counter()
+    if not eager_accepts(program):
+        return {"status": "invalid"}
+    sweep = run_sweep(program.function(), program.make_args, program.sweep, backend=backend)
+    out = sweep.to_dict()
+    out.update(status="ran", seconds=time.perf_counter() - start,
+               refusal_kinds=sorted({reason_class(r) for r in sweep.refusals}))
+    return out
+
+
+def campaign(programs: list[Any], backends: tuple[str, ...], jobs: int) -> dict[str, list[dict[str, Any]]]:
+    results: dict[str, list[dict[str, Any]]] = {b: [None] * len(programs) for b in backends}  # type: ignore[list-item]
+    todo = [(i, b) for b in backends for i in range(len(programs))]
+    ctx = multiprocessing.get_context("spawn")
+    while todo:
+        with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+            futures = {pool.submit(run_one, programs[i], b): (i, b) for i, b in todo}
+            todo = []
+            broken = False
+            for fut in cf.as_completed(futures):
+                i, b = futures[fut]
+                try:
+                    results[b][i] = fut.result()
+                except cf.process.BrokenProcessPool:
+                    broken = True
+                    results[b][i] = None  # decided below
+                    todo.append((i, b))
+            if broken:
+                # a worker died: run what it took down one at a time, so the culprit is known
+                retry, todo = todo, []
+                for i, b in retry:
+                    with cf.ProcessPoolExecutor(max_workers=1, mp_context=ctx) as solo:
+                        try:
+                            results[b][i] = solo.submit(run_one, programs[i], b).result()
+                        except cf.process.BrokenProcessPool:
+                            results[b][i] = {"status": "crash"}
+    return results
+
+
+def summarize(programs: list[Any], results: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for backend, rows in results.items():
+        ran = [r for r in rows if r["status"] == "ran"]
+        compiled = [r for r in ran if r["compiles"] > 0]
+        reused = [r for r in compiled if r["reuses"] > 0]
+        kinds = collections.Counter(k for r in compiled if not r["reuses"] for k in r["refusal_kinds"])
+        out[backend] = {
+            "programs": len(rows), "ran": len(ran), "invalid": sum(r["status"] == "invalid" for r in rows),
+            "crashes": sum(r["status"] == "crash" for r in rows), "compiled": len(compiled),
+            "reused": len(reused), "reuse_rate": len(reused) / len(compiled) if compiled else None,
+            "reused_calls": sum(r["reuses"] for r in ran),
+            "wrong": [{"program": programs[i].source, "sweep": programs[i].sweep, "wrong": r["wrong"]}
+                      for i, r in enumerate(rows) if r["status"] == "ran" and r["wrong"]],
+            "other_differences": [{"program": programs[i].source, "differences": r["other_differences"]}
+                                  for i, r in enumerate(rows) if r["status"] == "ran" and r["other_differences"]],
+            "refusal_reasons": dict(kinds.most_common()),
+            "seconds": sum(r.get("seconds", 0.0) for r in ran),
+        }
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--programs", type=int, default=100)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--max-ops", type=int, default=6)
+    ap.add_argument("--backend", choices=(*BACKENDS, "both"), default="both")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "widen_fuzz.json")
+    args = ap.parse_args(argv)
+    if args.programs < 1 or args.jobs < 1:
+        print(f"widen_fuzz: --programs and --jobs must be at least 1 (got {args.programs}, {args.jobs})",
+              file=sys.stderr)
+        return 2
+    import torch
+
+    backends = BACKENDS if args.backend == "both" else (args.backend,)
+    start = time.perf_counter()
+    programs = draw(args.programs, args.seed, args.max_ops)
+    results = campaign(programs, backends, args.jobs)
+    summary = summarize(programs, results)
+    report = {"torch": torch.__version__, "seed": args.seed, "max_ops": args.max_ops, "jobs": args.jobs,
+              "wall_s": time.perf_counter() - start, "summary": summary,
+              "programs": [{"source": p.source, "sweep": p.sweep,
+                            **{b: results[b][i] for b in backends}} for i, p in enumerate(programs)]}
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(report, indent=1, default=str))
+    for b, s in summary.items():
+        rate = f"{s['reuse_rate']:.0%}" if s["reuse_rate"] is not None else "-"
+        print(f"{b}: {s['programs']} programs ({s['invalid']} invalid, {s['crashes']} crashed), "
+              f"{s['compiled']} compiled, reused at 1: {s['reused']} ({rate}), wrong: {len(s['wrong'])}, "
+              f"stock's own differences: {len(s['other_differences'])}")
+        for reason, n in list(s["refusal_reasons"].items())[:8]:
+            print(f"    {n:4d}  {reason}")
+    print(f"torch {torch.__version__}; {report['wall_s']:.0f} s; JSON: {args.json}")
+    return 1 if any(s["wrong"] for s in summary.values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""The widening fuzzer: what the differential check calls a difference (fast), the program
+grammar (fast), and a short derandomized run on both backends (slow; the long campaign is
+``benchmarks/widen_fuzz.py``)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from verishape.fuzz import widen_check
+from verishape.fuzz.widen_programs import OPS, B, eager_accepts, programs
+
+
+def _diff(want, got, inputs=()):
+    a = [t.clone() for t in inputs]
+    return widen_check.difference(want, got, list(inputs), a, [], [])
+
+
+def test_values_shapes_dtypes_and_strides_are_compared():
+    x = torch.arange(6.0).reshape(2, 3)
+    assert _diff(x, x.clone()) is None
+    assert "values differ" in _diff(x, x + 1)
+    assert "shape" in _diff(x, x.reshape(3, 2))
+    assert "dtype" in _diff(x, x.double())
+    assert "strides" in _diff(x, x.t().contiguous().t())
+    # the stride of a dimension of size 1 addresses nothing: not a difference
+    assert _diff(torch.ones(1, 3), torch.ones(3, 1).t()) is None
+    assert _diff(torch.tensor([float("nan")]), torch.tensor([float("nan")])) is None
+    assert _diff((x, 3), (x.clone(), 4)) == "output[1]: 3 vs 4"
+
+
+def test_storage_sharing_with_inputs_and_between_outputs_is_compared():
+    x = torch.arange(4.0)
+    x_copy = x.clone()
+    # eager returns a view of its input, the other side a copy
+    assert "storage shared" in widen_check.difference(x[1:], x_copy[1:].clone(), [x], [x_copy], [], [])
+    assert widen_check.difference(x[1:], x_copy[1:], [x], [x_copy], [], []) is None
+    y = torch.ones(4)
+    assert "storage shared" in _diff((y, y[:2]), (y.clone(), y[:2].clone()))
+
+
+def test_exceptions_and_input_mutations_are_compared():
+    x = torch.ones(3)
+    assert widen_check._compare(ValueError("a"), RuntimeError("b"), [x], [x]) is None
+    assert "eager raises" in widen_check._compare(ValueError("a"), x, [x], [x])
+    assert "compiled raises" in widen_check._compare(x, ValueError("a"), [x], [x])
+    assert "input 0 after the call" in widen_check._compare(x, x, [torch.ones(3)], [torch.zeros(3)])
+
+
+def test_a_reused_call_that_differs_is_wrong_unless_stock_differs_the_same_way():
+    calls = [widen_check.Call(3, False, None), widen_check.Call(1, True, "output: values differ")]
+    sweep = widen_check.Sweep("inductor", calls, [], 1)
+    assert sweep.wrong == ["size 1 (call 1): output: values differ"]
+    sweep.stock_differs[1] = True
+    assert sweep.wrong == [] and sweep.other_differences == ["size 1 (call 1): output: values differ"]
+
+
+def test_refusal_reasons_are_counted_by_kind():
+    r = widen_check.reason_class
+    assert r("L['x'].size()[0]: false at size 1: the size s7 - 1 of the AOT graph node slice_1 is 0 at 1 "
+             "(the general path needs at least 1)") == "a size of the AOT graph is not >= 1 at 1"
+    assert r("L['x'].size()[0]: false at size 1: the lowering's answer 4*s7 > 4 answered True (asked in "
+             "need_use_acc_helper <- reduction)") == "a lowering answer not right at 1 (asked in need_use_acc_helper)"
+    assert r("L['h'].size()[1]: the AOT graph at size 1 differs from the generic graph at node 4 "
+             "(('call_function', 'aten.addmm.default', ...") == "the AOT graph differs at aten.addmm.default"
+
+
+@settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(programs())
+def test_drawn_programs_are_python_that_eager_runs_at_generic_sizes(program):
+    assert program.sweep[2] == 1 and program.sweep[0] != program.sweep[1] and min(program.sweep[:2]) >= 2
+    fn = program.function()
+    assert callable(fn) and "def program(" in program.source
+    n = program.sweep[0]
+    args = program.make_args(n)
+    assert [tuple(a.shape) for a in args] == [tuple(int(d.subs(B, n)) for d in shape) for _, shape in program.inputs]
+    assert all(torch.equal(a, b) for a, b in zip(args, program.make_args(n)))  # the same inputs each time
+    assert eager_accepts(program) in (True, False)  # never raises itself, whatever the program does
+
+
+def test_the_grammar_covers_what_the_issue_names():
+    assert {"slice", "reduce", "binary", "view", "join", "matmul", "norm", "attention", "gather", "inplace",
+            "branch", "size_value", "graph_break"} <= set(OPS)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@settings(max_examples=8, suppress_health_check=list(HealthCheck), deadline=None)
+@given(data=st.data())
+def test_no_drawn_program_reuses_a_wrong_artifact(backend, data):
+    program = data.draw(programs(max_ops=5))
+    if not eager_accepts(program):
+        return
+    sweep = widen_check.run_sweep(program.function(), program.make_args, program.sweep, backend=backend)
+    assert sweep.wrong == [], f"{sweep.wrong}\n{program.source}"

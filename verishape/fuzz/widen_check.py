@@ -1,0 +1,293 @@
+"""Differential check of batch-1 widening: one program, one size sweep, against eager.
+
+A program is called on a sweep of sizes (for example 3, 4, 1, 5, 1) under
+``verishape.compile`` with automatic dynamic shapes, as a user would, and every call is
+compared with eager on fresh copies of the same inputs: exceptions (both raise, or neither),
+the structure of the outputs, their sizes, dtypes, strides (on dimensions larger than 1),
+values (``allclose`` with NaNs equal), which outputs share storage with which inputs or with
+each other, and the inputs after the call (in-place updates).  A call at size 1 that ran the
+generic artifact (a reuse) and differs from eager is **wrong** unless stock
+``torch.compile``, run on the same sweep, differs the same way (then it is stock's own
+difference, reported apart).  Used by the fuzzer (:mod:`verishape.fuzz.widen_programs`), the
+adversarial corpus and the benchmarks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+#: tolerance for float outputs (generated kernels reorder reductions)
+RTOL, ATOL = 1e-4, 1e-5
+
+
+@dataclasses.dataclass
+class Call:
+    """One call of the sweep: its size, whether it reused a generic artifact, and how it
+    compares with eager (None: the same)."""
+
+    size: int
+    reused: bool
+    difference: str | None
+    eager_raised: str | None = None
+
+
+@dataclasses.dataclass
+class Sweep:
+    """The outcome of one program's sweep under one backend."""
+
+    backend: str
+    calls: list[Call]
+    #: reasons a size-1 call was not widened, from the frames' decision logs
+    refusals: list[str]
+    #: frame compiles the user's backend ran (a reuse compiles nothing)
+    compiles: int
+    #: for each call that differed from eager: whether stock torch.compile differed too
+    stock_differs: dict[int, bool] = dataclasses.field(default_factory=dict)
+
+    @property
+    def reuses(self) -> int:
+        return sum(c.reused for c in self.calls)
+
+    @property
+    def wrong(self) -> list[str]:
+        """Reused calls that differ from eager where stock does not."""
+        return [f"size {c.size} (call {i}): {c.difference}" for i, c in enumerate(self.calls)
+                if c.reused and c.difference is not None and not self.stock_differs.get(i, False)]
+
+    @property
+    def other_differences(self) -> list[str]:
+        """Differences from eager that are not widening's: stock's own, or in calls that
+        compiled as stock does."""
+        return [f"size {c.size} (call {i}): {c.difference}" for i, c in enumerate(self.calls)
+                if c.difference is not None and not (c.reused and not self.stock_differs.get(i, False))]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"backend": self.backend, "compiles": self.compiles, "reuses": self.reuses,
+                "sizes": [c.size for c in self.calls], "reused": [c.reused for c in self.calls],
+                "eager_raised": [c.eager_raised for c in self.calls],
+                "wrong": self.wrong, "other_differences": self.other_differences, "refusals": self.refusals}
+
+
+def run_sweep(fn: Callable[..., Any], make_args: Callable[[int], Sequence[Any]], sizes: Sequence[int],
+              backend: str = "inductor", check_stock: bool = True, **compile_kwargs: Any) -> Sweep:
+    """Call ``fn`` compiled with ``verishape.compile(backend=...)`` on ``make_args(n)`` for
+    each ``n`` of ``sizes`` and compare every call with eager.  ``make_args`` must return
+    the same values for the same ``n`` (a seeded generator): the two sides get their own
+    copies.  Dynamo is reset before and after.  Torch's FX-graph and AOTAutograd caches are
+    off for the sweep: a generic graph they serve is never reused (it was lowered out of
+    sight), so with them on the outcome would depend on what ran on this machine before."""
+    with torch._inductor.config.patch(fx_graph_cache=False), \
+            torch._functorch.config.patch(enable_autograd_cache=False):
+        return _run_sweep(fn, make_args, sizes, backend, check_stock, **compile_kwargs)
+
+
+def _run_sweep(fn: Callable[..., Any], make_args: Callable[[int], Sequence[Any]], sizes: Sequence[int],
+               backend: str, check_stock: bool, **compile_kwargs: Any) -> Sweep:
+    import verishape
+    from torch._dynamo.utils import counters
+
+    from verishape.compiler import frames
+
+    calls = _calls(lambda: verishape.compile(fn, backend=backend, **compile_kwargs), fn, make_args, sizes,
+                   reused_counter=lambda: counters["verishape"]["reused_at_size_1"], clear_frames=True)
+    with frames._envs_lock:
+        envs = [e for es in frames._envs_by_code.values() for e in es]
+    refusals = [f"{name}: {why}" for env in envs for name, why in env.verishape_log.not_widened]
+    compiles = counters["stats"]["unique_graphs"] - counters["verishape"]["reused_at_size_1"]
+    torch._dynamo.reset()
+    sweep = Sweep(backend, [c for c, _ in calls], refusals, compiles)
+    differing = [i for i, (c, _) in enumerate(calls) if c.difference is not None and c.reused]
+    if differing and check_stock:
+        stock = _calls(lambda: torch.compile(fn, backend=backend, **compile_kwargs), fn, make_args, sizes)
+        torch._dynamo.reset()
+        for i in differing:
+            sweep.stock_differs[i] = _same_difference(calls[i][1], stock[i][1], calls[i][0].difference,
+                                                      stock[i][0].difference)
+    return sweep
+
+
+def _same_difference(ours: Any, theirs: Any, why_ours: str | None, why_theirs: str | None) -> bool:
+    """Stock differs from eager too, and its result is ours (both raise, or equal outputs)."""
+    if why_theirs is None:
+        return False
+    if isinstance(ours, BaseException) or isinstance(theirs, BaseException):
+        return isinstance(ours, BaseException) and isinstance(theirs, BaseException)
+    return difference(theirs, ours, [], [], [], []) is None
+
+
+def _calls(make_compiled: Callable[[], Callable[..., Any]], fn: Callable[..., Any],
+           make_args: Callable[[int], Sequence[Any]], sizes: Sequence[int],
+           reused_counter: Callable[[], int] | None = None, clear_frames: bool = False) -> list[tuple[Call, Any]]:
+    from torch._dynamo.utils import counters
+
+    from verishape.compiler import frames
+
+    torch._dynamo.reset()
+    counters.clear()
+    if clear_frames:
+        with frames._envs_lock:
+            frames._envs_by_code.clear()
+    compiled = make_compiled()
+    out = []
+    for n in sizes:
+        eager_args, args = _copy(make_args(n)), _copy(make_args(n))
+        want = _outcome(fn, eager_args)
+        before = reused_counter() if reused_counter is not None else 0
+        got = _outcome(compiled, args)
+        reused = reused_counter is not None and reused_counter() > before
+        why = _compare(want, got, eager_args, args)
+        eager_raised = f"{type(want).__name__}: {str(want).splitlines()[0][:160] if str(want) else ''}" \
+            if isinstance(want, BaseException) else None
+        out.append((Call(n, reused, why, eager_raised), got))
+    return out
+
+
+def _copy(args: Sequence[Any]) -> list[Any]:
+    return [a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args]
+
+
+def _outcome(fn: Callable[..., Any], args: list[Any]) -> Any:
+    try:
+        return fn(*args)
+    except Exception as exc:  # noqa: BLE001 - an exception is an outcome to compare
+        return exc
+
+
+def _compare(want: Any, got: Any, eager_args: list[Any], args: list[Any]) -> str | None:
+    if isinstance(want, BaseException) or isinstance(got, BaseException):
+        if isinstance(want, BaseException) and isinstance(got, BaseException):
+            return None
+        if isinstance(want, BaseException):
+            return f"eager raises {type(want).__name__} ({_first_line(want)}), compiled returns"
+        return f"compiled raises {type(got).__name__} ({_first_line(got)}), eager returns"
+    in_want = [a for a in eager_args if isinstance(a, torch.Tensor)]
+    in_got = [a for a in args if isinstance(a, torch.Tensor)]
+    why = difference(want, got, in_want, in_got, [], [])
+    if why is not None:
+        return why
+    for i, (a, b) in enumerate(zip(in_want, in_got)):
+        why = _tensor_values(a, b)
+        if why is not None:
+            return f"input {i} after the call: {why}"
+    return None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:160] if text else ""
+
+
+def difference(want: Any, got: Any, in_want: list[torch.Tensor], in_got: list[torch.Tensor],
+               out_want: list[torch.Tensor], out_got: list[torch.Tensor], path: str = "output") -> str | None:
+    """How ``got`` differs from ``want`` (None: it does not).  ``in_*`` are the inputs
+    (storage sharing with them is compared); ``out_*`` collect the tensors seen so far
+    (storage sharing between outputs)."""
+    if isinstance(want, torch.Tensor) or isinstance(got, torch.Tensor):
+        if not (isinstance(want, torch.Tensor) and isinstance(got, torch.Tensor)):
+            return f"{path}: {type(want).__name__} vs {type(got).__name__}"
+        why = _tensor_meta(want, got) or _tensor_values(want, got)
+        if why is None:
+            why = _sharing(want, in_want, out_want, got, in_got, out_got)
+        out_want.append(want)
+        out_got.append(got)
+        return f"{path}: {why}" if why is not None else None
+    if isinstance(want, (list, tuple)):
+        if not isinstance(got, (list, tuple)) or len(want) != len(got) or type(want) is not type(got):
+            return f"{path}: {type(want).__name__} of {len(want)} vs {type(got).__name__}"
+        for i, (a, b) in enumerate(zip(want, got)):
+            why = difference(a, b, in_want, in_got, out_want, out_got, f"{path}[{i}]")
+            if why is not None:
+                return why
+        return None
+    if isinstance(want, dict):
+        if not isinstance(got, dict) or list(want) != list(got):
+            return f"{path}: keys differ"
+        for k in want:
+            why = difference(want[k], got[k], in_want, in_got, out_want, out_got, f"{path}[{k!r}]")
+            if why is not None:
+                return why
+        return None
+    if isinstance(want, float) and isinstance(got, float) and math.isnan(want) and math.isnan(got):
+        return None
+    if type(want) is not type(got) or want != got:
+        return f"{path}: {want!r} vs {got!r}"
+    return None
+
+
+def _tensor_meta(a: torch.Tensor, b: torch.Tensor) -> str | None:
+    if a.shape != b.shape:
+        return f"shape {tuple(a.shape)} vs {tuple(b.shape)}"
+    if a.dtype != b.dtype:
+        return f"dtype {a.dtype} vs {b.dtype}"
+    strides = [(x, y) for n, x, y in zip(a.shape, a.stride(), b.stride()) if n > 1]
+    if any(x != y for x, y in strides) and a.numel() > 0:
+        return f"strides {a.stride()} vs {b.stride()} (sizes {tuple(a.shape)})"
+    return None
+
+
+def _tensor_values(a: torch.Tensor, b: torch.Tensor) -> str | None:
+    if a.shape != b.shape:
+        return f"shape {tuple(a.shape)} vs {tuple(b.shape)}"
+    if a.dtype.is_floating_point or a.dtype.is_complex:
+        same = torch.allclose(a, b.to(a.dtype), rtol=RTOL, atol=ATOL, equal_nan=True)
+    else:
+        same = torch.equal(a, b.to(a.dtype))
+    if not same:
+        diff = (a.double() - b.double()).abs() if a.numel() and not a.dtype.is_complex else None
+        return "values differ" + (f" (max abs diff {diff.nan_to_num(float('inf')).max().item():.3g})"
+                                  if diff is not None else "")
+    return None
+
+
+def _sharing(want: torch.Tensor, in_want: list[torch.Tensor], out_want: list[torch.Tensor],
+             got: torch.Tensor, in_got: list[torch.Tensor], out_got: list[torch.Tensor]) -> str | None:
+    """Which inputs and earlier outputs the output shares storage with, on both sides
+    (an empty tensor shares nothing that could be observed)."""
+    def shares(t: torch.Tensor, others: list[torch.Tensor]) -> list[int]:
+        if t.numel() == 0:
+            return []
+        key = t.untyped_storage().data_ptr()
+        return [i for i, o in enumerate(others) if o.numel() and o.untyped_storage().data_ptr() == key]
+
+    a = (shares(want, in_want), shares(want, out_want))
+    b = (shares(got, in_got), shares(got, out_got))
+    if a != b:
+        return f"storage shared with inputs {a[0]} and outputs {a[1]} in eager, inputs {b[0]} and outputs {b[1]}"
+    return None
+
+
+def reason_class(why: str) -> str:
+    """A refusal reason without its symbols and numbers, for counting by kind: which check
+    refused, and where (the Inductor function that asked, the op where graphs differ)."""
+    import re
+
+    text = why.split(": ", 1)[1] if why.startswith("L[") or why.startswith("(") else why
+    site = re.search(r"asked in ([\w.<>]+)", text)
+    if "the general path needs at least 1" in text:
+        kind = "divisor" if "the divisor" in text else "size"
+        where = "AOT graph" if "AOT graph" in text else "Inductor's code"
+        return f"a {kind} of the {where} is not >= 1 at 1"
+    if "lowering's answer" in text or "shape answer the lowering acted on" in text:
+        return f"a lowering answer not right at 1 (asked in {site.group(1) if site else '?'})"
+    graph = re.search(r"the (Dynamo|AOT) graph at size 1 differs from the generic graph(?: at node \d+ \(\('(\w+)', '([^']+)')?",
+                      text)
+    if graph:
+        return f"the {graph.group(1)} graph differs" + (f" at {graph.group(3)}" if graph.group(3) else " (outputs)")
+    if "excludes" in text and "guard" in text:
+        return "a generic guard excludes 1"
+    if "not implied at size 1" in text:
+        return "a generic guard or range not implied at 1"
+    if "no AOTAutograd inference graph" in text:
+        return "no inference graph kept (training, or served from a cache)"
+    if "not read" in text:
+        return "Inductor's sizes not read"
+    if "binds other input sizes" in text or "makes one symbol of sizes" in text:
+        return "the size-1 trace binds input sizes to symbols differently"
+    if "input sizes or strides at size 1 differ" in text:
+        return "input sizes or strides differ"
+    return re.sub(r"\d+", "N", text)[:80]
