@@ -30,24 +30,40 @@ ROOT = Path(__file__).resolve().parents[1]
 BACKENDS = ("inductor", "aot_eager")
 
 
+#: programs drawn per hypothesis run (each run has its own seed): one long run mostly
+#: mutates a few programs, many short runs spread over the grammar
+PER_RUN = 5
+
+
 def draw(n: int, seed: int, max_ops: int) -> list[Any]:
-    """``n`` programs from the grammar, the same for the same seed."""
+    """``n`` programs from the grammar, the same for the same seed: short hypothesis runs
+    of :data:`PER_RUN` examples with seeds ``seed``, ``seed + 1``, ..., each run's first
+    example (hypothesis starts from the simplest) left out; duplicates dropped."""
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as hseed
 
     from verishape.fuzz.widen_programs import programs
 
     out: list[Any] = []
+    seen: set[str] = set()
+    run = 0
+    while len(out) < n and run < 50 * n:
+        got: list[Any] = []
 
-    @hseed(seed)
-    @settings(max_examples=n, phases=[Phase.generate], database=None, deadline=None,
-              suppress_health_check=list(HealthCheck))
-    @given(programs(max_ops=max_ops))
-    def collect(p: Any) -> None:
-        out.append(p)
+        @hseed(seed + run)
+        @settings(max_examples=PER_RUN + 1, phases=[Phase.generate], database=None, deadline=None,
+                  suppress_health_check=list(HealthCheck))
+        @given(programs(max_ops=max_ops))
+        def collect(p: Any) -> None:
+            got.append(p)
 
-    collect()
-    return out[:n]
+        collect()
+        for p in got[1:]:
+            if p.lines and p.source not in seen and len(out) < n:
+                seen.add(p.source)
+                out.append(p)
+        run += 1
+    return out
 
 
 def run_one(program: Any, backend: str) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import operator
 import re
 import types
 from collections.abc import Callable
@@ -101,6 +102,9 @@ class Canonicalizer:
         self._output_storages: set[Any] = set()
         #: the graph only calls ATen ops that mutate nothing (see :func:`_is_functional`)
         self._functional = False
+        #: nothing in the graph mutates a tensor (see :func:`_mutation_free`): then which
+        #: intermediates share storage cannot be observed, and is not compared
+        self._private_storage = False
 
     def expr(self, e: sympy.Basic) -> sympy.Basic:
         out = e.xreplace({s: self._rename(s) for s in e.free_symbols})
@@ -123,7 +127,8 @@ class Canonicalizer:
             return tuple(self.scalar(x) for x in v)
         return self.number(v)
 
-    def tensor_meta(self, t: torch.Tensor, storages: list[Any], loose: bool = False) -> tuple[Any, ...]:
+    def tensor_meta(self, t: torch.Tensor, storages: list[Any], loose: bool = False,
+                    hide_alias: bool = False) -> tuple[Any, ...]:
         """Sizes, strides, offset, dtype, device, layout, grad flag and storage identity.
 
         ``loose``: the stride of a dimension of size 1 is left out.  Its only index is 0,
@@ -132,23 +137,32 @@ class Canonicalizer:
         too).  At size 1 ATen's stride choice for them differs from the generic formula
         (a clone of a (1, 7) slice of a (1, 8) tensor keeps stride 8, where (s, 7) is made
         contiguous).  Used for intermediates only: a graph output's strides are seen by
-        the caller, and an input's are what its guards check."""
+        the caller, and an input's are what its guards check.
+
+        ``hide_alias``: the storage identity is left out (an intermediate of a graph that
+        mutates nothing, which no output shares storage with)."""
         key = t.untyped_storage()._cdata  # the storage's identity; fake tensors have one too
         key = self._same_storage.get(key, key)
-        if key not in storages:
-            storages.append(key)
-        alias = storages.index(key)
+        if hide_alias:
+            alias: Any = "private"
+        else:
+            if key not in storages:
+                storages.append(key)
+            alias = storages.index(key)
         sizes, strides = self.scalar(t.shape), self.scalar(t.stride())
         if loose:
             strides = tuple("size-1" if n == 1 else st for n, st in zip(sizes, strides))
         return ("tensor", sizes, strides, self.number(t.storage_offset()),
                 str(t.dtype), str(t.device), str(t.layout), bool(t.requires_grad), alias)
 
-    def meta(self, value: Any, storages: list[Any], loose: bool = False) -> Any:
+    def meta(self, value: Any, storages: list[Any], loose: bool = False, private: bool = False) -> Any:
+        """``private``: the value is an intermediate whose storage sharing is not compared
+        where nothing in the graph mutates and no output shares its storage."""
         if isinstance(value, torch.Tensor):
-            return self.tensor_meta(value, storages, loose)
+            hide = private and self._private_storage and _storage(value) not in self._output_storages
+            return self.tensor_meta(value, storages, loose, hide_alias=hide)
         if isinstance(value, (list, tuple)):
-            return tuple(self.meta(v, storages, loose) for v in value)
+            return tuple(self.meta(v, storages, loose, private) for v in value)
         if value is None:
             return None
         return ("other", type(value).__name__)
@@ -192,6 +206,25 @@ class Canonicalizer:
             return False
         probe = list(storages)
         return self.tensor_meta(mine, probe, loose) == self.tensor_meta(theirs, probe, loose)
+
+    def _copy_of_input(self, node: torch.fx.Node, index: dict[torch.fx.Node, int], storages: list[Any],
+                       outputs: set[torch.fx.Node]) -> bool:
+        """``aten.clone(x)`` with ``x``'s sizes and strides (those of size-1 dimensions
+        aside), in a graph that mutates nothing, neither returned nor sharing storage with
+        an output: the same value as ``x``.  At 1 ``contiguous()`` or ``reshape`` of an input
+        that is contiguous there returns it, where the generic graph copies (T5's decoder);
+        in such a graph a copy and the original cannot be told apart."""
+        if (node.target is not torch.ops.aten.clone.default or node in outputs or not self._functional
+                or not node.args or not isinstance(node.args[0], torch.fx.Node) or node.args[0] not in index):
+            return False
+        mine, theirs = _value(node), _value(node.args[0])
+        if not isinstance(mine, torch.Tensor) or not isinstance(theirs, torch.Tensor):
+            return False
+        if _storage(mine) in self._output_storages or _storage(theirs) in self._output_storages:
+            return False
+        probe = list(storages)
+        return (self.tensor_meta(mine, probe, True, hide_alias=True)
+                == self.tensor_meta(theirs, probe, True, hide_alias=True))
 
     def _full_scatter(self, node: torch.fx.Node, index: dict[torch.fx.Node, int], folded: dict[torch.fx.Node, Any],
                       storages: list[Any], outputs: set[torch.fx.Node]) -> bool:
@@ -248,6 +281,7 @@ class Canonicalizer:
         self._same_storage = {}
         self._output_storages = {_storage(v) for n in outputs for v in _flat_tensors(_value(n))}
         self._functional = _is_functional(gm)
+        self._private_storage = self._functional or _mutation_free(gm)
 
         def arg(a: Any) -> Any:
             if isinstance(a, torch.fx.Node):
@@ -273,11 +307,11 @@ class Canonicalizer:
                 return ("const", type(a).__name__, repr(a))
             raise NotWidened(f"cannot compare an argument of type {type(a).__name__}")
 
-        outputs: tuple[Any, ...] = ()
+        returned: tuple[Any, ...] = ()
         for node in gm.graph.nodes:
             value = _value(node)
             if node.op == "output" and len(node.args) == 1 and isinstance(node.args[0], (tuple, list)):
-                outputs = tuple(arg(x) for x in node.args[0])
+                returned = tuple(arg(x) for x in node.args[0])
                 entries.append(("output", type(node.args[0]).__name__, arg(node.kwargs)))
                 continue
             if node.op == "call_module":
@@ -295,7 +329,13 @@ class Canonicalizer:
             if self._full_scatter(node, index, folded, storages, outputs):
                 index[node] = index[node.args[1]]  # a whole-dimension scatter of src: src's value
                 continue
+            if self._copy_of_input(node, index, storages, outputs):
+                index[node] = index[node.args[0]]  # a copy that is never told apart from its input
+                continue
             target = node.target if isinstance(node.target, str) else _target_name(node.target)
+            if self._functional and target == "aten._unsafe_view.default":
+                # reshape's view of its own copy: without mutation, a view like any other
+                target = "aten.view.default"
             if node.op == "placeholder":
                 grapharg = node.meta.get("grapharg")
                 source = grapharg.source.name if grapharg is not None and grapharg.source is not None else None
@@ -303,10 +343,11 @@ class Canonicalizer:
             else:
                 args, kwargs = self._moot_causal(node, target)
                 entry = (node.op, target, arg(args), arg(kwargs),
-                         self.meta(value, storages, loose=node not in outputs) if node.op != "output" else None)
+                         self.meta(value, storages, loose=node not in outputs, private=node not in outputs)
+                         if node.op != "output" else None)
             index[node] = len(entries)
             entries.append(entry)
-        return Canon(tuple(entries), outputs)
+        return Canon(tuple(entries), returned)
 
 
     def _moot_causal(self, node: torch.fx.Node, target: str) -> tuple[Any, Any]:
@@ -373,6 +414,38 @@ def _is_functional(gm: torch.fx.GraphModule) -> bool:
         if node.target is operator.getitem or (is_size_only(_value(node)) and not _has_tensor(_value(node))):
             continue  # a result's item, or size arithmetic (no tensor in or out)
         if not isinstance(node.target, torch._ops.OpOverload) or node.target._schema.is_mutable:
+            return False
+    return True
+
+
+#: Python operators that update their left operand in place
+_INPLACE_OPERATORS = tuple(getattr(operator, n) for n in (
+    "setitem", "delitem", "iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "iand", "ior", "ixor",
+    "ilshift", "irshift", "imatmul"))
+
+
+def _mutation_free(gm: torch.fx.GraphModule) -> bool:
+    """No node of a Dynamo graph mutates a tensor: no in-place method or function (a name
+    ending in one underscore), no ``out=``/``inplace=True``, no in-place operator, no
+    mutable ATen overload, no submodule or higher-order op (not looked into)."""
+    for node in gm.graph.nodes:
+        if node.op in ("placeholder", "output", "get_attr"):
+            continue
+        if node.op not in ("call_function", "call_method"):
+            return False
+        target = node.target
+        if target in _INPLACE_OPERATORS or "out" in node.kwargs or node.kwargs.get("inplace") is True:
+            return False
+        if isinstance(target, torch._ops.HigherOrderOperator):
+            return False
+        if isinstance(target, torch._ops.OpOverload):
+            if target._schema.is_mutable:
+                return False
+            continue
+        name = target if isinstance(target, str) else getattr(target, "__name__", "")
+        if not isinstance(name, str) or (name.endswith("_") and not name.endswith("__")):
+            return False
+        if name.startswith("__i") or name in ("__setitem__", "__delitem__"):  # __iadd__ and friends
             return False
     return True
 

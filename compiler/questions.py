@@ -57,6 +57,10 @@ SITES: dict[str, tuple[str, Any]] = {
     # "is the old dimension 1?" only chooses whether to run a sanity assertion; the sizes
     # it returns are the same either way
     "ExpandView._normalize_size": ("a sanity check of an expand's sizes, which it returns unchanged", None),
+    # the C++ backend's choice of a cascade accumulator for a float sum longer than a chunk
+    # (precision only): either way the kernel computes the sum of the same elements
+    "need_use_acc_helper": ("a summation-accuracy choice (a cascade accumulator or a plain one); both compute "
+                            "the sum", None),
     # stride sorting for layout preferences: torch documents the order as for
     # "optimization-only layout heuristics", never to be used for correctness decisions
     "argsort_sym": ("a layout heuristic (torch documents argsort_sym's order as optimization-only)", None),

@@ -3,7 +3,8 @@
 Some of Inductor's shape questions are asked inside a computation whose *result* is all the
 lowering keeps: a view's strides (``fake_impls._compute_stride``), a convolution's output
 layout (``conv_layout``), a stride-order check (``Layout.is_stride_ordered``), an extern
-kernel's outputs (``ExternKernel.process_kernel``).  Each call is recorded with its operands
+kernel's outputs (``ExternKernel.process_kernel``), a dense-layout check
+(``is_non_overlapping_and_dense_or_false``).  Each call is recorded with its operands
 and result; at size 1 the same torch function is run again on integers, and an answer asked
 inside it is moot where the result agrees (:mod:`verishape.compiler.questions`).
 
@@ -161,6 +162,35 @@ class StrideOrder:
             return _is_stride_ordered_original(ir)(layout, list(self.order)) == self.result
 
 
+@dataclasses.dataclass
+class DenseCheck:
+    """One call of torch's ``is_non_overlapping_and_dense_or_false`` during a recorded
+    lowering (Inductor's ``run_node`` asks it of a node's value to decide whether to give
+    it a channels-last layout): a pure function of sizes and strides."""
+
+    size: tuple[sympy.Expr, ...]
+    stride: tuple[sympy.Expr, ...]
+    result: bool | None = None
+    done: bool = False
+    why = "a dense-layout check whose result is the same at 1"
+
+    def right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
+        """Whether torch's own check, run on a tensor with the sizes and strides at ``sub``
+        (integers, on the meta device: nothing is guarded), gives the recorded result."""
+        if not self.done or self.result is None:
+            return False
+        try:
+            size = [_number(e, sub) for e in self.size]
+            stride = [_number(e, sub) for e in self.stride]
+        except _NotANumber:
+            return False
+        from torch import _prims_common
+
+        fn = _prims_common.is_non_overlapping_and_dense_or_false
+        exact = getattr(fn, "_verishape_original", fn)(torch.empty_strided(size, stride, device="meta"))
+        return bool(exact) == self.result
+
+
 def _is_stride_ordered_original(ir: Any) -> Any:
     fn = ir.Layout.is_stride_ordered
     return getattr(fn, "_verishape_original", fn)
@@ -260,7 +290,8 @@ HOOKED = (("torch._subclasses.fake_impls", "_compute_stride"),
           ("torch._inductor.sizevars", "SizeVarAllocator.optimization_hint"),
           ("torch._inductor.sizevars", "SizeVarAllocator.guarding_hint_or_throw"),
           ("torch._inductor.sizevars", "SizeVarAllocator.replace_backed_symbols_with_hints"),
-          ("torch._inductor.scheduler", "Scheduler.codegen"))
+          ("torch._inductor.scheduler", "Scheduler.codegen"),
+          ("torch._prims_common", "is_non_overlapping_and_dense_or_false"))
 #: Inductor reads value ranges directly through ``bound_sympy`` (imported by name into its
 #: modules; its ranges default to the tracing context's ShapeEnv): index bounds, int32
 #: indexing, bounds checks of indirect loads, reduction heuristics
@@ -291,7 +322,8 @@ def tracking(on_hint: HintSink, on_scheduled: ScheduledSink, widened: WidenedRan
               "SizeVarAllocator.optimization_hint": _tracked_hint("optimization", on_hint),
               "SizeVarAllocator.guarding_hint_or_throw": _tracked_hint("guarding", on_hint),
               "SizeVarAllocator.replace_backed_symbols_with_hints": _tracked_hint("guarding", on_hint),
-              "Scheduler.codegen": _tracked_codegen(on_scheduled)}
+              "Scheduler.codegen": _tracked_codegen(on_scheduled),
+              "is_non_overlapping_and_dense_or_false": _tracked_dense}
     restore = []
     try:
         restore += _widening_range_reads(widened)
@@ -460,6 +492,22 @@ def _tracked_stride_order(original: Any) -> Any:
 
     is_stride_ordered._verishape_original = original  # type: ignore[attr-defined]
     return is_stride_ordered
+
+
+def _tracked_dense(original: Any) -> Any:
+    def is_dense(*args: Any, **kwargs: Any) -> bool:
+        try:
+            (a,) = args
+            call: DenseCheck | None = DenseCheck(_exprs(a.shape), _exprs(a.stride()))
+        except (ValueError, TypeError, AttributeError, RuntimeError):
+            call = None  # not the signature this knows (or a sparse tensor): not recomputed (refused)
+        out = _inside(call, original, args, kwargs)
+        if call is not None:
+            call.result, call.done = bool(out), True
+        return out
+
+    is_dense._verishape_original = original  # type: ignore[attr-defined]
+    return is_dense
 
 
 def _tracked_conv_layout(original: Any) -> Any:

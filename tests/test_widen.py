@@ -294,6 +294,25 @@ def test_canonical_keeps_the_strides_of_graph_outputs():
             != c.tensor_meta(torch.empty((2, 7)), [], loose=True))
 
 
+def _one_op_graph(out_stride: tuple[int, ...]) -> torch.fx.GraphModule:
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    x.meta["val"] = torch.empty(1, 7)
+    y = graph.call_function(torch.ops.aten.clone.default, (x,))
+    y.meta["val"] = torch.empty_strided((1, 7), out_stride)
+    z = graph.call_function(torch.ops.aten.relu.default, (y,))
+    z.meta["val"] = torch.empty(1, 7)
+    graph.output((y, z))
+    return torch.fx.GraphModule(torch.nn.Module(), graph)
+
+
+def test_a_graph_output_keeps_the_stride_of_its_size_1_dimension():
+    """In a whole graph: the clone is returned, so the stride of its size-1 dimension
+    (8 vs 7) is seen by the caller and is a difference."""
+    a, b = (canon.canonical(_one_op_graph(st), lambda s: s) for st in ((8, 1), (7, 1)))
+    assert a != b
+
+
 def test_a_whole_dimension_scatter_is_its_source_only_in_functional_graphs():
     """``slice_scatter(base, src, 0, 0, end >= size)`` with src shaped like base reads as src
     in a graph that mutates nothing; kept when it is a graph output or the graph mutates."""

@@ -109,10 +109,14 @@ class _Builder:
         return v
 
     def pick(self, pred: Callable[[Value], bool] = lambda v: True) -> Value | None:
+        """A live value, usually the newest that fits (programs are chains, so that what
+        an op does at 1 reaches the output), sometimes any."""
         live = [v for v in self.values if pred(v)]
         if not live:
             return None
-        return self.draw(st.sampled_from(live[::-1]))  # the newest first: shrinks toward chains
+        if self.draw(st.integers(0, 3)) < 3:
+            return live[-1]
+        return self.draw(st.sampled_from(live[::-1]))
 
     def dim(self, v: Value, pred: Callable[[sympy.Expr], bool] = lambda d: True) -> int | None:
         dims = [i for i, d in enumerate(v.shape) if pred(d)]
@@ -178,11 +182,12 @@ def op_slice(b: _Builder) -> None:
     v = b.pick(lambda v: v.rank > 0)
     if v is None:
         return
-    d = b.dim(v, _has_b) if b.draw(st.booleans()) else b.dim(v)
+    d = b.dim(v, _has_b) if b.draw(st.integers(0, 4)) else b.dim(v)  # mostly the swept size
     if d is None:
-        return
+        d = b.dim(v)
     n = v.shape[d]
-    kind = b.draw(st.sampled_from(["1:", ":-1", "::2", "-1:", ":1", "1::2", "narrow", "half", "2:"]))
+    # the bounds that make a size 0 at 1 (``s - 1``) come first, and most often
+    kind = b.draw(st.sampled_from(["1:", ":-1", "narrow", "1:", ":-1", "::2", "-1:", ":1", "1::2", "half", "2:"]))
     if kind == "narrow":
         expr, size = f"{v.name}.narrow({d}, 0, {v.name}.shape[{d}] - 1)", n - 1
     elif kind == "half":
@@ -228,12 +233,15 @@ def op_reduce(b: _Builder) -> None:
     v = b.pick(lambda v: v.kind == "f")
     if v is None:
         return
-    if v.rank == 0 or b.draw(st.integers(0, 4)) == 0:
-        full = b.draw(st.sampled_from(_FULL))
+    if v.rank == 0 or b.draw(st.integers(0, 3)) == 0:
+        full = b.draw(st.sampled_from(["{v}.max()", "{v}.min()", *_FULL]))
         b.add(full.format(v=v.name), (), "b" if "all()" in full else "f")
         return
-    d = b.dim(v)
-    name = b.draw(st.sampled_from(sorted(_REDUCTIONS)))
+    d = (b.dim(v, _has_b) if b.draw(st.booleans()) else None)
+    d = b.dim(v) if d is None else d
+    # reductions with no identity most often: over no element eager raises (max and min
+    # first, whose meta functions do not check, so the trace at 1 goes through)
+    name = b.draw(st.sampled_from(["max", "min", "max", "min", "amax", "argmax", *sorted(_REDUCTIONS)]))
     keep = b.draw(st.booleans()) and name in ("sum", "mean", "amax", "prod", "logsumexp")
     expr = _REDUCTIONS[name].format(v=v.name, d=d)
     if keep:
@@ -474,6 +482,10 @@ OPS = {f.__name__[3:]: f for f in (op_pointwise, op_binary, op_slice, op_select,
                                      op_matmul, op_norm, op_attention, op_gather, op_inplace, op_branch,
                                      op_size_value, op_graph_break)}
 
+#: the ops drawn, slices four times and reductions three times as often as the rest
+#: (together they make the sizes that become 0 at 1 matter)
+WEIGHTED = sorted(OPS) + ["slice", "slice", "slice", "reduce", "reduce"]
+
 #: input layouts: (shape with the swept size B, which dimension it is)
 INPUTS = [((B, 4), 0), ((B, 3, 4), 0), ((2, B, 4), 1), ((B, 6), 0), ((3, B), 1), ((B, 4, 2, 3), 0)]
 
@@ -489,8 +501,13 @@ def programs(draw: st.DrawFn, max_ops: int = 6) -> Program:
         other = draw(st.sampled_from([shape, (1,) + tuple(shape[1:]), tuple(shape[-1:])]))
         b.inputs.append(("y", tuple(sympy.sympify(d) for d in other)))
         b.values.append(Value("y", b.inputs[1][1]))
-    for _ in range(draw(st.integers(1, max_ops))):
-        OPS[draw(st.sampled_from(sorted(OPS)))](b)
+    previous = None
+    for _ in range(draw(st.integers(2, max_ops))):
+        # a slice is followed by a reduction half the time: a size made 0 at 1 then meets
+        # what behaves differently on no element
+        name = "reduce" if previous == "slice" and draw(st.booleans()) else draw(st.sampled_from(WEIGHTED))
+        OPS[name](b)
+        previous = name
     last = b.values[-1]
     returns = [last.name]
     if len(b.values) > 2 and draw(st.booleans()):
