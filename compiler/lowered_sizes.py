@@ -121,7 +121,7 @@ def from_graph(gm: Any, uses: SizeUses, label: str = "the AOT graph") -> None:
         target = node.target
         if target in _PY_DIVISION or any(str(target).startswith(p) for p in _DIVISION_TARGETS):
             divisor = node.args[1]
-            if isinstance(divisor, torch.fx.Node):
+            if hasattr(divisor, "meta"):  # an FX node or a snapshot's
                 divisor = divisor.meta.get("val", divisor.meta.get("example_value"))
             uses.add(_expr_of(divisor), "divisor", f"{label} node {node.name} ({target})")
 

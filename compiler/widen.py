@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import copy
 import dataclasses
 import logging
 import threading
@@ -52,7 +51,7 @@ import sympy
 import torch
 
 from . import questions as questions_
-from .canon import Canon, Canonicalizer, NotWidened, canonical, first_difference, is_size_only, returned_sizes
+from .canon import Canon, Canonicalizer, NotWidened, Snapshot, canonical, first_difference, is_size_only, returned_sizes
 from .sizes import Group, bound_sources, eligible, group_name, merged_group, source_names
 from .widen_goals import prove_at_one
 
@@ -66,22 +65,6 @@ _AOT_BACKENDS = ("aot_eager", "inductor")
 # ---------------------------------------------------------------------------- keeping the generic compile
 
 
-class GraphCopy:
-    """A graph copied before a backend's passes rewrite it (node metadata is shared with
-    the original, and ``get_attr`` targets are read from the module it came from): enough
-    for :func:`canonical`, cheap to take."""
-
-    def __init__(self, gm: torch.fx.GraphModule) -> None:
-        graph = torch.fx.Graph()
-        out, out_node = graph.graph_copy(gm.graph, {}, return_output_node=True)
-        graph.output(out).meta = copy.copy(out_node.meta)
-        self.graph = graph
-        self._owner = gm
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.__dict__["_owner"], name)
-
-
 @dataclasses.dataclass
 class Kept:
     """A generic compile, kept for a later size-1 call (see the module docstring)."""
@@ -89,8 +72,8 @@ class Kept:
     env: Any
     candidates: frozenset[sympy.Symbol]
     backend: str
-    dynamo: GraphCopy
-    aot: GraphCopy | None
+    dynamo: Snapshot
+    aot: Snapshot | None
     aot_kwargs: dict[str, Any] | None
     questions: questions_.QuestionLog | None
     compiled: Callable[..., Any]
@@ -104,8 +87,8 @@ class Kept:
 class _Recording:
     env: Any
     candidates: frozenset[sympy.Symbol]
-    dynamo: GraphCopy
-    aot: GraphCopy | None = None
+    dynamo: Snapshot
+    aot: Snapshot | None = None
     aot_kwargs: dict[str, Any] | None = None
     aot_calls: int = 0
     questions: questions_.QuestionLog | None = None
@@ -130,7 +113,7 @@ def observe_aot(kwargs: dict[str, Any]) -> dict[str, Any]:
     def record_then_compile(gm: torch.fx.GraphModule, example_inputs: Any, *args: Any, **kw: Any) -> Any:
         from torch._dynamo.utils import counters
 
-        rec.aot = GraphCopy(gm)  # before lowering rewrites gm
+        rec.aot = Snapshot(gm)  # before lowering rewrites gm
         hits = counters["inductor"]["fxgraph_cache_hit"]
         with questions_.recording(rec.env, rec.candidates) as qlog:
             out = inner(gm, example_inputs, *args, **kw)
@@ -164,7 +147,7 @@ def recording(env: Any, backend_name: str, gm: torch.fx.GraphModule) -> Iterator
     if not candidates:
         yield None
         return
-    rec = _Recording(env, candidates, GraphCopy(gm))
+    rec = _Recording(env, candidates, Snapshot(gm))
     token = _recording.set(rec)
     try:
         yield rec

@@ -573,3 +573,22 @@ def test_is_causal_is_moot_only_for_one_query_and_one_key(aten):
     f = torch.nn.functional.scaled_dot_product_attention
     torch.testing.assert_close(f(q, q, q, is_causal=True), f(q, q, q, is_causal=False))
     assert not torch.allclose(f(q, k, k, is_causal=True), f(q, k, k, is_causal=False))
+
+
+def test_a_snapshot_reads_as_the_graph_it_was_taken_from():
+    """What a kept compile stores instead of a graph copy: the same canonical form, and it
+    stays so after the graph is rewritten in place (as a backend's passes do)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    gm = make_fx(lambda x: torch.cat([x.t().contiguous(), x[:1].expand(4, -1)], 0).sum([0]),
+                 tracing_mode="symbolic")(torch.randn(4, 4))
+    snap = canon.Snapshot(gm)
+    rename = lambda s: s  # noqa: E731
+    before = canon.canonical(gm, rename)
+    assert canon.canonical(snap, rename) == before
+    assert [n.op for n in snap.graph.find_nodes(op="placeholder")] == ["placeholder"]
+    for node in list(gm.graph.nodes):  # rewrite the original: the snapshot does not move
+        if node.target is torch.ops.aten.sum.dim_IntList:
+            node.target = torch.ops.aten.amax.default
+    gm.recompile()
+    assert canon.canonical(snap, rename) == before != canon.canonical(gm, rename)
