@@ -182,9 +182,13 @@ class Canonicalizer:
         self._output_storages: set[Any] = set()
         #: the graph only calls ATen ops that mutate nothing (see :func:`_is_functional`)
         self._functional = False
-        #: nothing in the graph mutates a tensor (see :func:`_mutation_free`): then which
-        #: intermediates share storage cannot be observed, and is not compared
-        self._private_storage = False
+        #: intermediates that no write or output can observe compare by value alone (sizes,
+        #: dtype, device; not strides): every op of the graph computes its values from its
+        #: inputs' values, none reads a layout (see :func:`_reads_layout`)
+        self._values_only = False
+        #: the storages the graph writes to (see :func:`_mutated_storages`; None: unknown):
+        #: which storage an intermediate shares is compared only where it could be observed
+        self._written: set[Any] | None = None
 
     def expr(self, e: sympy.Basic) -> sympy.Basic:
         out = e.xreplace({s: self._rename(s) for s in e.free_symbols})
@@ -236,10 +240,17 @@ class Canonicalizer:
                 str(t.dtype), str(t.device), str(t.layout), bool(t.requires_grad), alias)
 
     def meta(self, value: Any, storages: list[Any], loose: bool = False, private: bool = False) -> Any:
-        """``private``: the value is an intermediate whose storage sharing is not compared
-        where nothing in the graph mutates and no output shares its storage."""
+        """``private``: the value is an intermediate, whose storage sharing is not compared
+        where no output shares its storage and nothing in the graph writes to it (then
+        whether it is a copy or a view cannot be observed)."""
         if isinstance(value, torch.Tensor):
-            hide = private and self._private_storage and _storage(value) not in self._output_storages
+            key = _storage(value)
+            hide = (private and self._written is not None and key not in self._output_storages
+                    and key not in self._written)
+            if hide and self._values_only:
+                # only its values can be observed: sizes, dtype and device decide them
+                return ("tensor", self.scalar(value.shape), str(value.dtype), str(value.device),
+                        str(value.layout), bool(value.requires_grad), "private")
             return self.tensor_meta(value, storages, loose, hide_alias=hide)
         if isinstance(value, (list, tuple)):
             return tuple(self.meta(v, storages, loose, private) for v in value)
@@ -289,22 +300,23 @@ class Canonicalizer:
 
     def _copy_of_input(self, node: torch.fx.Node, index: dict[torch.fx.Node, int], storages: list[Any],
                        outputs: set[torch.fx.Node]) -> bool:
-        """``aten.clone(x)`` with ``x``'s sizes and strides (those of size-1 dimensions
-        aside), in a graph that mutates nothing, neither returned nor sharing storage with
-        an output: the same value as ``x``.  At 1 ``contiguous()`` or ``reshape`` of an input
+        """``aten.clone(x)``, neither returned nor sharing storage with an output, in a
+        graph that mutates nothing and where no op reads a layout: the same value as ``x``,
+        whatever layout the copy was given.  At 1 ``contiguous()`` or ``reshape`` of an input
         that is contiguous there returns it, where the generic graph copies (T5's decoder);
         in such a graph a copy and the original cannot be told apart."""
         if (node.target is not torch.ops.aten.clone.default or node in outputs or not self._functional
-                or not node.args or not is_node(node.args[0]) or node.args[0] not in index):
-            return False
+                or not self._values_only or not node.args or not is_node(node.args[0])
+                or node.args[0] not in index):
+            return False  # (an op that reads a layout could read past a copy's elements)
         mine, theirs = _value(node), _value(node.args[0])
         if not isinstance(mine, torch.Tensor) or not isinstance(theirs, torch.Tensor):
             return False
         if _storage(mine) in self._output_storages or _storage(theirs) in self._output_storages:
             return False
-        probe = list(storages)
-        return (self.tensor_meta(mine, probe, True, hide_alias=True)
-                == self.tensor_meta(theirs, probe, True, hide_alias=True))
+        # a copy has its input's values, whatever layout it was given
+        return (self.scalar(mine.shape), mine.dtype, mine.device) == (self.scalar(theirs.shape), theirs.dtype,
+                                                                      theirs.device)
 
     def _full_scatter(self, node: torch.fx.Node, index: dict[torch.fx.Node, int], folded: dict[torch.fx.Node, Any],
                       storages: list[Any], outputs: set[torch.fx.Node]) -> bool:
@@ -361,7 +373,8 @@ class Canonicalizer:
         self._same_storage = {}
         self._output_storages = {_storage(v) for n in outputs for v in _flat_tensors(_value(n))}
         self._functional = _is_functional(gm)
-        self._private_storage = self._functional or _mutation_free(gm)
+        self._written = set() if self._functional else _mutated_storages(gm)
+        self._values_only = self._written is not None and not _reads_layout(gm)
 
         def arg(a: Any) -> Any:
             if is_node(a):
@@ -413,9 +426,10 @@ class Canonicalizer:
                 index[node] = index[node.args[0]]  # a copy that is never told apart from its input
                 continue
             target = node.target if isinstance(node.target, str) else _target_name(node.target)
-            if self._functional and target == "aten._unsafe_view.default":
-                # reshape's view of its own copy: without mutation, a view like any other
-                target = "aten.view.default"
+            if self._functional and self._values_only and target in _RESHAPES:
+                # by value, a view, a view of a fresh copy and a reshape are one thing: the
+                # row-major reshape of the input's values
+                target = "reshape"
             if node.op == "placeholder":
                 grapharg = node.meta.get("grapharg")
                 source = grapharg.source.name if grapharg is not None and grapharg.source is not None else None
@@ -504,30 +518,64 @@ _INPLACE_OPERATORS = tuple(getattr(operator, n) for n in (
     "ilshift", "irshift", "imatmul"))
 
 
-def _mutation_free(gm: torch.fx.GraphModule) -> bool:
-    """No node of a Dynamo graph mutates a tensor: no in-place method or function (a name
-    ending in one underscore), no ``out=``/``inplace=True``, no in-place operator, no
-    mutable ATen overload, no submodule or higher-order op (not looked into)."""
+#: ATen ops that compute the same values (the row-major reshape of the input's), whether
+#: they view the input or a fresh copy of it
+_RESHAPES = ("aten.view.default", "aten._unsafe_view.default", "aten.reshape.default")
+#: ops whose values depend on their input's layout (strides, offset, storage), not only on
+#: its values
+_LAYOUT_READERS = ("as_strided", "_reshape_alias", "set_", "storage_offset", "data_ptr", "untyped_storage",
+                   "_make_dep_token", "view_as_real", "view_as_complex")
+
+
+def _reads_layout(gm: Any) -> bool:
+    """Some node's values may depend on its input's layout (``as_strided`` and friends)."""
+    for node in gm.graph.nodes:
+        if node.op in ("call_function", "call_method"):
+            name = node.target if isinstance(node.target, str) else _target_name(node.target)
+            if any(r in name for r in _LAYOUT_READERS):
+                return True
+    return False
+
+
+def _mutated_storages(gm: Any) -> set[Any] | None:
+    """The storages a Dynamo or AOT graph writes to in place (None: some node's writes are
+    not known, so every storage may be).  A write is an in-place method or function (a
+    name ending in one underscore: its first argument), an in-place operator or
+    ``setitem`` (its first argument), ``out=``, ``inplace=True``, or an ATen overload's
+    argument its schema marks written; a submodule or higher-order op is not looked into."""
+    out: set[Any] = set()
+
+    def storages_of(a: Any) -> set[Any]:
+        found: set[Any] = set()
+        _each_node(a, lambda n: found.update(_storage(t) for t in _flat_tensors(_value(n))))
+        return found
+
     for node in gm.graph.nodes:
         if node.op in ("placeholder", "output", "get_attr"):
             continue
         if node.op not in ("call_function", "call_method"):
-            return False
+            return None
         target = node.target
-        if target in _INPLACE_OPERATORS or "out" in node.kwargs or node.kwargs.get("inplace") is True:
-            return False
         if isinstance(target, torch._ops.HigherOrderOperator):
-            return False
+            return None
+        if "out" in node.kwargs:
+            out |= storages_of(node.kwargs["out"])
         if isinstance(target, torch._ops.OpOverload):
-            if target._schema.is_mutable:
-                return False
+            written = [i for i, a in enumerate(target._schema.arguments)
+                       if a.alias_info is not None and a.alias_info.is_write]
+            for i in written:
+                arg = node.args[i] if i < len(node.args) else node.kwargs.get(target._schema.arguments[i].name)
+                out |= storages_of(arg)
             continue
         name = target if isinstance(target, str) else getattr(target, "__name__", "")
-        if not isinstance(name, str) or (name.endswith("_") and not name.endswith("__")):
-            return False
-        if name.startswith("__i") or name in ("__setitem__", "__delitem__"):  # __iadd__ and friends
-            return False
-    return True
+        if not isinstance(name, str):
+            return None
+        in_place = (target in _INPLACE_OPERATORS or node.kwargs.get("inplace") is True
+                    or (name.endswith("_") and not name.endswith("__"))
+                    or name.startswith("__i") or name in ("__setitem__", "__delitem__"))
+        if in_place and node.args:
+            out |= storages_of(node.args[0])
+    return out
 
 
 def _storage(t: torch.Tensor) -> Any:

@@ -61,6 +61,13 @@ SITES: dict[str, tuple[str, Any]] = {
     # (precision only): either way the kernel computes the sum of the same elements
     "need_use_acc_helper": ("a summation-accuracy choice (a cascade accumulator or a plain one); both compute "
                             "the sum", None),
+    # the pattern matcher's recheck of a replacement (register_replacement's check_fn) asks
+    # whether two sizes differ only to choose which sizes become inputs of the search pattern
+    # it retraces: the answer decides whether the pattern matches, and a replacement that
+    # matches computes what it replaces at every size (the pattern's own contract; its
+    # extra checks ask their own questions)
+    "refresh_arg": ("which sizes a pattern's retrace takes as inputs (it decides only whether a replacement "
+                    "matches; a matched replacement is equivalent at every size)", None),
     # stride sorting for layout preferences: torch documents the order as for
     # "optimization-only layout heuristics", never to be used for correctness decisions
     "argsort_sym": ("a layout heuristic (torch documents argsort_sym's order as optimization-only)", None),

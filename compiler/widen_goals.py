@@ -30,13 +30,17 @@ def answer_goals(k: Any, sub: dict[sympy.Symbol, sympy.Basic]) -> list[tuple[sym
         moot = q.moot(sub)
         if moot is not None:
             goal = sympy.Or(goal, moot[1])
-        extra = list(q.axioms)
+        # index variables as plain integers first: SymPy would fold ``q0 >= 0`` of a
+        # variable declared non-negative to True, and the premise would be lost when the
+        # prover renames its symbols to plain ones (a ModularIndexing over q0 then unproved)
+        plain = {s: sympy.Symbol(s.name, integer=True) for s, _ in q.extra_ranges if isinstance(s, sympy.Symbol)}
+        extra = [a.xreplace(plain) for a in q.axioms]
         for s, vr in q.extra_ranges:
             if vr.lower.is_finite:
-                extra.append(sympy.Ge(s, vr.lower))
+                extra.append(sympy.Ge(plain.get(s, s), vr.lower))
             if vr.upper.is_finite:
-                extra.append(sympy.Le(s, vr.upper))
-        out.append((goal.xreplace(sub), [e.xreplace(sub) for e in extra], q.describe()))
+                extra.append(sympy.Le(plain.get(s, s), vr.upper))
+        out.append((goal.xreplace(plain).xreplace(sub), [e.xreplace(sub) for e in extra], q.describe()))
     return out
 
 

@@ -592,3 +592,44 @@ def test_a_snapshot_reads_as_the_graph_it_was_taken_from():
             node.target = torch.ops.aten.amax.default
     gm.recompile()
     assert canon.canonical(snap, rename) == before != canon.canonical(gm, rename)
+
+
+def _aten(fn, *shape):
+    """An ATen graph whose values are fake tensors (they keep storage sharing, as Dynamo's
+    and AOTAutograd's do)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    return make_fx(fn, tracing_mode="fake")(torch.randn(*shape))
+
+
+def test_intermediates_compare_by_value_where_nothing_observes_their_layout():
+    """At 1 a reshape of a transposed buffer is a view; the generic graph copies first
+    (gemma2, falcon, bloom at batch 1).  By value the two are one reshape: equal when the
+    copy's layout cannot be observed (not returned, not written, no op reads a layout)."""
+    rename = lambda s: s  # noqa: E731
+    copy = _aten(lambda x: x.permute(1, 0, 2).clone(memory_format=torch.contiguous_format).view(4, -1).sum(0),
+                 1, 4, 2)
+    view = _aten(lambda x: x.permute(1, 0, 2).view(4, -1).sum(0), 1, 4, 2)
+    assert canon.canonical(copy, rename) == canon.canonical(view, rename)
+    # returned, the reshape's storage is seen (a view of the input, or of a copy): differs
+    copy_out = _aten(lambda x: x.permute(1, 0, 2).clone(memory_format=torch.contiguous_format).view(4, -1), 1, 4, 2)
+    view_out = _aten(lambda x: x.permute(1, 0, 2).view(4, -1), 1, 4, 2)
+    assert canon.canonical(copy_out, rename) != canon.canonical(view_out, rename)
+    # an op that reads a layout: intermediates keep their strides, and the graphs differ
+    strided = lambda f: _aten(lambda x: torch.as_strided(f(x), (2,), (1,)).sum(), 1, 4, 2)  # noqa: E731
+    assert (canon.canonical(strided(lambda x: x.permute(1, 0, 2).clone(memory_format=torch.contiguous_format)
+                                    .view(4, -1)), rename)
+            != canon.canonical(strided(lambda x: x.permute(1, 0, 2).view(4, -1)), rename))
+
+
+def test_the_storages_a_graph_writes_are_known_or_it_is_said_they_are_not():
+    x = torch.randn(3)
+    writes = _aten(lambda t: t.add_(1).sum(), 3)
+    (placeholder,) = writes.graph.find_nodes(op="placeholder")
+    assert canon._mutated_storages(writes) == {canon._storage(placeholder.meta["val"])}
+    assert canon._mutated_storages(_aten(lambda t: t.sin().sum(), 3)) == set()
+    graph = torch.fx.Graph()
+    p = graph.placeholder("x")
+    p.meta["val"] = x
+    graph.output(graph.call_module("m", (p,)))
+    assert canon._mutated_storages(torch.fx.GraphModule({"m": torch.nn.ReLU()}, graph)) is None

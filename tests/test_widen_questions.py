@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sympy
 import torch
+from torch.utils._sympy.value_ranges import ValueRanges
 
 from verishape.compiler import questions, recompute
 
@@ -124,3 +125,27 @@ def test_hint_reads_are_heuristics_or_answers_by_where_they_are_read():
     questions._observe_hint(log, "guarding", 4 * s, 8)
     (q,) = log.questions
     assert q.expr == sympy.Eq(4 * s, 8) and q.site[0] == "guarding hint" and q.moot({s: 1}) is None
+
+
+def test_an_index_variable_keeps_its_lower_bound_when_the_prover_renames_it():
+    """An answer with index-variable premises (``q0`` in [0, 8*s)): ``q0 >= 0`` of a symbol
+    SymPy declares non-negative must survive as a premise (OPT's split reduction asks
+    ``8*(q0//8) + ModularIndexing(q0, 1, 8) < 8*s``, true at s = 1 only because q0 >= 0)."""
+    from types import SimpleNamespace
+
+    from torch.utils._sympy.functions import FloorDiv, ModularIndexing
+
+    from verishape.compiler import widen_goals
+    from verishape.shape_env import current_prover
+
+    s = sympy.Symbol("s", integer=True, positive=True)
+    q0 = sympy.Symbol("q0", integer=True, nonnegative=True)
+    from torch.utils._sympy.numbers import int_oo
+
+    # as Inductor's range simplification passes them: a symbolic bound is an axiom
+    q = questions.Question(sympy.Lt(8 * FloorDiv(q0, 8) + ModularIndexing(q0, 1, 8), 8 * s), sympy.true,
+                           ((q0, ValueRanges(0, int_oo)),), (sympy.Lt(q0, 8 * s),), ("_simplify",))
+    kept = SimpleNamespace(questions=SimpleNamespace(questions=[q]))
+    ((goal, extra, _),) = widen_goals.answer_goals(kept, {s: sympy.Integer(1)})
+    assert any(e == sympy.Ge(sympy.Symbol("q0", integer=True), 0) for e in extra)
+    assert widen_goals._prove_one(current_prover(), goal, extra, {}, "test") is not None
