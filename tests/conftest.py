@@ -84,3 +84,23 @@ def _isolated_torch_state():
         return
     with restored_torch_state():
         yield
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``gpu`` need a CUDA device: where torch sees none they are deselected
+    (said once, in the header), so a CPU run reports no skips; ``-m gpu`` on a GPU machine
+    runs only them."""
+    gpu = [item for item in items if item.get_closest_marker("gpu") is not None]
+    if not gpu:
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    config.hook.pytest_deselected(items=gpu)
+    items[:] = [item for item in items if item.get_closest_marker("gpu") is None]
+    config._verishape_gpu_deselected = len(gpu)
+
+
+def pytest_report_header(config):
+    return "gpu tests: deselected where torch sees no CUDA device (run them on one with: ./dev.sh test -m gpu)"

@@ -266,6 +266,30 @@ def two_views_of_one(x):
     return y[:, :2], y[:, 2:]
 
 
+@case("aliasing", cube)
+def contiguous_then_write(x):
+    y = x.transpose(0, 1).contiguous()  # at 1 a no-op: y is x, and the write reaches x
+    y[0] = 1
+    return x + 0, y
+
+
+@case("aliasing", seq)
+def reshape_then_write(h):
+    y = h.transpose(1, 2).reshape(h.shape[0], -1)  # a view at length 1, a copy otherwise
+    y[:, 0] = 5
+    return h * 1
+
+
+@case("aliasing", cube)
+def as_strided_of_a_copy(x):
+    return torch.as_strided(x.transpose(0, 1).contiguous(), (2, 2), (1, 2)) * 2
+
+
+@case("aliasing", cube)
+def contiguous_returned_view(x):
+    return x.transpose(0, 1).contiguous()[0]
+
+
 # ---------------------------------------------------------------------------- branching
 
 

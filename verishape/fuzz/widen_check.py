@@ -14,6 +14,7 @@ adversarial corpus and the benchmarks.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
@@ -76,15 +77,26 @@ class Sweep:
 
 
 def run_sweep(fn: Callable[..., Any], make_args: Callable[[int], Sequence[Any]], sizes: Sequence[int],
-              backend: str = "inductor", check_stock: bool = True, **compile_kwargs: Any) -> Sweep:
+              backend: str = "inductor", check_stock: bool = True, device: str | None = None,
+              **compile_kwargs: Any) -> Sweep:
     """Call ``fn`` compiled with ``verishape.compile(backend=...)`` on ``make_args(n)`` for
     each ``n`` of ``sizes`` and compare every call with eager.  ``make_args`` must return
     the same values for the same ``n`` (a seeded generator): the two sides get their own
     copies.  Dynamo is reset before and after.  Torch's FX-graph and AOTAutograd caches are
     off for the sweep: a generic graph they serve is never reused (it was lowered out of
-    sight), so with them on the outcome would depend on what ran on this machine before."""
+    sight), so with them on the outcome would depend on what ran on this machine before.
+
+    ``device`` (``"cuda"``): the inputs ``make_args`` builds on the CPU are moved there, and
+    the program runs with it as the default device (tensors it creates land there too)."""
+    if device is not None:
+        on_cpu = make_args
+
+        def make_args(n: int) -> list[Any]:
+            return [a.to(device) if isinstance(a, torch.Tensor) else a for a in on_cpu(n)]
+
     with torch._inductor.config.patch(fx_graph_cache=False), \
-            torch._functorch.config.patch(enable_autograd_cache=False):
+            torch._functorch.config.patch(enable_autograd_cache=False), \
+            (torch.device(device) if device is not None else contextlib.nullcontext()):
         return _run_sweep(fn, make_args, sizes, backend, check_stock, **compile_kwargs)
 
 

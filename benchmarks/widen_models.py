@@ -1,0 +1,215 @@
+"""Batch-1 widening across many model families: where Inductor reuses at size 1, and why not.
+
+Tiny-config Hugging Face models of many families, built offline from configs (random
+weights): decoders (the sequence sweep's length 1 is a decode-sized step), encoders,
+encoder-decoders and vision models.  Each (model, sweep) runs in a fresh process:
+``verishape.compile`` with automatic dynamic shapes and Inductor, torch's compile caches
+off, the sweep of ``benchmarks/real_models.py`` (batch 2, 3, 1, 4, 1, 5 at length 8;
+length 8, 12, 1, 16, 5 at batch 2), every output compared with eager.  Reported: backend
+compiles (stock compiles 3 on these sweeps), whether size 1 reused the generic artifact,
+the first refusal's kind and text, and the largest difference from eager.
+
+    python benchmarks/widen_models.py --jobs 2 --json benchmarks/results/widen_models.json
+    python benchmarks/widen_models.py --models mistral,qwen2 --sweeps seq
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import json
+import multiprocessing
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+VOCAB = 128
+SWEEPS = {"batch": [(b, 8) for b in (2, 3, 1, 4, 1, 5)], "seq": [(2, s) for s in (8, 12, 1, 16, 5)]}
+
+#: small sizes under every name the families use (a config keeps names it does not know)
+_TEXT = dict(num_hidden_layers=2, num_layers=2, n_layer=2, num_attention_heads=4, n_head=4, num_heads=4,
+             num_key_value_heads=2, hidden_size=32, n_embd=32, d_model=32, intermediate_size=64, ffn_dim=64,
+             d_ff=64, n_inner=64, vocab_size=VOCAB, max_position_embeddings=64, n_positions=64,
+             max_seq_len=64, head_dim=8, pad_token_id=0, bos_token_id=0, eos_token_id=0)
+_ENC_DEC = dict(encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
+                encoder_ffn_dim=64, decoder_ffn_dim=64, d_kv=8, num_decoder_layers=2, decoder_start_token_id=0)
+_VISION = dict(num_hidden_layers=2, num_attention_heads=2, hidden_size=32, intermediate_size=64, image_size=32,
+               patch_size=8, num_channels=3)
+
+#: family -> (kind, config overrides); kind: "decoder", "encoder", "enc_dec", "vision", "conv"
+FAMILIES: dict[str, tuple[str, dict[str, Any]]] = {
+    # decoders
+    "gpt2": ("decoder", {}), "llama": ("decoder", {}), "mistral": ("decoder", {"sliding_window": None}),
+    "qwen2": ("decoder", {}), "qwen3": ("decoder", {}), "gemma": ("decoder", {}), "gemma2": ("decoder", {}),
+    "phi": ("decoder", {}), "phi3": ("decoder", {}), "opt": ("decoder", {"word_embed_proj_dim": 32}),
+    "gpt_neox": ("decoder", {"rotary_pct": 1.0}), "falcon": ("decoder", {"new_decoder_architecture": False}),
+    "bloom": ("decoder", {}), "gptj": ("decoder", {"rotary_dim": 4}), "stablelm": ("decoder", {}),
+    "olmo": ("decoder", {}), "starcoder2": ("decoder", {}), "codegen": ("decoder", {"rotary_dim": 4}),
+    "granite": ("decoder", {}), "gpt_neo": ("decoder", {"attention_types": [[["global"], 2]], "window_size": 16}),
+    "biogpt": ("decoder", {}), "xglm": ("decoder", {"attention_heads": 4, "ffn_dim": 64}),
+    # encoders
+    "bert": ("encoder", {}), "roberta": ("encoder", {}), "albert": ("encoder", {"embedding_size": 16}),
+    "electra": ("encoder", {"embedding_size": 16}), "deberta-v2": ("encoder", {}),
+    "xlm-roberta": ("encoder", {}), "mpnet": ("encoder", {}), "distilbert": ("encoder", {"dim": 32, "hidden_dim": 64,
+                                                                                         "n_layers": 2,
+                                                                                         "n_heads": 4}),
+    "convbert": ("encoder", {"embedding_size": 32}), "mobilebert": ("encoder", {"embedding_size": 16,
+                                                                                 "intra_bottleneck_size": 32,
+                                                                                 "true_hidden_size": 32}),
+    # encoder-decoders
+    "t5": ("enc_dec", {}), "bart": ("enc_dec", {}), "mbart": ("enc_dec", {}), "pegasus": ("enc_dec", {}),
+    "marian": ("enc_dec", {}),
+    # vision
+    "vit": ("vision", {}), "deit": ("vision", {}), "beit": ("vision", {}), "dinov2": ("vision", {}),
+    "swin": ("conv", {"image_size": 32, "embed_dim": 16, "depths": [1, 1], "num_heads": [1, 2],
+                      "window_size": 2, "patch_size": 4}),
+    "convnext": ("conv", {"hidden_sizes": [8, 16], "depths": [1, 1], "num_stages": 2}),
+    "resnet": ("conv", {"embedding_size": 8, "hidden_sizes": [8, 16], "depths": [1, 1]}),
+    "regnet": ("conv", {"embedding_size": 8, "hidden_sizes": [8, 16], "depths": [1, 1], "groups_width": 8}),
+}
+
+
+def build(family: str) -> tuple[Any, Callable[[int, int], dict[str, Any]], str]:
+    """The model (eval mode) and its input maker (batch, seq) -> kwargs."""
+    import torch
+    from transformers import AutoConfig, AutoModel
+
+    kind, over = FAMILIES[family]
+    base = {"vision": _VISION, "conv": {"num_channels": 3}}.get(kind, _TEXT)
+    extra = _ENC_DEC if kind == "enc_dec" else {}
+    wanted = {**base, **extra, **over}
+    config_class = type(AutoConfig.for_model(family))
+    # names the config computes itself (a property without a setter) are left to it
+    wanted = {k: v for k, v in wanted.items()
+              if not isinstance(getattr(config_class, k, None), property) or getattr(config_class, k).fset}
+    cfg = AutoConfig.for_model(family, **wanted)
+    torch.manual_seed(0)
+    try:
+        model = AutoModel.from_config(cfg, attn_implementation="sdpa").eval()
+    except ValueError:  # the family has no sdpa attention: its eager attention
+        torch.manual_seed(0)
+        model = AutoModel.from_config(cfg, attn_implementation="eager").eval()
+
+    def text(batch: int, seq: int) -> dict[str, Any]:
+        g = torch.Generator().manual_seed(1000 * batch + seq)
+        out = {"input_ids": torch.randint(3, VOCAB, (batch, seq), generator=g),
+               "attention_mask": torch.ones(batch, seq, dtype=torch.long)}
+        if kind == "enc_dec":
+            out["decoder_input_ids"] = torch.randint(3, VOCAB, (batch, seq), generator=g)
+        if kind in ("decoder", "enc_dec"):
+            out["use_cache"] = False
+        return out
+
+    def image(batch: int, seq: int) -> dict[str, Any]:
+        g = torch.Generator().manual_seed(batch)
+        return {"pixel_values": torch.randn(batch, 3, 32, 32, generator=g)}
+
+    return model, (image if kind in ("vision", "conv") else text), kind
+
+
+def _first_tensor(out: Any) -> Any:
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return out
+    for key in ("last_hidden_state", "logits", "pooler_output"):
+        v = getattr(out, key, None) if not isinstance(out, dict) else out.get(key)
+        if isinstance(v, torch.Tensor):
+            return v
+    if isinstance(out, (tuple, list)):
+        return next(t for t in map(_first_tensor, out) if t is not None)
+    return None
+
+
+def run(family: str, sweep: str) -> dict[str, Any]:
+    """One (model, sweep) in this process."""
+    import logging
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    logging.getLogger("torch").setLevel(logging.CRITICAL)
+    import torch
+    from torch._dynamo.utils import counters
+
+    import verishape
+    from verishape.compiler import frames
+    from verishape.fuzz.widen_check import reason_class
+
+    start = time.perf_counter()
+    try:
+        model, make, kind = build(family)
+    except Exception as exc:  # noqa: BLE001 - a config this transformers cannot build is reported, not fatal
+        return {"family": family, "sweep": sweep, "status": f"not built: {type(exc).__name__}: {exc}"[:300]}
+    torch._dynamo.reset()
+    counters.clear()
+    with torch._inductor.config.patch(fx_graph_cache=False), torch._functorch.config.patch(enable_autograd_cache=False):
+        compiled = verishape.compile(model)
+        max_diff, calls, error = 0.0, [], None
+        for batch, seq in SWEEPS[sweep]:
+            kwargs = make(batch, seq)
+            reused = counters["verishape"]["reused_at_size_1"]
+            try:
+                with torch.no_grad():
+                    got = _first_tensor(compiled(**kwargs))
+                    want = _first_tensor(model(**kwargs))
+            except Exception as exc:  # noqa: BLE001 - reported per model
+                error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+                break
+            diff = (got.double() - want.double()).abs().max().item() if got.numel() else 0.0
+            max_diff = max(max_diff, diff)
+            calls.append({"size": (batch, seq), "reused": counters["verishape"]["reused_at_size_1"] > reused})
+    with frames._envs_lock:
+        refusals = [f"{n}: {w}" for es in frames._envs_by_code.values() for e in es for n, w in e.verishape_log.not_widened]
+    compiles = counters["stats"]["unique_graphs"] - counters["verishape"]["reused_at_size_1"]
+    at_one = [c for c in calls if 1 in (c["size"][0] if sweep == "batch" else c["size"][1],)]
+    return {"family": family, "kind": kind, "sweep": sweep, "status": "error" if error else "ran", "error": error,
+            "compiles": compiles, "reused_at_1": any(c["reused"] for c in at_one),
+            "reused_calls": sum(c["reused"] for c in calls), "max_abs_diff": max_diff,
+            "refusal_kinds": sorted({reason_class(r) for r in refusals}), "refusals": [r[:400] for r in refusals[:3]],
+            "seconds": time.perf_counter() - start, "torch": torch.__version__}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default=",".join(FAMILIES))
+    ap.add_argument("--sweeps", default="batch,seq")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "widen_models.json")
+    args = ap.parse_args(argv)
+    models = [m for m in args.models.split(",") if m]
+    sweeps = [s for s in args.sweeps.split(",") if s]
+    bad = [m for m in models if m not in FAMILIES] + [s for s in sweeps if s not in SWEEPS]
+    if bad:
+        print(f"widen_models: unknown model or sweep {bad}; models: {', '.join(FAMILIES)}; sweeps: batch, seq",
+              file=sys.stderr)
+        return 2
+    todo = [(m, s) for m in models for s in sweeps if not (s == "seq" and FAMILIES[m][0] in ("vision", "conv"))]
+    rows = []
+    ctx = multiprocessing.get_context("spawn")
+    with cf.ProcessPoolExecutor(max_workers=args.jobs, mp_context=ctx, max_tasks_per_child=1) as pool:
+        futures = {pool.submit(run, m, s): (m, s) for m, s in todo}
+        for fut in cf.as_completed(futures):
+            m, s = futures[fut]
+            try:
+                row = fut.result()
+            except Exception as exc:  # noqa: BLE001 - a crashed child is a row
+                row = {"family": m, "sweep": s, "status": f"crashed: {exc!r}"}
+            rows.append(row)
+            print(f"{m:12s} {s:5s} {row['status']:6s} compiles={row.get('compiles')} reused_at_1={row.get('reused_at_1')} "
+                  f"diff={row.get('max_abs_diff', float('nan')):.1e} {row.get('refusal_kinds', '')}", flush=True)
+    rows.sort(key=lambda r: (list(FAMILIES).index(r["family"]), r["sweep"]))
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps({"rows": rows}, indent=1))
+    for kind in ("decoder", "encoder", "enc_dec", "vision", "conv"):
+        for s in sweeps:
+            ran = [r for r in rows if r.get("kind") == kind and r["sweep"] == s and r["status"] == "ran"]
+            if ran:
+                print(f"{kind:8s} {s:5s}: reused at 1 in {sum(r['reused_at_1'] for r in ran)} of {len(ran)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
