@@ -358,12 +358,34 @@ def _aot_inference_graph(gm: torch.fx.GraphModule, example_inputs: Any, aot_kwar
 
     with torch._functorch.config.patch(enable_autograd_cache=False):
         aot_module_simplified(gm, example_inputs, fw_compiler=training, bw_compiler=training,
-                              inference_compiler=keep_graph, **aot_kwargs)
+                              inference_compiler=keep_graph, **_without_specializations(aot_kwargs))
     if "error" in got:
         raise NotWidened(got["error"])
     if "canon" not in got:
         raise NotWidened("the size-1 trace produced no AOT inference graph")
     return got["canon"]
+
+
+#: Inductor decompositions that rewrite a matrix product into pointwise work when a
+#: dimension is statically 1 and otherwise keep the op (``return NotImplemented``): at 1
+#: they turn ``bmm`` into a multiply and a sum where the generic trace keeps ``bmm``
+SIZE_ONE_SPECIALIZATIONS = ("bmm", "mm", "addmm", "baddbmm")
+
+
+def _without_specializations(aot_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The generic compile's AOT options, less the decompositions that only specialize a
+    matrix product at size 1 (:data:`SIZE_ONE_SPECIALIZATIONS`), for the size-1 trace that
+    is compared and never lowered.  Any decomposition table gives a graph with the Dynamo
+    graph's values (a decomposition preserves what the op computes), so a generic AOT graph
+    equal to the size-1 trace under this table computes, at 1, what the program does; the
+    op kept is what the generic branch of those decompositions keeps too.  Where the
+    generic trace did decompose one of them, the graphs differ and the reuse is refused."""
+    table = aot_kwargs.get("decompositions")
+    if not table:
+        return aot_kwargs
+    kept = {op: fn for op, fn in table.items()
+            if getattr(getattr(op, "overloadpacket", None), "__name__", None) not in SIZE_ONE_SPECIALIZATIONS}
+    return {**aot_kwargs, "decompositions": kept}
 
 
 def _generic_rename(env: Any, symbols: Group, value: int) -> Callable[[sympy.Symbol], sympy.Basic]:

@@ -633,3 +633,17 @@ def test_the_storages_a_graph_writes_are_known_or_it_is_said_they_are_not():
     p.meta["val"] = x
     graph.output(graph.call_module("m", (p,)))
     assert canon._mutated_storages(torch.fx.GraphModule({"m": torch.nn.ReLU()}, graph)) is None
+
+
+def test_the_size_1_trace_keeps_a_matrix_product_its_specialization_would_rewrite():
+    """The size-1 comparison trace runs without Inductor's size-1 matrix-product
+    specializations (bmm -> multiply and sum when a dimension is 1); every other
+    decomposition stays."""
+    from torch._inductor.decomposition import select_decomp_table
+
+    table = select_decomp_table()
+    kept = widen._without_specializations({"decompositions": table, "keep_inference_input_mutations": True})
+    assert kept["keep_inference_input_mutations"] is True
+    names = {getattr(getattr(op, "overloadpacket", None), "__name__", None) for op in kept["decompositions"]}
+    assert not names & set(widen.SIZE_ONE_SPECIALIZATIONS)
+    assert len(kept["decompositions"]) > len(table) - 20 and torch.ops.aten.sspaddmm.default in kept["decompositions"]

@@ -554,7 +554,8 @@ REUSES = {
                  "mutates_input", "mutates_first_row", "scale_by_size", "returns_size_minus_one",
                  "returns_size_test", "batch_norm_train", "group_norm", "instance_norm", "sdpa_plain",
                  "sdpa_tril_mask", "padding_mask_from_lengths", "last_token", "gather_argmax", "bmm_self",
-                 "interpolate", "two_inputs"),
+                 "interpolate", "two_inputs", "gram", "linear", "layer_norm", "seq_softmax_sum", "full_sum_wide",
+                 "transpose_contiguous", "contiguous_of_contiguous"),
     "aot_eager": ("slice_max", "slice_sum", "batch_max", "batch_std", "layer_norm", "gram", "last_token",
                   "returns_size_minus_one", "mutates_input", "scale_by_size", "shift_labels"),
 }
