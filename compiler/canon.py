@@ -537,6 +537,10 @@ def _reads_layout(gm: Any) -> bool:
     return False
 
 
+#: modules whose Python functions in a graph follow torch's naming of in-place ops
+_KNOWN_MODULES = ("torch", "operator", "_operator", "math")
+
+
 def _mutated_storages(gm: Any) -> set[Any] | None:
     """The storages a Dynamo or AOT graph writes to in place (None: some node's writes are
     not known, so every storage may be).  A write is an in-place method or function (a
@@ -570,6 +574,9 @@ def _mutated_storages(gm: Any) -> set[Any] | None:
         name = target if isinstance(target, str) else getattr(target, "__name__", "")
         if not isinstance(name, str):
             return None
+        module = "" if isinstance(target, str) else (getattr(target, "__module__", None) or "")
+        if isinstance(target, types.FunctionType) and not module.startswith(_KNOWN_MODULES):
+            return None  # Python code Dynamo kept as one node: what it writes is not known
         in_place = (target in _INPLACE_OPERATORS or node.kwargs.get("inplace") is True
                     or (name.endswith("_") and not name.endswith("__"))
                     or name.startswith("__i") or name in ("__setitem__", "__delitem__"))

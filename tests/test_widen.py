@@ -634,6 +634,16 @@ def test_the_storages_a_graph_writes_are_known_or_it_is_said_they_are_not():
     graph.output(graph.call_module("m", (p,)))
     assert canon._mutated_storages(torch.fx.GraphModule({"m": torch.nn.ReLU()}, graph)) is None
 
+    def writes_inside(t):  # Python code kept as one node: what it writes is not known
+        t.add_(1)
+        return t
+
+    graph = torch.fx.Graph()
+    p = graph.placeholder("x")
+    p.meta["val"] = x
+    graph.output(graph.call_function(writes_inside, (p,)))
+    assert canon._mutated_storages(torch.fx.GraphModule(torch.nn.Module(), graph)) is None
+
 
 def test_the_size_1_trace_keeps_a_matrix_product_its_specialization_would_rewrite():
     """The size-1 comparison trace runs without Inductor's size-1 matrix-product
