@@ -103,12 +103,25 @@ def exporting(envs: list[Any], env_class: type[VeriShapeEnv] = VeriShapeEnv) -> 
         _export_envs.reset(token)
 
 
+#: ``verishape.enable()``: every frame of every ``torch.compile`` in the process, whatever
+#: backend it names, builds VeriShapeEnv (a frame's own backend still decides the rest)
+_everywhere = False
+
+
+def set_everywhere(on: bool) -> None:
+    global _everywhere
+    install()
+    _everywhere = on
+
+
 def _shape_env_factory(*args: Any, **kwargs: Any) -> ShapeEnv:
     """Dynamo's ``OutputGraph``: the export's class inside ``exporting`` (a strict export's
-    frame), VeriShapeEnv for a verishape backend's frame or in audit mode, else stock."""
+    frame), VeriShapeEnv for a verishape backend's frame, in audit mode or while
+    ``verishape.enable()`` holds, else stock."""
     if _export_envs.get() is not None:
         return _export_site_factory(*args, **kwargs)
-    cls = VeriShapeEnv if (_building_verishape_frame.get() or _audit_sink.get() is not None) else ShapeEnv
+    verishape = _building_verishape_frame.get() or _audit_sink.get() is not None or _everywhere
+    cls = VeriShapeEnv if verishape else ShapeEnv
     return cls(*args, **kwargs)
 
 

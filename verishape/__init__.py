@@ -8,7 +8,9 @@ the repository keeps in its top-level folders ``compiler/``, ``solvers/``, ``pro
 * :class:`VeriShapeEnv` - the ShapeEnv that asks Z3 where SymPy gives up;
 * :func:`export` - a drop-in for ``torch.export.export``; :func:`export_decisions` gives
   the proof records of an export;
-* :func:`explain` - what verishape changed in a compiled function's frames or an export.
+* :func:`explain` - what verishape changed in a compiled function's frames or an export;
+* :func:`enable` / :func:`disable` - verishape for every ``torch.compile`` in the process,
+  whatever backend it names (for frameworks that vet the backend's name).
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from __future__ import annotations
 from ._version import __version__
 from .torch_seam import UnsupportedTorch
 
-__all__ = ["UnsupportedTorch", "VeriShapeEnv", "__version__", "compile", "explain", "export", "export_decisions"]
+__all__ = ["UnsupportedTorch", "VeriShapeEnv", "__version__", "compile", "disable", "enable", "explain", "export",
+           "export_decisions"]
 
 
 def __getattr__(name: str):  # lazy: `verishape --version` should not import torch
@@ -35,6 +38,10 @@ def __getattr__(name: str):  # lazy: `verishape --version` should not import tor
         import importlib
 
         return getattr(importlib.import_module("verishape.compiler.export"), name)
+    if name in ("enable", "disable"):
+        from verishape.compiler import switch
+
+        return getattr(switch, name)
     if name == "explain":
         from .explanation import explain
 
