@@ -1,0 +1,58 @@
+"""The widening benchmarks' runners: the campaign draws the same distinct programs for a
+seed and summarizes what its workers report; bad arguments and a missing GPU are one line
+and exit 2."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench_loader import load_benchmark
+
+
+@pytest.fixture
+def fuzz():
+    yield from load_benchmark("widen_fuzz")
+
+
+def test_the_campaign_draws_the_same_distinct_programs_for_a_seed(fuzz):
+    a, b = fuzz.draw(6, 3, 4), fuzz.draw(6, 3, 4)
+    assert [p.source for p in a] == [p.source for p in b]
+    assert len(a) == 6 and len({p.source for p in a}) == 6 and all(p.lines for p in a)
+    assert [p.source for p in fuzz.draw(6, 4, 4)] != [p.source for p in a]
+
+
+def test_the_summary_counts_reuse_wrong_and_reasons(fuzz):
+    progs = fuzz.draw(3, 0, 3)
+    rows = [{"status": "ran", "compiles": 2, "reuses": 1, "wrong": [], "other_differences": [], "refusal_kinds": [],
+             "seconds": 1.0},
+            {"status": "ran", "compiles": 2, "reuses": 0, "wrong": ["size 1: values differ"], "other_differences": [],
+             "refusal_kinds": ["a generic guard excludes 1"], "seconds": 2.0},
+            {"status": "crash"}]
+    s = fuzz.summarize(progs, {"inductor": rows})["inductor"]
+    assert (s["compiled"], s["reused"], s["crashes"], s["reuse_rate"]) == (2, 1, 1, 0.5)
+    assert s["refusal_reasons"] == {"a generic guard excludes 1": 1}
+    assert s["wrong"][0]["program"] == progs[1].source
+
+
+@pytest.mark.parametrize("name,argv,says", [
+    ("widen_fuzz", ["--programs", "0"], "--programs and --jobs must be at least 1"),
+    ("widen_models", ["--models", "gpt5"], "unknown model or sweep"),
+    ("widen_depth", ["--models", "bert"], "--models takes gpt2,llama"),
+    ("widen_corpus", ["--only", "no_such_program"], "--only names no program"),
+])
+def test_bad_arguments_are_one_line_and_exit_2(name, argv, says, capsys):
+    module = next(load_benchmark(name))
+    assert module.main(argv) == 2
+    err = capsys.readouterr().err
+    assert says in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("name", ["gpu_divisibility", "gpu_scale"])
+def test_gpu_benchmarks_say_they_need_a_gpu(name, capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device: the benchmark would run")  # only on a GPU machine
+    module = next(load_benchmark(name))
+    assert module.main([]) == 2
+    assert "needs a CUDA device" in capsys.readouterr().err
