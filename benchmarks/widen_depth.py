@@ -1,16 +1,20 @@
 """What verishape costs per compile as models get deeper: stock vs verishape, by depth.
 
 GPT-2 and LLaMA with tiny width and 12 or 24 layers (random weights, built offline),
-Inductor, automatic dynamic shapes, torch's FX-graph and AOTAutograd caches off.  Each
-(model, depth, variant, round) runs in a fresh process through the calls that compile:
-batch 2 (the static compile), batch 3 (the dynamic one) and batch 1 (stock compiles a
-third time; verishape traces and proves the reuse of the dynamic artifact).  CPU time of
-each call (``time.process_time``); best of ``--rounds`` rounds per variant; the ratio
-verishape / stock per compile.  A warm-up round of each variant runs first (unmeasured),
-so that both sides find Inductor's C++ kernels already built on disk and the figures
-compare what the variants do, not the compiler's cold start.
+Inductor, automatic dynamic shapes, torch's FX-graph and AOTAutograd caches off.  A
+*sequence* is one variant's calls that compile, on a freshly built model after
+``torch._dynamo.reset()``: batch 2 (the static compile), batch 3 (the dynamic one) and batch 1
+(stock compiles a third time; verishape traces and proves the reuse of the dynamic artifact).
+CPU time of each call (``time.process_time``).
 
-    python benchmarks/widen_depth.py --models gpt2,llama --depths 12,24 --rounds 2
+Both variants run in one process per (model, depth), taking turns A B B A ... after one
+unmeasured sequence of each (lazy imports, Inductor's kernels loaded): on this shared 2-core
+machine the CPU time of the same compile in separate processes scatters by 15-25%, which
+would hide a 5% difference, while turns in one process see the same machine state.  Best of
+``--rounds`` per variant; the ratio verishape / stock per compile.  ``--processes`` measures
+each sequence in a fresh process instead (the older method, for comparison).
+
+    python benchmarks/widen_depth.py --models gpt2,llama --depths 12,24 --rounds 3
 """
 
 from __future__ import annotations
@@ -46,20 +50,15 @@ def build(model: str, layers: int) -> Any:
     return LlamaModel(cfg).eval()
 
 
-def child(model: str, layers: int, variant: str) -> dict[str, Any]:
-    """One process: the three compiling calls of one variant."""
-    import logging
-    import warnings
-
-    warnings.filterwarnings("ignore")
-    logging.getLogger("torch").setLevel(logging.CRITICAL)
+def _sequence(model: str, layers: int, variant: str) -> dict[str, Any]:
+    """One variant's three compiling calls on a fresh model, after a Dynamo reset."""
     import torch
     from torch._dynamo.utils import counters
 
     import verishape
 
-    torch._inductor.config.fx_graph_cache = False
-    torch._functorch.config.enable_autograd_cache = False
+    torch._dynamo.reset()
+    counters.clear()
     module = build(model, layers)
     compiled = torch.compile(module) if variant == "stock" else verishape.compile(module)
     out: dict[str, Any] = {}
@@ -81,12 +80,53 @@ def child(model: str, layers: int, variant: str) -> dict[str, Any]:
     return out
 
 
-def _spawn(model: str, layers: int, variant: str) -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, __file__, "--child", model, str(layers), variant],
-                          capture_output=True, text=True, cwd=ROOT)
+def _quiet() -> None:
+    import logging
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    logging.getLogger("torch").setLevel(logging.CRITICAL)
+    import torch
+
+    torch._inductor.config.fx_graph_cache = False
+    torch._functorch.config.enable_autograd_cache = False
+
+
+def child(model: str, layers: int, variant: str) -> dict[str, Any]:
+    """One process, one sequence of one variant (``--processes``)."""
+    _quiet()
+    return _sequence(model, layers, variant)
+
+
+def child_turns(model: str, layers: int, rounds: int) -> dict[str, list[dict[str, Any]]]:
+    """One process: a warm-up sequence of each variant, then ``rounds`` measured sequences
+    of each in A B B A order (so a drift over the process's life falls on both alike)."""
+    _quiet()
+    for variant in ("stock", "verishape"):
+        _sequence(model, layers, variant)
+    runs: dict[str, list[dict[str, Any]]] = {"stock": [], "verishape": []}
+    for r in range(rounds):
+        for variant in (("stock", "verishape") if r % 2 == 0 else ("verishape", "stock")):
+            runs[variant].append(_sequence(model, layers, variant))
+    return runs
+
+
+def _spawn(*child_args: str) -> Any:
+    proc = subprocess.run([sys.executable, __file__, "--child", *child_args], capture_output=True, text=True,
+                          cwd=ROOT)
     if proc.returncode != 0:
-        raise RuntimeError(f"child {model}/{layers}/{variant} failed: {proc.stderr.strip().splitlines()[-1:]}")
+        raise RuntimeError(f"child {'/'.join(child_args)} failed: {proc.stderr.strip().splitlines()[-1:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _by_processes(model: str, layers: int, rounds: int) -> dict[str, list[dict[str, Any]]]:
+    for variant in ("stock", "verishape"):  # warm-up: Inductor's kernels built on disk
+        _spawn(model, str(layers), variant)
+    runs: dict[str, list[dict[str, Any]]] = {"stock": [], "verishape": []}
+    for r in range(rounds):
+        for variant in (("stock", "verishape") if r % 2 == 0 else ("verishape", "stock")):
+            runs[variant].append(_spawn(model, str(layers), variant))
+    return runs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,11 +135,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--depths", default="12,24")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "widen_depth.json")
+    ap.add_argument("--processes", action="store_true",
+                    help="each sequence in a fresh process (default: both variants taking turns in one process)")
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        model, layers, variant = args.child
-        print(json.dumps(child(model, int(layers), variant)))
+        model, layers, what = args.child
+        out = child(model, int(layers), what) if what in ("stock", "verishape") else \
+            child_turns(model, int(layers), int(what))
+        print(json.dumps(out))
         return 0
     models = [m for m in args.models.split(",") if m]
     if any(m not in ("gpt2", "llama") for m in models) or args.rounds < 1:
@@ -109,12 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for model in models:
         for layers in depths:
-            for variant in ("stock", "verishape"):  # warm-up: Inductor's kernels built on disk
-                _spawn(model, layers, variant)
-            runs: dict[str, list[dict[str, Any]]] = {"stock": [], "verishape": []}
-            for r in range(args.rounds):
-                for variant in (("stock", "verishape") if r % 2 == 0 else ("verishape", "stock")):
-                    runs[variant].append(_spawn(model, layers, variant))
+            runs = _by_processes(model, layers, args.rounds) if args.processes else \
+                _spawn(model, str(layers), str(args.rounds))
             row: dict[str, Any] = {"model": model, "layers": layers, "runs": runs,
                                    "torch": runs["stock"][0]["torch"]}
             for name, _ in CALLS:
@@ -128,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"= {row[name]['ratio']:.2f}x" for name, _ in CALLS) + f"; reused at 1: {row['reused_at_1']}",
                 flush=True)
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"rounds": args.rounds, "rows": rows}, indent=1))
+    args.json.write_text(json.dumps({"rounds": args.rounds, "method": "processes" if args.processes else "turns",
+                                     "rows": rows}, indent=1))
     print(f"JSON: {args.json}")
     return 0
 
