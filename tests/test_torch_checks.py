@@ -139,3 +139,43 @@ def test_recorded_events_replay_compares_equal(fn, args, acted):
     # What the check compared against: a VeriShapeEnv, equal to the live one.
     assert type(replayed) is VeriShapeEnv
     env.check_equal(replayed)
+
+
+# ---------------------------------------------------------------- the global swap
+
+@pytest.fixture
+def swapped_everywhere(monkeypatch):
+    """VeriShapeEnv in place of ShapeEnv as a module global of every loaded torch module,
+    the way a run of PyTorch's own tests with verishape would install it: every site
+    that builds a ShapeEnv (Dynamo, export, replay, fake tensors) builds ours."""
+    import sys
+
+    from verishape.compiler import frames
+
+    frames.install()  # Dynamo's site holds verishape's per-frame chooser: swapped too
+    builders = (ShapeEnv, frames._shape_env_factory)
+    swapped = [name for name, mod in list(sys.modules.items())
+               if name.startswith("torch") and getattr(mod, "ShapeEnv", None) in builders]
+    for name in swapped:
+        monkeypatch.setattr(sys.modules[name], "ShapeEnv", VeriShapeEnv)
+    assert "torch._dynamo.output_graph" in swapped
+    return swapped
+
+
+@pytest.mark.parametrize("fn,args,acted", [
+    (pair, (torch.randn(8), torch.randn(5)), lambda log: any(m.applied for m in log.minimizations)),
+    (ratio, (torch.randn(8), torch.randn(3)), lambda log: any(r.obligation.kind == "guard_avoided" for r in log.records)),
+    (asserts, (torch.tensor([3, 2]),), lambda log: any(r.obligation.kind == "assert_discharged" for r in log.records)),
+], ids=["minimizes", "decides", "discharges"])
+def test_torch_checks_pass_with_verishape_swapped_in_everywhere(swapped_everywhere, fn, args, acted):
+    """Stock's own checks, switched on, run on the env Dynamo built (a VeriShapeEnv that
+    changed a decision) against its replay, and pass: verishape's fields are not torch's
+    state.  A check that fails raises out of the compile."""
+    envs: list = []
+    with torch._dynamo.config.patch(capture_scalar_outputs=True), \
+            fx_config.patch(translation_validation=True, check_shape_env_recorded_events=True):
+        out = torch.compile(fn, backend=capturing(envs, "eager"), dynamic=True)(*args)
+    assert torch.equal(out, fn(*args))
+    (env,) = envs
+    assert type(env) is VeriShapeEnv and env.check_recorded_events
+    assert acted(env.verishape_log)

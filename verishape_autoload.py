@@ -1,0 +1,50 @@
+"""``VERISHAPE_ENABLE=1``: verishape for every ``torch.compile`` of a process nobody edits.
+
+A launcher (``torchrun``, a job script, a framework's CLI) can set an environment variable
+where it cannot add ``verishape.enable()`` to the program.  torch runs the functions listed
+under the ``torch.backends`` entry point at the end of ``import torch`` (its plug-in
+mechanism for out-of-tree backends); :func:`on_torch_import` is listed there, reads the
+variable and turns the process-wide switch on (:mod:`verishape.compiler.switch`).
+
+Unset, empty or ``0``: nothing happens, and nothing of verishape is imported (this module
+lives outside the package for that reason: a program that never asked for verishape, such as
+one that loads a saved export, still runs without it).  ``1``: on.  Anything else is refused in one
+line with exit status 2, at ``import torch``: a launcher that asked for verishape and got
+stock torch would be a silent downgrade.  torch skips every plug-in when
+``TORCH_DEVICE_BACKEND_AUTOLOAD=0``; then this hook never runs, and
+:func:`verishape.compiler.switch.is_enabled` says so (the README names both settings).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+VARIABLE = "VERISHAPE_ENABLE"
+
+
+def requested(environ: dict[str, str] | os._Environ[str] = os.environ) -> bool:
+    """Whether ``VERISHAPE_ENABLE`` asks for verishape; a value other than unset, empty,
+    ``0`` or ``1`` raises ValueError naming the variable, its value and the fix."""
+    value = environ.get(VARIABLE, "").strip()
+    if value in ("", "0"):
+        return False
+    if value == "1":
+        return True
+    raise ValueError(f"{VARIABLE}={value!r} is not a setting: use 1 (verishape for every torch.compile "
+                     f"of the process) or 0 / unset (off)")
+
+
+def on_torch_import() -> None:
+    """The ``torch.backends`` entry point: turn the switch on when the variable asks."""
+    try:
+        wanted = requested()
+    except ValueError as exc:
+        # SystemExit passes through torch's wrapper of plug-in errors, which would
+        # otherwise print a chained traceback around this one line.
+        print(f"verishape: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    if wanted:
+        from verishape.compiler.switch import enable
+
+        enable()
