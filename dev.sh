@@ -6,6 +6,7 @@
 # project's "torch>=2.11" is already satisfied and never pulls a CUDA build; then
 # triton==3.6.0 (the Triton that torch 2.13 generates code for; CPU builds of torch name
 # none, and the codegen tests need it); then `pip install -e ".[dev]"`.
+# DEV_KEEP_TORCH=1 skips the two pins (a GPU machine keeps its CUDA torch).
 # A second run reuses the environment: the editable install is skipped when this
 # checkout is the one installed and .dev-setup/stamp matches pyproject.toml, this
 # path and this Python (a fresh clone has no stamp, so its first run installs).
@@ -37,17 +38,27 @@ if spec is None or spec.origin is None:
 if os.path.realpath(os.path.dirname(os.path.dirname(spec.origin))) != here:
     sys.exit(1)
 needed = ["torch", "z3", "sympy", "hypothesis", "numpy", "expecttest",
-          "pytest", "xdist", "matplotlib", "cvc5", "transformers", "ray", "colorama"]
+          "pytest", "xdist", "matplotlib", "cvc5", "transformers", "accelerate", "ray", "colorama"]
 sys.exit(0 if all(importlib.util.find_spec(m) for m in needed) else 1)
 EOF
 }
 
-setup() {
+pin_torch() {
   if ! "$PY" -c "import importlib.metadata as m, sys; sys.exit(0 if m.version('torch').split('+')[0] == '$TORCH_VERSION' else 1)" 2>/dev/null; then
     "$PY" -m pip install --quiet "torch==$TORCH_VERSION"
   fi
   if ! "$PY" -c "import importlib.metadata as m, sys; sys.exit(0 if m.version('triton') == '$TRITON_VERSION' else 1)" 2>/dev/null; then
     "$PY" -m pip install --quiet "triton==$TRITON_VERSION"
+  fi
+}
+
+setup() {
+  # DEV_KEEP_TORCH=1 keeps the torch (and Triton) already installed: a GPU machine's CUDA
+  # build, which the CPU pin below would replace.
+  if [[ ${DEV_KEEP_TORCH:-0} == 1 ]]; then
+    "$PY" -c "import torch" 2>/dev/null || { echo "dev.sh: DEV_KEEP_TORCH=1 but torch is not installed" >&2; exit 2; }
+  else
+    pin_torch
   fi
   local key
   key=$(setup_key)
