@@ -45,6 +45,12 @@ def on_torch_import() -> None:
         print(f"verishape: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     if wanted:
-        from verishape.compiler.switch import enable
+        from verishape import UnsupportedTorch
 
-        enable()
+        try:
+            from verishape.compiler.switch import enable
+
+            enable()
+        except UnsupportedTorch as exc:  # a torch whose internals verishape cannot use: say so, stop
+            print(f"verishape: VERISHAPE_ENABLE=1 but {exc}", file=sys.stderr)
+            raise SystemExit(2) from None

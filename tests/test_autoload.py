@@ -87,3 +87,20 @@ def test_off_nothing_of_verishape_is_imported_by_import_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "True"]
+
+
+def test_a_torch_verishape_cannot_use_stops_the_launch_in_one_line(monkeypatch, capsys):
+    import verishape_autoload
+    from verishape import UnsupportedTorch
+    from verishape.compiler import switch
+
+    def refuse():
+        raise UnsupportedTorch("verishape cannot run on this torch: ShapeEnv.check_equal is missing")
+
+    monkeypatch.setenv(VARIABLE, "1")
+    monkeypatch.setattr(switch, "enable", refuse)
+    with pytest.raises(SystemExit) as stop:
+        verishape_autoload.on_torch_import()
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "verishape: VERISHAPE_ENABLE=1 but verishape cannot run on this torch: ShapeEnv.check_equal is missing"]
