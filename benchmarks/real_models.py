@@ -41,6 +41,10 @@ one set of lazy imports, so what differs between them is verishape's own work.
     python benchmarks/real_models.py                       # all models, aot_eager
     python benchmarks/real_models.py --models gpt2,t5 --widen --backend inductor
     python benchmarks/real_models.py --models llama,t5 --interleave 5
+
+``--device cuda`` builds the models and inputs on the GPU (with ``--backend inductor``:
+Triton kernels); compile time there is best read as wall time (Triton compiles in worker
+processes, outside ``process_time``).
 """
 
 from __future__ import annotations
@@ -195,6 +199,18 @@ def _vit() -> ModelCase:
     cfg = ViTConfig(num_hidden_layers=2, num_attention_heads=2, hidden_size=32, intermediate_size=64,
                     image_size=32, patch_size=8, attn_implementation="sdpa")
     return ModelCase("vit", ViTModel(cfg, add_pooling_layer=False).eval(), _vit_inputs, seq_sweep=False)
+
+
+def on_device(case: ModelCase, device: str) -> ModelCase:
+    """``case`` with its module and every input tensor moved to ``device``."""
+    if device == "cpu":
+        return case
+    import torch
+
+    def inputs(batch: int, seq: int) -> dict[str, Any]:
+        return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in case.inputs(batch, seq).items()}
+
+    return dataclasses.replace(case, module=case.module.to(device), inputs=inputs)
 
 
 MODELS: dict[str, Callable[[], ModelCase]] = {
@@ -502,7 +518,7 @@ def cold_caches() -> None:
     torch._functorch.config.enable_autograd_cache = False
 
 
-def child(model: str, variant: str, backend: str, sweeps: list[str]) -> dict[str, Any]:
+def child(model: str, variant: str, backend: str, sweeps: list[str], device: str = "cpu") -> dict[str, Any]:
     """Everything one (model, variant) process measures."""
     import torch
 
@@ -511,9 +527,9 @@ def child(model: str, variant: str, backend: str, sweeps: list[str]) -> dict[str
     if compile_fn is None:
         return {"model": model, "variant": variant, "available": False}
     torch.manual_seed(0)
-    case = MODELS[model]()
+    case = on_device(MODELS[model](), device)
     _warm_up(compile_fn, backend)
-    out: dict[str, Any] = {"model": model, "variant": variant, "available": True, "sweeps": {}}
+    out: dict[str, Any] = {"model": model, "variant": variant, "available": True, "device": device, "sweeps": {}}
     for sweep in sweeps:
         if sweep == "seq" and not case.seq_sweep:
             continue
@@ -521,7 +537,8 @@ def child(model: str, variant: str, backend: str, sweeps: list[str]) -> dict[str
     return out
 
 
-def interleaved(model: str, backend: str, sweeps: list[str], rounds: int, other: str = "verishape") -> dict[str, Any]:
+def interleaved(model: str, backend: str, sweeps: list[str], rounds: int, other: str = "verishape",
+                device: str = "cpu") -> dict[str, Any]:
     """Stock and ``other`` (verishape or widen) taking turns in this process: ``rounds``
     sweeps each, the variant going first alternating; per variant the median compile CPU
     and wall time, the backend compiles, the size-1 calls that reused a generic artifact,
@@ -532,10 +549,10 @@ def interleaved(model: str, backend: str, sweeps: list[str], rounds: int, other:
     cold_caches()
     fns = {"stock": compiler_for("stock"), other: compiler_for(other)}
     torch.manual_seed(0)
-    case = MODELS[model]()
+    case = on_device(MODELS[model](), device)
     for fn in fns.values():
         _warm_up(fn, backend)
-    out: dict[str, Any] = {"model": model, "rounds": rounds, "other": other, "sweeps": {}}
+    out: dict[str, Any] = {"model": model, "rounds": rounds, "other": other, "device": device, "sweeps": {}}
     for sweep in sweeps:
         if sweep == "seq" and not case.seq_sweep:
             continue
@@ -566,14 +583,14 @@ def interleaved(model: str, backend: str, sweeps: list[str], rounds: int, other:
 
 
 def run_child(model: str, variant: str, backend: str, sweeps: list[str], store: str,
-              interleave: int = 0) -> dict[str, Any]:
+              interleave: int = 0, device: str = "cpu") -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "out.json"
         env = dict(os.environ)
         if store != "default":
             env["VERISHAPE_PROOF_STORE"] = store
         cmd = [sys.executable, __file__, "--child", str(path), "--models", model, "--variant", variant,
-               "--backend", backend, "--sweeps", ",".join(sweeps)]
+               "--backend", backend, "--sweeps", ",".join(sweeps), "--device", device]
         if interleave:
             cmd += ["--interleave", str(interleave)]
         proc = subprocess.run(cmd, check=False, env=env, cwd=ROOT, capture_output=True, text=True)
@@ -645,6 +662,7 @@ def main(argv: list[str] | None = None) -> int:
                          "process per model; median compile CPU ratio (writes real_models_interleave.json)")
     ap.add_argument("--store", default="off",
                     help="VERISHAPE_PROOF_STORE for the children: off (default, cold compiles), a path, or 'default'")
+    ap.add_argument("--device", default="cpu", help="cpu (default) or cuda: models and inputs on that device")
     ap.add_argument("--json", type=Path, default=RESULTS / "real_models.json")
     ap.add_argument("--markdown", type=Path, default=RESULTS / "real_models.md")
     ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
@@ -663,8 +681,9 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--interleave: got {args.interleave}; use 1 or more rounds (0: off)")
     if args.child:
         sys.path[:0] = [str(ROOT)]
-        result = (interleaved(models[0], args.backend, sweeps, args.interleave, args.variant or "verishape")
-                  if args.interleave else child(models[0], args.variant, args.backend, sweeps))
+        result = (interleaved(models[0], args.backend, sweeps, args.interleave, args.variant or "verishape",
+                              args.device)
+                  if args.interleave else child(models[0], args.variant, args.backend, sweeps, args.device))
         args.child.write_text(json.dumps(result))
         return 0
     if args.interleave:
@@ -677,7 +696,7 @@ def main(argv: list[str] | None = None) -> int:
         for r in range(args.rounds):
             # the variants take turns going first: drift in machine speed hits them alike
             for variant in variants[r % len(variants):] + variants[:r % len(variants)]:
-                runs[variant].append(run_child(model, variant, args.backend, sweeps, args.store))
+                runs[variant].append(run_child(model, variant, args.backend, sweeps, args.store, device=args.device))
         row = {"model": model, "variants": {v: _combined(rs) for v, rs in runs.items()}}
         rows.append(row)
         for name, run in row["variants"].items():
@@ -700,26 +719,30 @@ def _main_interleaved(args: argparse.Namespace, models: list[str], sweeps: list[
     rows = []
     start = time.perf_counter()
     other = "widen" if args.widen else "verishape"
+    path = args.json.with_name("real_models_interleave.json") if args.json == RESULTS / "real_models.json" else args.json
+    path.parent.mkdir(parents=True, exist_ok=True)
     for model in models:
-        row = run_child(model, other, args.backend, sweeps, args.store, interleave=args.interleave)
+        row = run_child(model, other, args.backend, sweeps, args.store, interleave=args.interleave,
+                        device=args.device)
         rows.append(row)
         if "error" in row:
             print(f"{model:11} error: {row['error']}", flush=True)
         for sweep, f in row.get("sweeps", {}).items():
             print(f"{model:11} {sweep:5} stock {f['median_s']['stock']:.2f}s {other} "
-                  f"{f['median_s'][other]:.2f}s ratio {f['ratio']:.3f} compiles {f['compiles']} "
+                  f"{f['median_s'][other]:.2f}s ratio {f['ratio']:.3f} (wall stock {f['median_wall_s']['stock']:.2f}s "
+                  f"{other} {f['median_wall_s'][other]:.2f}s) compiles {f['compiles']} "
                   f"reused {f['reused_calls'][other]} size-1 call {f['size_1_call_cpu_s']['stock']:.2f}s -> "
                   f"{f['size_1_call_cpu_s'][other]:.2f}s diff {max(f['max_abs_diff'].values()):.1e} "
                   f"(rounds: stock {[round(x, 2) for x in f['compile_cpu_s']['stock']]}, "
                   f"{other} {[round(x, 2) for x in f['compile_cpu_s'][other]]})", flush=True)
-    path = args.json.with_name("real_models_interleave.json") if args.json == RESULTS / "real_models.json" else args.json
-    path.parent.mkdir(parents=True, exist_ok=True)
-    summary_ = interleave_summary(rows, other)
-    path.write_text(json.dumps({"benchmark": "real_models_interleave", "backend": args.backend, "other": other,
-                                "rounds": args.interleave, "wall_s": time.perf_counter() - start,
-                                "torch": _version("torch"), "transformers": _version("transformers"),
-                                "cpus": os.cpu_count(), "models": rows, "summary": summary_}, indent=2) + "\n")
-    path.with_suffix(".md").write_text(interleave_markdown(rows, other, args.backend))
+        # after each model: a long run that is stopped keeps what it measured
+        summary_ = interleave_summary(rows, other)
+        path.write_text(json.dumps({"benchmark": "real_models_interleave", "backend": args.backend, "other": other,
+                                    "device": _device_name(args.device),
+                                    "rounds": args.interleave, "wall_s": time.perf_counter() - start,
+                                    "torch": _version("torch"), "transformers": _version("transformers"),
+                                    "cpus": os.cpu_count(), "models": rows, "summary": summary_}, indent=2) + "\n")
+        path.with_suffix(".md").write_text(interleave_markdown(rows, other, args.backend))
     print(json.dumps(summary_))
     return 0
 
@@ -788,6 +811,12 @@ def _write(args: argparse.Namespace, rows: list[dict[str, Any]], sweeps: list[st
     args.markdown.parent.mkdir(parents=True, exist_ok=True)
     args.markdown.write_text(markdown(rows))
     return report
+
+
+def _device_name(device: str) -> str:
+    import torch
+
+    return torch.cuda.get_device_name() if device.startswith("cuda") else platform.processor() or "cpu"
 
 
 def _version(module: str) -> str | None:

@@ -7,6 +7,13 @@ stock's own differences, and refusal reasons by kind; per program, its group, re
 reasons.  The slow test ``tests/test_widen_corpus.py`` asserts the same on every run.
 
     python benchmarks/widen_corpus.py --json benchmarks/results/widen_corpus.json
+
+On a GPU: ``--device cuda --backend inductor`` (Triton kernels); ``--shard i/n`` runs every
+n-th program from the i-th (0-based), so that n processes cover the corpus side by side.  Off the CPU, a program whose eager run on the CPU
+fails an index bound or divides an integer by zero at a size of its sweep is left out and
+listed (``skipped``): on CUDA the first is a device-side assert that ends the process, the
+second returns garbage instead of raising (shape errors such as an empty ``max`` raise on
+the host on both, and stay).
 """
 
 from __future__ import annotations
@@ -26,8 +33,16 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--backend", choices=("inductor", "aot_eager", "both"), default="both")
     ap.add_argument("--only", default="", help="comma-separated program names (default: all)")
+    ap.add_argument("--device", default=None, help="cuda: inputs and created tensors on the GPU (default: CPU)")
+    ap.add_argument("--shard", default="0/1", help="i/n: every n-th program from the i-th (default 0/1: all)")
     ap.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "widen_corpus.json")
     args = ap.parse_args(argv)
+    try:
+        shard, shards = (int(p) for p in args.shard.split("/"))
+        if not 0 <= shard < shards:
+            raise ValueError
+    except ValueError:
+        ap.error(f"--shard: got {args.shard!r}; use i/n with 0 <= i < n, for example 0/2")
     import logging
     import warnings
 
@@ -43,16 +58,22 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"widen_corpus: --only names no program: {sorted(unknown)}", file=sys.stderr)
         return 2
+    cases = [c for i, c in enumerate(CASES) if i % shards == shard and (not only or c.name in only)]
+    skipped: dict[str, str] = {}
+    if args.device not in (None, "cpu"):
+        for c in list(cases):
+            why = _raises_on_cpu(c)
+            if why:
+                skipped[c.name] = why
+                cases.remove(c)
     backends = ("inductor", "aot_eager") if args.backend == "both" else (args.backend,)
     rows: dict[str, dict[str, dict]] = {}
     summary: dict[str, dict] = {}
     for backend in backends:
         reasons: collections.Counter[str] = collections.Counter()
         wrong, other, reused, start = [], [], 0, time.perf_counter()
-        for c in CASES:
-            if only and c.name not in only:
-                continue
-            sweep = run_sweep(c.fn, c.make, c.sweep, backend=backend)
+        for c in cases:
+            sweep = run_sweep(c.fn, c.make, c.sweep, backend=backend, device=args.device)
             row = {"group": c.group, **sweep.to_dict(),
                    "refusal_kinds": sorted({reason_class(r) for r in sweep.refusals})}
             rows.setdefault(c.name, {})[backend] = row
@@ -61,18 +82,38 @@ def main(argv: list[str] | None = None) -> int:
                 reasons.update(row["refusal_kinds"])
             wrong += [f"{c.name}: {w}" for w in sweep.wrong]
             other += [f"{c.name}: {w}" for w in sweep.other_differences]
-        n = sum(1 for c in CASES if not only or c.name in only)
+        n = len(cases)
         summary[backend] = {"programs": n, "reused": reused, "wrong": wrong, "other_differences": other,
                             "refusal_reasons": dict(reasons.most_common()),
                             "seconds": time.perf_counter() - start}
-        print(f"{backend}: {n} programs, reused at 1: {reused}, wrong: {len(wrong)}, "
+        print(f"{backend}: {n} programs ({len(skipped)} left out: {', '.join(skipped) or 'none'}), reused at 1: {reused}, wrong: {len(wrong)}, "
               f"stock's own differences: {len(other)} ({summary[backend]['seconds']:.0f} s)")
         for reason, k in reasons.most_common(8):
             print(f"    {k:3d}  {reason}")
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"torch": torch.__version__, "summary": summary, "programs": rows}, indent=1))
+    args.json.write_text(json.dumps({"torch": torch.__version__, "device": _device_name(args.device),
+                                     "shard": args.shard, "skipped": skipped, "summary": summary, "programs": rows}, indent=1))
     print(f"torch {torch.__version__}; JSON: {args.json}")
     return 1 if any(s["wrong"] for s in summary.values()) else 0
+
+
+def _raises_on_cpu(case: object) -> str | None:
+    """Why ``case`` cannot be swept off the CPU (its eager run fails an index bound or
+    divides an integer by zero at a size, errors a GPU does not raise), or None."""
+    for n in case.sweep:  # type: ignore[attr-defined]
+        try:
+            case.fn(*case.make(n))  # type: ignore[attr-defined]
+        except Exception as exc:  # noqa: BLE001 - a program's own error, read for its kind
+            text = str(exc)
+            if "out of bounds" in text or "out of range" in text or "ZeroDivisionError" in text:
+                return f"eager on the CPU at size {n}: {text.splitlines()[0][:80]}"
+    return None
+
+
+def _device_name(device: str | None) -> str:
+    import torch
+
+    return torch.cuda.get_device_name() if device and device.startswith("cuda") else "cpu"
 
 
 if __name__ == "__main__":

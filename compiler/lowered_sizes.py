@@ -37,6 +37,8 @@ from typing import Any
 import sympy
 import torch
 
+from .sizes import at_one
+
 #: SymPy functions whose arguments after the first divide (divisor, and modulus where given)
 _DIVIDING = ("FloorDiv", "CleanDiv", "CeilDiv", "ModularIndexing", "Mod", "PythonMod", "IntTrueDiv", "FloatTrueDiv")
 
@@ -87,10 +89,10 @@ def goals(uses: Iterable[tuple[sympy.Basic, str, str]], widened: set[sympy.Symbo
         if expr in seen or not (expr.free_symbols & widened):
             continue
         seen.add(expr)
-        at_one = sympy.sympify(expr.xreplace(sub))
-        goal = sympy.Ge(at_one, 1) if not at_one.is_number else sympy.true if at_one >= 1 else sympy.false
+        value = sympy.sympify(at_one(expr, sub, f"the {kind} {expr} of {where}"))
+        goal = sympy.Ge(value, 1) if not value.is_number else sympy.true if value >= 1 else sympy.false
         if goal is not sympy.true:
-            out.append((goal, f"the {kind} {expr} of {where} is {at_one} at 1 (the general path needs at least 1)"))
+            out.append((goal, f"the {kind} {expr} of {where} is {value} at 1 (the general path needs at least 1)"))
     return out
 
 

@@ -78,7 +78,10 @@ class _NotANumber(Exception):
 
 
 def _number(e: Any, sub: dict[sympy.Symbol, sympy.Basic]) -> int:
-    value = sympy.sympify(sympy.sympify(e).xreplace(sub))
+    try:
+        value = sympy.sympify(sympy.sympify(e).xreplace(sub))
+    except ZeroDivisionError:  # divides by a size that is 0 at ``sub``: not a number there
+        raise _NotANumber(e) from None
     if not value.is_Integer:
         raise _NotANumber(value)
     return int(value)

@@ -8,6 +8,19 @@ from typing import Any
 import sympy
 from torch.utils._sympy.value_ranges import ValueRanges
 
+from .canon import NotWidened
+
+
+def at_one(expr: sympy.Basic, sub: dict[sympy.Symbol, sympy.Basic], what: str) -> sympy.Basic:
+    """``expr`` with the widened sizes set (``sub``).  Where it divides by a size that is 0
+    there (``FloorDiv(i, s - 1)`` at s = 1; torch's SymPy functions raise while they
+    simplify), the generic artifact would divide by zero too: a refusal naming ``what``,
+    not an internal error."""
+    try:
+        return expr.xreplace(sub)
+    except ZeroDivisionError:
+        raise NotWidened(f"{what} divides by a size that is 0 at 1") from None
+
 
 def merged_into(env: Any, symbol: sympy.Symbol) -> list[sympy.Symbol]:
     """``symbol`` and every symbol torch replaced by it: one size under several names.

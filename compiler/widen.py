@@ -52,7 +52,7 @@ import torch
 
 from . import questions as questions_
 from .canon import Canon, Canonicalizer, NotWidened, Snapshot, canonical, first_difference, is_size_only, returned_sizes
-from .sizes import Group, bound_sources, eligible, group_name, merged_group, source_names
+from .sizes import Group, at_one, bound_sources, eligible, group_name, merged_group, source_names
 from .widen_goals import prove_at_one
 
 log = logging.getLogger("verishape")
@@ -479,7 +479,7 @@ def _refuse_if_excluded(env: Any, symbols: Group, value: int) -> None:
     any graph is compared)."""
     sub = {s: sympy.Integer(value) for s in merged_group(env, symbols)}
     for g in env.guards:
-        if env.replace(g.expr).xreplace(sub) is sympy.false:
+        if at_one(env.replace(g.expr), sub, f"the generic frame's guard {env.replace(g.expr)}") is sympy.false:
             raise NotWidened(f"the generic frame's guard {env.replace(g.expr)} excludes {value} (added at "
                              f"{_where(g)})")
 
@@ -514,7 +514,8 @@ def _argument_map(k: Kept, group: Group, gm: torch.fx.GraphModule) -> list[Calla
         src = _placeholder_source(node)
         value = node.meta.get("example_value", node.meta.get("val"))
         if isinstance(value, torch.SymInt) and value.node.expr.free_symbols <= merged:
-            constant = int(value.node.expr.xreplace({s: sympy.Integer(1) for s in merged}))
+            constant = int(at_one(value.node.expr, {s: sympy.Integer(1) for s in merged},
+                                  f"generic graph argument {node.name} = {value.node.expr}"))
             out.append(lambda args, c=constant: c)
             continue
         if src is None:

@@ -10,7 +10,7 @@ import sympy
 
 from . import lowered_sizes
 from .canon import NotWidened
-from .sizes import Group, merged_group, source_names
+from .sizes import Group, at_one, merged_group, source_names
 
 
 def goal_of(expr: sympy.Basic, answer: sympy.Basic) -> sympy.Basic:
@@ -40,7 +40,9 @@ def answer_goals(k: Any, sub: dict[sympy.Symbol, sympy.Basic]) -> list[tuple[sym
                 extra.append(sympy.Ge(plain.get(s, s), vr.lower))
             if vr.upper.is_finite:
                 extra.append(sympy.Le(plain.get(s, s), vr.upper))
-        out.append((goal.xreplace(plain).xreplace(sub), [e.xreplace(sub) for e in extra], q.describe()))
+        what = q.describe()
+        out.append((at_one(goal.xreplace(plain), sub, f"the lowering's answer {what}"),
+                    [at_one(e, sub, f"a premise of the lowering's answer {what}") for e in extra], what))
     return out
 
 
@@ -72,11 +74,12 @@ def prove_at_one(k: Any, group: Group, nested_env: Any, names: dict[str, str], p
     premises = [p for p in premises if p is not sympy.true]
     hints = {to_generic[s]: int(v) for s, v in nested_env.backed_var_to_val.items() if s in to_generic}
 
-    goals: list[tuple[sympy.Basic, str]] = [(env.replace(g.expr).xreplace(sub), f"the generic guard {g.expr}")
-                                            for g in env.guards]
+    goals: list[tuple[sympy.Basic, str]] = [(at_one(env.replace(g.expr), sub, f"the generic guard {g.expr}"),
+                                             f"the generic guard {g.expr}") for g in env.guards]
     others = {s: vr for s, vr in env.var_to_range.items() if s not in merged and env.var_to_sources.get(s)}
     goals += [(r, f"the generic range {r}") for r in facts.range_facts(others.keys(), others)]
-    answers = answer_goals(k, {**{s: env.replace(s).xreplace(sub) for s in env.replacements}, **sub})
+    replaced = {**{s: at_one(env.replace(s), sub, f"the replacement of {s}") for s in env.replacements}, **sub}
+    answers = answer_goals(k, replaced)
     ev.answers = len(answers)
     # answers with premises of their own (index-variable bounds) are proved one by one; the
     # rest join the guards in one obligation
@@ -84,8 +87,7 @@ def prove_at_one(k: Any, group: Group, nested_env: Any, names: dict[str, str], p
         if extra and goal is not sympy.true and _prove_one(prover, goal, premises + extra, hints, what) is None:
             raise NotWidened(f"a shape answer the lowering acted on is not proved at 1: {what}")
     goals += [(goal, f"the lowering's answer {what}") for goal, extra, what in answers if not extra]
-    goals += size_goals(k, merged, {**{s: env.replace(s).xreplace(sub) for s in env.replacements}, **sub},
-                        nested_ranges)
+    goals += size_goals(k, merged, replaced, nested_ranges)
     goals = [(g, what) for g, what in goals if g is not sympy.true]
     for g, what in goals:
         if g is sympy.false:

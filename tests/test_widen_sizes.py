@@ -145,3 +145,20 @@ def test_a_derived_size_that_becomes_zero_refuses_under_inductor(name, backend):
         assert any("is 0 at 1" in why for why in sweep.refusals), sweep.refusals
     else:  # aot_eager runs the graph op by op, with eager's own checks at 1
         assert sweep.reuses >= 1  # the second call at 1 runs the first one's cache entry
+
+
+def test_a_size_that_divides_by_zero_at_1_is_a_named_refusal_not_an_internal_error():
+    """Seen on an H200 (torch 2.11, Triton): ``h[:, :-1] - h[:, 1:]`` left an index
+    ``FloorDiv(i, s - 1)`` whose substitution at s = 1 raised ZeroDivisionError inside
+    SymPy, and the reuse was refused as "the proof failed".  It is a reason of its own."""
+    from verishape.compiler.canon import NotWidened
+    from verishape.compiler.sizes import at_one
+
+    s = sympy.Symbol("s0", integer=True, positive=True)
+    i = sympy.Symbol("i0", integer=True, nonnegative=True)
+    one = {s: sympy.Integer(1)}
+    with pytest.raises(NotWidened, match=r"the index \(\(i0//\(s0 - 1\)\)\) \+ 1 of buf0 divides by a size that is 0 at 1"):
+        lowered_sizes.goals([(FloorDiv(i, s - 1) + 1, "index", "buf0")], {s}, one)
+    assert at_one(FloorDiv(i, s + 1), one, "x") == FloorDiv(i, 2)
+    with pytest.raises(recompute._NotANumber):
+        recompute._number(ModularIndexing(i, 1, s - 1), one)

@@ -92,7 +92,10 @@ def run_sweep(fn: Callable[..., Any], make_args: Callable[[int], Sequence[Any]],
         on_cpu = make_args
 
         def make_args(n: int) -> list[Any]:
-            return [a.to(device) if isinstance(a, torch.Tensor) else a for a in on_cpu(n)]
+            # built on the CPU whatever the default device (seeded CPU generators), then moved
+            with torch.device("cpu"):
+                made = on_cpu(n)
+            return [a.to(device) if isinstance(a, torch.Tensor) else a for a in made]
 
     with torch._inductor.config.patch(fx_graph_cache=False), \
             torch._functorch.config.patch(enable_autograd_cache=False), \

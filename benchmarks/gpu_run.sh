@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Every GPU check of verishape in one run, for a CUDA machine with no network (issue 31):
+#
+#   benchmarks/gpu_run.sh [OUT_DIR] [SECONDS]
+#
+# 1. the `gpu` tests (tests/test_gpu.py) and the adversarial widening corpus swept to size 1
+#    with Triton kernels (three shards side by side): correctness, no timing;
+# 2. gpu_divisibility.py: kernel time, verishape dynamic vs stock dynamic vs stock static;
+# 3. gpu_scale.py: GPT-2 124M, compile time, solver work, step time at batch 1 and 8;
+# 4. real_models.py --device cuda: the tiny-model batch sweep with Triton kernels, compile
+#    time of both variants taking turns in one process.
+# Each step gets a share of SECONDS (default 500) and is stopped at it; what it wrote stays.
+# Results land in OUT_DIR (default benchmarks/results/gpu): gpu.log and one JSON per step.
+# Set-up: wheels in .whl/ (z3-solver, expecttest, for a machine that lacks them) go to
+# /tmp/site; verishape is installed editable without dependencies or network.
+# GPU_RUN_STEPS=1,4 runs only those steps (default: all).
+# GPU_RUN_DEVICE=cpu is a dry run of this script's plumbing on a machine without CUDA.
+set -u
+cd "$(dirname "$0")/.."
+OUT_DIR=${1:-benchmarks/results/gpu}
+BUDGET=${2:-500}
+DEVICE=${GPU_RUN_DEVICE:-cuda}
+STEPS=,${GPU_RUN_STEPS:-1,2,3,4},
+step() { [[ $STEPS == *,$1,* ]]; }
+mkdir -p "$OUT_DIR"
+LOG=$OUT_DIR/gpu.log
+TMP=$(mktemp -d)
+export PYTHONUNBUFFERED=1 TORCHINDUCTOR_FX_GRAPH_CACHE=0 TORCHINDUCTOR_AUTOGRAD_CACHE=0
+START=$SECONDS
+left() { echo $((BUDGET - (SECONDS - START))); }
+share() { local want=$1 l; l=$(left); ((l < want)) && want=$l; ((want < 1)) && want=1; echo "$want"; }
+say() { echo "== $* (t=$((SECONDS - START))s)" | tee -a "$LOG"; }
+
+if compgen -G ".whl/*.whl" >/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    || { echo "gpu_run: installing .whl/ failed" >&2; exit 2; }
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >"$TMP/install.log" 2>&1 \
+  || { tail -3 "$TMP/install.log" >&2; echo "gpu_run: installing verishape failed" >&2; exit 2; }
+DEVICE=$DEVICE python3 - <<'EOF' 2>&1 | tee -a "$LOG" || exit 2
+import os, sys, torch, triton, z3, verishape
+if os.environ["DEVICE"] == "cuda" and not torch.cuda.is_available():
+    sys.exit("gpu_run: torch sees no CUDA device")
+print(f"torch {torch.__version__}, triton {triton.__version__}, z3 {z3.get_version_string()}, "
+      f"verishape {verishape.__version__}, Python {sys.version.split()[0]}, "
+      f"{torch.cuda.get_device_name() if torch.cuda.is_available() else 'no CUDA'}")
+EOF
+
+if step 1; then
+say "1. gpu tests and the widening corpus on CUDA (side by side, 2 compile threads each)"
+T=$(share 150)
+(export TORCHINDUCTOR_COMPILE_THREADS=2
+ timeout "$T" python3 -m pytest tests/test_gpu.py -m gpu -n 4 -q -p no:cacheprovider >"$TMP/tests.log" 2>&1
+ echo "pytest exit $?" >>"$TMP/tests.log") &
+for i in 0 1 2; do
+  (TORCHINDUCTOR_COMPILE_THREADS=2 timeout "$T" python3 benchmarks/widen_corpus.py --backend inductor --device "$DEVICE" \
+     --shard "$i/3" --json "$TMP/corpus_$i.json" >"$TMP/corpus_$i.log" 2>&1; echo "corpus shard $i exit $?" >>"$TMP/corpus_$i.log") &
+done
+wait
+cat "$TMP/tests.log" "$TMP"/corpus_*.log >>"$LOG"
+python3 - "$TMP" "$OUT_DIR/widen_corpus_cuda.json" <<'EOF' 2>&1 | tee -a "$LOG"
+import glob, json, sys
+parts = [json.load(open(p)) for p in sorted(glob.glob(sys.argv[1] + "/corpus_*.json"))]
+if not parts:
+    sys.exit("no corpus shard finished")
+programs = {k: v for p in parts for k, v in p["programs"].items()}
+s = [p["summary"]["inductor"] for p in parts]
+merged = {"torch": parts[0]["torch"], "device": parts[0]["device"], "shards_finished": len(parts),
+          "summary": {"programs": sum(x["programs"] for x in s), "reused": sum(x["reused"] for x in s),
+                      "wrong": [w for x in s for w in x["wrong"]],
+                      "other_differences": [w for x in s for w in x["other_differences"]]},
+          "programs": programs}
+json.dump(merged, open(sys.argv[2], "w"), indent=1)
+print("corpus on CUDA:", json.dumps(merged["summary"]), f"({len(parts)}/3 shards)")
+EOF
+fi
+
+if step 2; then
+say "2. gpu_divisibility"
+timeout "$(share 80)" python3 benchmarks/gpu_divisibility.py --device "$DEVICE" --json "$OUT_DIR/gpu_divisibility.json" 2>&1 | tee -a "$LOG"
+fi
+
+if step 3; then
+say "3. gpu_scale (GPT-2 124M)"
+timeout "$(share 180)" python3 benchmarks/gpu_scale.py --model gpt2 --batch 8 --seq 128 --device "$DEVICE" \
+  --json "$OUT_DIR/gpu_scale.json" 2>&1 | tee -a "$LOG"
+fi
+
+if step 4; then
+say "4. real_models on CUDA (inductor, batch sweep, interleaved)"
+timeout "$(share 240)" python3 benchmarks/real_models.py --models gpt2,llama --backend inductor --sweeps batch \
+  --interleave 1 --device "$DEVICE" --json "$TMP/real_models_cuda.json" 2>&1 | tee -a "$LOG"
+cp "$TMP/real_models_cuda.json" "$OUT_DIR/" 2>/dev/null
+fi
+say "done"
