@@ -46,11 +46,6 @@ from . import export_checks, frames
 
 log = logging.getLogger("verishape")
 
-#: An exported program checks an input size's lower bound only above this value: sizes 0
-#: and 1 are accepted at runtime whatever was declared (``_check_symint`` in
-#: ``torch._export.utils``; ``_get_input_guards_for_graph`` in ``torch.export._unlift``).
-_RUNTIME_CHECKED_ABOVE = 2
-
 
 class ExportShapeEnv(VeriShapeEnv):
     """The VeriShapeEnv of one export: premises are only what the exported program checks.

@@ -104,3 +104,31 @@ def test_a_program_without_declared_bounds_gets_no_checks():
     ep = _export(verishape.export, Rows(), (torch.randn(4, 3),), {"x": {0: Dim.AUTO}})
     assert export_program_checks(ep) == []
     assert not [n for n in ep.graph.nodes if n.target is torch.ops.aten._assert_scalar.default]
+
+
+def test_a_min_of_one_survives_save_load_and_decompositions_in_tensor_form():
+    """``size >= 1`` holds for every positive size, so a lowering folds its scalar check:
+    it gets a tensor-form check too (``_assert_async`` on the size as a tensor), which every
+    form of the program runs, with the same message."""
+    ep = _export(verishape.export, Rows(), (torch.randn(4, 3),), {"x": {0: Dim("rows", min=1, max=16)}})
+    tensor_checks = [n for n in ep.graph.nodes if n.target is torch.ops.aten._assert_async.msg]
+    assert len(tensor_checks) == 1 and "x.size(0) >= 1" in tensor_checks[0].args[1]
+    buffer = io.BytesIO()
+    torch.export.save(ep, buffer)
+    buffer.seek(0)
+    for program in (ep, torch.export.load(buffer), ep.run_decompositions()):
+        assert "x.size(0) >= 1 (Dim 'rows' has min=1)" in _rejects(program.module(), torch.randn(0, 3))
+        assert program.module()(torch.randn(1, 3)).shape == (3,)
+    two = _export(verishape.export, Rows(), (torch.randn(4, 3),), {"x": {0: Dim("rows", min=2, max=16)}})
+    assert not [n for n in two.graph.nodes if n.target is torch.ops.aten._assert_async.msg]
+
+
+@pytest.mark.slow
+def test_an_aoti_package_rejects_size_zero_below_a_min_of_one_with_our_message(tmp_path):
+    """Measured before the tensor form (torch 2.13): the package ran size 0 and returned
+    zeros, its ``size >= 1`` check folded away by the lowering."""
+    ep = _export(verishape.export, Rows(), (torch.randn(4, 3),), {"x": {0: Dim("rows", min=1, max=16)}})
+    path = torch._inductor.aoti_compile_and_package(ep, package_path=str(tmp_path / "rows.pt2"))
+    run = torch._inductor.aoti_load_package(path)
+    torch.testing.assert_close(run(torch.full((2, 3), 2.0)), torch.full((3,), 2.0))
+    assert "verishape: input check failed: x.size(0) >= 1 (Dim 'rows' has min=1)" in _rejects(run, torch.randn(0, 3))

@@ -32,8 +32,6 @@ from .space import (DEFAULT_BACKED, DEFAULT_UNBACKED, Assumption, Bounds, bounds
 
 _MODS = (tf.Mod, tf.PythonMod, tf.ModularIndexing)
 
-#: Decision-log kinds of a specialization-equivalence proof (``compiler/widen.py``).
-WIDENING_KINDS = ("specialization_widened", "specialization_equivalence")
 _WIDENED = re.compile(r"^(?P<source>.+?) widened to admit (?P<value>-?\d+)")
 
 #: Bounds tried in turn to find a counterexample small enough for real tensors.

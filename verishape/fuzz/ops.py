@@ -79,10 +79,6 @@ def _opinfo_target(info: Any) -> Target:
                   ("from torch.testing._internal.common_methods_invocations import op_db",))
 
 
-def all_names() -> list[str]:
-    return sorted({info.name for info in cpu_opinfos()})
-
-
 def resolve(names: Sequence[str] | None, imports: Sequence[str] = ()) -> list[Target]:
     """Targets for ``names`` (None: every CPU OpInfo).  ``NAME`` matches all variants,
     ``NAME.variant`` one; ``ns::op`` (or ``ns.op`` after ``--import``) a custom op."""
