@@ -163,9 +163,7 @@ class VerishapeBackend:
         this frame when that is proved (the user's backend compiles nothing); any other
         compile runs the user's backend as usual and is kept for such a call (see
         :mod:`verishape.compiler.widen`)."""
-        from torch._dynamo import symbolic_convert
-
-        tx = getattr(symbolic_convert.tls, "current_tx", None)  # None: called outside a Dynamo trace
+        tx = torch_seam.current_tx()  # None: called outside a Dynamo trace
         env = tx.output.shape_env if tx is not None else None
         if not isinstance(env, VeriShapeEnv) or tx is not tx.output.root_tx:
             return self._inner(gm, example_inputs, **kwargs)

@@ -70,6 +70,8 @@ class ExportShapeEnv(VeriShapeEnv):
     in the program's graph before the program is handed out.
     """
 
+    replays_data_dependent_errors = False  # its error gets its check from the export's own frame
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         #: input dimension (source name) -> what the export's ``dynamic_shapes`` declares

@@ -124,8 +124,9 @@ def explain_export(ep: Any) -> str:
 def explain(compiled_fn: Any) -> str:
     """Explain a function or module returned by ``verishape.compile`` (after it ran), an
     ExportedProgram returned by ``verishape.export`` (its decisions and the checks added to
-    its graph), or an error ``verishape.export`` raised (the proved ``torch._check`` that
-    settles it, also structured as the error's ``verishape_suggestion``)."""
+    its graph), or a data-dependent error ``verishape.compile`` or ``verishape.export``
+    raised (the proved ``torch._check`` that settles it, also structured as the error's
+    ``verishape_suggestion``)."""
     from torch.export import ExportedProgram
 
     from verishape.compiler.frames import envs_for
@@ -133,12 +134,17 @@ def explain(compiled_fn: Any) -> str:
     if isinstance(compiled_fn, ExportedProgram):
         return explain_export(compiled_fn)
     if isinstance(compiled_fn, BaseException):
+        from verishape.compiler import compile_dde
+
+        # an error of torch.compile(backend="verishape") or under verishape.enable() has not
+        # been looked at yet (no wrapper of verishape.compile saw it leave): look now
+        compile_dde.attach(compiled_fn)
         found = getattr(compiled_fn, "verishape_suggestion", None)
         if found is not None:
             return found.text()
         if hasattr(compiled_fn, "verishape_suggestion"):
             return "verishape: no torch._check was proved to settle this error (stock's message stands)"
-        return "verishape: this error did not come from verishape.export (nothing to explain)"
+        return "verishape: this error did not come from verishape.compile or verishape.export (nothing to explain)"
 
     original = getattr(compiled_fn, "_torchdynamo_orig_callable", compiled_fn)
     original = getattr(original, "forward", original)

@@ -30,7 +30,7 @@ from typing import Any
 import sympy
 import torch
 from torch.fx.experimental.recording import ShapeEnvEvent, record_shapeenv_event
-from torch.fx.experimental.symbolic_shapes import ShapeEnv, StrictMinMaxConstraint
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, ShapeEnv, StrictMinMaxConstraint
 from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.value_ranges import ValueRanges
 
@@ -89,6 +89,10 @@ class VeriShapeEnv(ShapeEnv):
     ``verishape_log`` holds a proof record for every answer the solver changed.
     """
 
+    #: a data-dependent error raised in a Dynamo trace keeps the frame's inputs (see
+    #: :mod:`verishape.compiler.compile_dde`); an export finds its check its own way
+    replays_data_dependent_errors = True
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         replacement_asserts.install()  # before stock's init can record a replacement
         super().__init__(*args, **kwargs)
@@ -122,6 +126,13 @@ class VeriShapeEnv(ShapeEnv):
         saved, self._vs_kind = self._vs_kind, (orig_expr, fallback_value)
         try:
             return super().evaluate_expr(orig_expr, hint, fx_node, size_oblivious, fallback_value, **kwargs)
+        except GuardOnDataDependentSymNode as exc:
+            # What a proved check for this error needs, taken while the frame is at hand:
+            # the inputs Dynamo entered it with (verishape.compile replays them through a
+            # non-strict export once the error reaches the caller; nothing else is done here).
+            if self.replays_data_dependent_errors and not hasattr(exc, "verishape_frame_inputs"):
+                exc.verishape_frame_inputs = torch_seam.traced_frame_inputs()  # type: ignore[attr-defined]
+            raise
         finally:
             self._vs_kind = saved
 

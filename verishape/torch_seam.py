@@ -63,9 +63,12 @@ COMPILATION_METRICS = "torch._dynamo.utils.get_compilation_metrics"
 #: ``bw_compiler`` by keyword, as Dynamo's AOT backends pass it.
 AOT_MODULE_SIMPLIFIED = "torch._dynamo.backends.common.aot_module_simplified"
 #: Read, not patched: backend lookup (compiler/backend.py, demo), the tracing and compile
-#: contexts (locations.py, audit/capture.py).
+#: contexts (locations.py, audit/capture.py), Dynamo's thread-local current translator
+#: (the frame being traced: compiler/backend.py, and the inputs of a frame whose trace
+#: stops on a data-dependent question, for the proved check of compiler/compile_dde.py).
+DYNAMO_TLS = "torch._dynamo.symbolic_convert.tls"
 READ_NAMES = ("torch._dynamo.backends.registry.lookup_backend", "torch._guards.TracingContext",
-              "torch._guards.CompileContext")
+              "torch._guards.CompileContext", DYNAMO_TLS)
 
 #: The arguments of ``ShapeEnv._maybe_evaluate_static`` whose meaning VeriShapeEnv honours.
 REQUIRED_STATIC_PARAMS = frozenset({"expr", "unbacked_only", "compute_hint", "size_oblivious", "axioms", "var_to_range"})
@@ -298,6 +301,32 @@ def source_name(source: Any) -> str:
     """A Dynamo source's name: a method on some torch releases, a property on others."""
     name = source.name
     return name() if callable(name) else str(name)
+
+
+def current_tx() -> Any:
+    """The instruction translator Dynamo is running on this thread, or None outside a trace."""
+    return getattr(resolve(DYNAMO_TLS), "current_tx", None)
+
+
+@dataclasses.dataclass(frozen=True)
+class FrameInputs:
+    """The frame Dynamo started tracing: its code, globals and the locals it was entered
+    with (the real argument values; a resumed frame's are the values it resumes with)."""
+
+    code: Any
+    f_globals: dict[str, Any]
+    f_locals: dict[str, Any]
+
+
+def traced_frame_inputs() -> FrameInputs | None:
+    """The root frame of the trace running on this thread (None outside a Dynamo trace, or
+    when the translator lacks the attributes read here)."""
+    tx = current_tx()
+    root = getattr(getattr(tx, "output", None), "root_tx", None)
+    try:
+        return FrameInputs(root.f_code, root.f_globals, dict(root.f_locals))
+    except (AttributeError, TypeError):
+        return None
 
 
 def inductor_wrapper_class() -> Any:
