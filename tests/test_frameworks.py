@@ -1,5 +1,6 @@
 """verishape inside a framework nobody here wrote: Hugging Face ``Trainer`` compiling a tiny
-GPT-2's training step (forward and backward) with ``torch_compile=True``.
+GPT-2's training step (forward and backward) with ``torch_compile=True``, and ``generate()``
+with a compiled forward.
 
 accelerate vets the backend's name, so the way in is the process-wide switch
 (``verishape.enable()``, or ``VERISHAPE_ENABLE=1`` for launchers); the frames Trainer compiles
@@ -68,3 +69,79 @@ def test_accelerate_refuses_the_backend_name_so_the_switch_is_the_way_in():
     enum of backends before training starts (accelerate 1.15)."""
     with pytest.raises(ValueError, match="'VERISHAPE' is not a valid DynamoBackend"), contextlib.ExitStack():
         _train(compile_=True, backend_name="verishape")
+
+
+@pytest.mark.parametrize("cache", [None, "static"])
+def test_generate_with_a_compiled_forward_matches_eager_across_batch_one_and_decode(cache):
+    """``generate()`` with ``model.forward = verishape.compile(model.forward)``: a prefill, then
+    a decode loop at sequence length 1, for a batch-2 request and then a batch-1 one; the
+    tokens are eager's.  (Measured, not asserted: stock and verishape compile alike here,
+    torch 2.13 and transformers 5.23: with the default dynamic cache both reach Dynamo's
+    recompile limit on the cache's strides; with ``cache_implementation="static"`` both
+    compile 6 graphs, and the size-1 trace differs from the generic graph, so nothing is
+    reused.)"""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    cfg = GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=VOCAB, n_positions=32, bos_token_id=0,
+                     eos_token_id=0, pad_token_id=0)
+    model, reference = GPT2LMHeadModel(cfg).eval(), GPT2LMHeadModel(cfg).eval()
+    reference.load_state_dict(model.state_dict())
+    model.forward = verishape.compile(model.forward)
+    kwargs = {"cache_implementation": cache} if cache else {}
+    torch._dynamo.reset()
+    before = {id(e) for es in frames._envs_by_code.values() for e in es}
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        for batch in (2, 1):
+            ids = torch.randint(1, VOCAB, (batch, 5), generator=torch.Generator().manual_seed(batch))
+            mask = torch.ones_like(ids)
+            got = model.generate(ids, attention_mask=mask, max_new_tokens=3, do_sample=False, **kwargs)
+            want = reference.generate(ids, attention_mask=mask, max_new_tokens=3, do_sample=False, **kwargs)
+            assert torch.equal(got, want), (batch, got, want)
+    assert any(isinstance(e, VeriShapeEnv) and id(e) not in before for es in frames._envs_by_code.values() for e in es)
+
+
+def _lightning_fit(how: str) -> torch.Tensor:
+    """Two epochs of a small regression with Lightning's Trainer (batches of 4, 4 and 2, so a
+    dynamic recompile happens); the trained weights."""
+    lightning = pytest.importorskip("lightning")  # the dev set-up installs it: CI runs this
+
+    class Net(lightning.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.layer(x)
+
+        def training_step(self, batch: list[torch.Tensor], _: int) -> torch.Tensor:
+            x, y = batch
+            return torch.nn.functional.mse_loss(self(x), y)
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    torch.manual_seed(0)
+    torch._dynamo.reset()
+    model = Net()
+    x = torch.randn(10, 8, generator=torch.Generator().manual_seed(0))
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, x.sum(1, keepdim=True)), batch_size=4)
+    trainer = lightning.Trainer(max_epochs=2, accelerator="cpu", logger=False, enable_checkpointing=False,
+                                enable_progress_bar=False, enable_model_summary=False)
+    compiled = {"eager": model, "verishape": verishape.compile(model), "switch": torch.compile(model)}[how]
+    with warnings.catch_warnings(), (verishape.enable() if how == "switch" else contextlib.nullcontext()):
+        warnings.simplefilter("ignore")
+        trainer.fit(compiled, loader)
+    return torch.cat([p.detach().flatten() for p in model.parameters()])
+
+
+@pytest.mark.parametrize("how", ["verishape", "switch"])
+def test_lightning_trains_a_compiled_module_to_eager_s_weights(how):
+    """Lightning accepts ``verishape.compile(model)`` as it accepts ``torch.compile(model)``;
+    under ``verishape.enable()`` its ``torch.compile`` reasons with VeriShapeEnv too."""
+    want = _lightning_fit("eager")
+    before = {id(e) for es in frames._envs_by_code.values() for e in es}
+    got = _lightning_fit(how)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    assert any(isinstance(e, VeriShapeEnv) and id(e) not in before for es in frames._envs_by_code.values() for e in es)
