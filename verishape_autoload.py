@@ -12,7 +12,7 @@ one that loads a saved export, still runs without it).  ``1``: on.  Anything els
 line with exit status 2, at ``import torch``: a launcher that asked for verishape and got
 stock torch would be a silent downgrade.  torch skips every plug-in when
 ``TORCH_DEVICE_BACKEND_AUTOLOAD=0``; then this hook never runs, and
-:func:`verishape.compiler.switch.is_enabled` says so (the README names both settings).
+:func:`verishape.compiler.switch.is_enabled` says so (docs/compile.md names both settings).
 """
 
 from __future__ import annotations
