@@ -122,3 +122,17 @@ def test_undecodable_script_is_one_line(tmp_path):
     script.write_bytes(b"x = '\xff\xfe'\n")  # no coding line: UTF-8, and these bytes are not UTF-8
     out = _probe("verify-guards", str(script))
     assert out.returncode == 2 and "bad_bytes.py" in _one_error_line(out.stderr)
+
+
+@pytest.mark.slow
+def test_the_demo_runs_both_paths_and_says_what_each_did():
+    """``./dev.sh demo``, the main job: the data-dependent program compiles where stock
+    raises and agrees with eager, and on the default path the batch-1 call runs the batch-N
+    artifact (one compile fewer than stock)."""
+    out = subprocess.run([sys.executable, "-m", "verishape", "demo"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    text = out.stdout
+    assert "stock torch.compile: UserError" in text and text.count("(eager agrees)") == 3
+    assert "an input that breaks the user's fact is still rejected" in text
+    assert "verishape.compile: 2 compiles;" in text and "batch 1: ran the batch-N artifact (proved)" in text
+    assert "stock torch.compile: 3 compiles;" in text and "outputs equal eager: yes" in text
