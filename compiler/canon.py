@@ -1,5 +1,6 @@
-"""Comparable forms of what Dynamo made for a frame: its FX graphs (:func:`canonical`) and
-the bytecode around the graph (:func:`bytecode`).
+"""A comparable form of what Dynamo made for a frame: its FX graphs (:func:`canonical`).
+(The bytecode around the graph is not compared: the size-1 call runs its own, see
+:mod:`verishape.compiler.widen`.)
 
 Two traces of one frame (the generic one and one at a specialized size) are compared in
 these forms by :mod:`verishape.compiler.widen`: size-only nodes are folded to their
@@ -20,6 +21,8 @@ from typing import Any
 
 import sympy
 import torch
+
+from .snapshot import each_node, is_node
 
 
 class NotWidened(Exception):
@@ -58,86 +61,6 @@ def returned_sizes(generic: Canon, other: Canon) -> tuple[int, ...] | None:
         elif not (isinstance(item, tuple) and item and item[0] == "value"):
             return None
     return tuple(keep) if j == len(other.outputs) else None
-
-
-class SnapNode:
-    """One node of a :class:`Snapshot`: what :func:`canonical` and the widening checks read
-    of an FX node (its arguments point at other snapshot nodes)."""
-
-    __slots__ = ("op", "target", "args", "kwargs", "meta", "name")
-
-    def __init__(self, op: str, target: Any, meta: dict[str, Any], name: str) -> None:
-        self.op, self.target, self.meta, self.name = op, target, meta, name
-        self.args: tuple[Any, ...] = ()
-        self.kwargs: dict[str, Any] = {}
-
-    def __repr__(self) -> str:
-        return f"SnapNode({self.name})"
-
-
-class Snapshot:
-    """A graph's nodes, copied before a backend's passes rewrite the graph in place: each
-    node's op, target, arguments and a shallow copy of its metadata (the values in it are
-    shared), as plain records.  Much cheaper than ``Graph.graph_copy`` (which builds and
-    validates FX nodes: about 1.2 s for a 12-layer GPT-2's Dynamo and AOT graphs) and
-    enough for everything read later: ``snapshot.graph.nodes``, ``find_nodes``, and
-    attributes of the module it came from (``get_attr`` targets)."""
-
-    def __init__(self, gm: torch.fx.GraphModule) -> None:
-        mapping: dict[torch.fx.Node, SnapNode] = {}
-        nodes = []
-        for n in gm.graph.nodes:
-            s = SnapNode(n.op, n.target, dict(n.meta), n.name)
-            s.args = _remap(n.args, mapping)
-            s.kwargs = _remap(n.kwargs, mapping)
-            mapping[n] = s
-            nodes.append(s)
-        self.nodes = nodes
-        self._owner = gm
-
-    @property
-    def graph(self) -> Snapshot:
-        return self
-
-    def find_nodes(self, *, op: str) -> list[SnapNode]:
-        return [n for n in self.nodes if n.op == op]
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.__dict__["_owner"], name)
-
-
-def _remap(a: Any, mapping: dict[torch.fx.Node, SnapNode]) -> Any:
-    if isinstance(a, torch.fx.Node):
-        return mapping[a]
-    if isinstance(a, tuple):
-        items = tuple(_remap(x, mapping) for x in a)
-        return type(a)(*items) if hasattr(a, "_fields") else items
-    if isinstance(a, list):  # FX's immutable_list keeps its type (the canonical form names it)
-        return type(a)(_remap(x, mapping) for x in a)
-    if isinstance(a, dict):
-        return type(a)({k: _remap(v, mapping) for k, v in a.items()})
-    if isinstance(a, slice):
-        return slice(_remap(a.start, mapping), _remap(a.stop, mapping), _remap(a.step, mapping))
-    return a
-
-
-def is_node(a: Any) -> bool:
-    """An FX node or a :class:`Snapshot`'s node."""
-    return isinstance(a, (torch.fx.Node, SnapNode))
-
-
-def _each_node(a: Any, fn: Callable[[Any], Any]) -> None:
-    if is_node(a):
-        fn(a)
-    elif isinstance(a, (tuple, list)):
-        for x in a:
-            _each_node(x, fn)
-    elif isinstance(a, dict):
-        for x in a.values():
-            _each_node(x, fn)
-    elif isinstance(a, slice):
-        for x in (a.start, a.stop, a.step):
-            _each_node(x, fn)
 
 
 def _value(node: torch.fx.Node) -> Any:
@@ -369,7 +292,7 @@ class Canonicalizer:
         entries: list[Any] = []
         outputs: set[torch.fx.Node] = set()
         for node in gm.graph.find_nodes(op="output"):
-            _each_node(node.args, outputs.add)
+            each_node(node.args, outputs.add)
         self._same_storage = {}
         self._output_storages = {_storage(v) for n in outputs for v in _flat_tensors(_value(n))}
         self._functional = _is_functional(gm)
@@ -551,7 +474,7 @@ def _mutated_storages(gm: Any) -> set[Any] | None:
 
     def storages_of(a: Any) -> set[Any]:
         found: set[Any] = set()
-        _each_node(a, lambda n: found.update(_storage(t) for t in _flat_tensors(_value(n))))
+        each_node(a, lambda n: found.update(_storage(t) for t in _flat_tensors(_value(n))))
         return found
 
     for node in gm.graph.nodes:

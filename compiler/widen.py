@@ -51,8 +51,9 @@ import sympy
 import torch
 
 from . import questions as questions_
-from .canon import Canon, Canonicalizer, NotWidened, Snapshot, canonical, first_difference, is_size_only, returned_sizes
+from .canon import Canon, Canonicalizer, NotWidened, canonical, first_difference, is_size_only, returned_sizes
 from .sizes import Group, at_one, bound_sources, eligible, group_name, merged_group, source_names
+from .snapshot import Snapshot
 from .widen_goals import prove_at_one
 
 log = logging.getLogger("verishape")

@@ -20,7 +20,7 @@ from torch._dynamo.utils import counters
 
 import verishape
 from verishape import solvers
-from verishape.compiler import canon, frames, questions, widen
+from verishape.compiler import canon, frames, questions, snapshot, widen
 from verishape.shape_env import use_prover
 
 
@@ -582,7 +582,7 @@ def test_a_snapshot_reads_as_the_graph_it_was_taken_from():
 
     gm = make_fx(lambda x: torch.cat([x.t().contiguous(), x[:1].expand(4, -1)], 0).sum([0]),
                  tracing_mode="symbolic")(torch.randn(4, 4))
-    snap = canon.Snapshot(gm)
+    snap = snapshot.Snapshot(gm)
     rename = lambda s: s  # noqa: E731
     before = canon.canonical(gm, rename)
     assert canon.canonical(snap, rename) == before
