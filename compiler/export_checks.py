@@ -165,86 +165,94 @@ def install(ep: Any, checks: Iterable[ProgramCheck]) -> list[str]:
     if not checks:
         return []
     dims = input_dims(ep)
-    graph = ep.graph
-    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
-    anchor = placeholders[-1] if placeholders else None
-    sizes: dict[sympy.Symbol, Any] = {}
+    emitter = _Emitter(ep.graph, dims)
     messages = []
-
-    def emit(target: Any, args: tuple[Any, ...], val: Any, kwargs: dict[str, Any] | None = None) -> Any:
-        nonlocal anchor
-        if anchor is None:
-            node = graph.call_function(target, args, kwargs)
-            graph_first = next(iter(graph.nodes))
-            if graph_first is not node:
-                graph_first.prepend(node)
-        else:
-            with graph.inserting_after(anchor):
-                node = graph.call_function(target, args, kwargs)
-        node.meta["val"] = val
-        anchor = node
-        return node
-
-    def term(expr: sympy.Basic) -> tuple[Any, Any]:
-        """(node or int, its fake value)"""
-        if isinstance(expr, sympy.Integer):
-            return int(expr), int(expr)
-        if isinstance(expr, sympy.Symbol):
-            if expr not in dims:
-                raise UncheckableFact(f"{expr} is no input dimension of this program")
-            if expr not in sizes:
-                node, d = dims[expr]
-                val = node.meta["val"].shape[d]
-                sizes[expr] = (emit(torch.ops.aten.sym_size.int, (node, d), val), val)
-            return sizes[expr]
-        ops = {sympy.Add: operator.add, sympy.Mul: operator.mul, FloorDiv: operator.floordiv, Mod: operator.mod}
-        op = next((f for t, f in ops.items() if isinstance(expr, t)), None)
-        if op is None:
-            raise UncheckableFact(f"operation {type(expr).__name__} in {expr}")
-        args = [term(a) for a in expr.args]
-        if op in (operator.floordiv, operator.mod):
-            (a, av), (b, bv) = args
-            return emit(op, (a, b), op(av, bv)), op(av, bv)
-        node, val = args[0]
-        for b, bv in args[1:]:
-            val = op(val, bv)
-            node = emit(op, (node, b), val)
-        return node, val
-
-    fake_mode = next((n.meta["val"].fake_mode for n in placeholders
-                      if hasattr(n.meta.get("val"), "fake_mode")), None)
-
-    def tensor_check(part: sympy.Basic, lhs: tuple[Any, Any], rhs: tuple[Any, Any], message: str) -> None:
-        """``part`` as tensor ops: a 0-d tensor of each side, the comparison, the assert."""
-        def scalar(node: Any) -> Any:
-            with fake_mode if fake_mode is not None else contextlib.nullcontext():
-                val = torch.empty((), dtype=torch.int64)
-            return emit(torch.ops.aten.scalar_tensor.default, (node,), val, {"dtype": torch.int64})
-
-        with fake_mode if fake_mode is not None else contextlib.nullcontext():
-            flag = torch.empty((), dtype=torch.bool)
-        left = scalar(lhs[0])
-        if isinstance(rhs[0], int):
-            cond = emit(_TENSOR_RELATIONS[type(part)].Scalar, (left, rhs[0]), flag)
-        else:
-            cond = emit(_TENSOR_RELATIONS[type(part)].Tensor, (left, scalar(rhs[0])), flag)
-        emit(torch.ops.aten._assert_async.msg, (cond, message), None)
-
     for check in checks:
         for part in (check.fact.args if isinstance(check.fact, sympy.And) else (check.fact,)):
             op = _RELATIONS.get(type(part))
             if op is None:
                 raise UncheckableFact(f"not a comparison: {part}")
-            (a, av), (b, bv) = term(part.lhs), term(part.rhs)
+            (a, av), (b, bv) = emitter.term(part.lhs), emitter.term(part.rhs)
             message = f"verishape: input check failed: {describe(part, dims)} ({check.why})"
             if _holds_for_positive_sizes(part):
-                tensor_check(part, (a, av), (b, bv), message)
-            cond = emit(op, (a, b), op(av, bv))
-            emit(torch.ops.aten._assert_scalar.default, (cond, message), None)
+                emitter.tensor_check(part, a, b, message)
+            cond = emitter.emit(op, (a, b), op(av, bv))
+            emitter.emit(torch.ops.aten._assert_scalar.default, (cond, message), None)
             messages.append(message)
-    graph.lint()
+    ep.graph.lint()
     ep.graph_module.recompile()
     return messages
+
+
+class _Emitter:
+    """Writes check nodes into a graph, in order, right after its inputs: each input size
+    read once (``sym_size``), size arithmetic, comparisons and asserts."""
+
+    _OPS = {sympy.Add: operator.add, sympy.Mul: operator.mul, FloorDiv: operator.floordiv, Mod: operator.mod}
+
+    def __init__(self, graph: Any, dims: Mapping[sympy.Symbol, tuple[Any, int]]) -> None:
+        self.graph, self.dims = graph, dims
+        placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+        self.anchor = placeholders[-1] if placeholders else None
+        self.sizes: dict[sympy.Symbol, tuple[Any, Any]] = {}
+        self.fake_mode = next((n.meta["val"].fake_mode for n in placeholders
+                               if hasattr(n.meta.get("val"), "fake_mode")), None)
+
+    def emit(self, target: Any, args: tuple[Any, ...], val: Any, kwargs: dict[str, Any] | None = None) -> Any:
+        if self.anchor is None:
+            node = self.graph.call_function(target, args, kwargs)
+            first = next(iter(self.graph.nodes))
+            if first is not node:
+                first.prepend(node)
+        else:
+            with self.graph.inserting_after(self.anchor):
+                node = self.graph.call_function(target, args, kwargs)
+        node.meta["val"] = val
+        self.anchor = node
+        return node
+
+    def term(self, expr: sympy.Basic) -> tuple[Any, Any]:
+        """``expr`` as graph nodes: (node or int, its fake value)."""
+        if isinstance(expr, sympy.Integer):
+            return int(expr), int(expr)
+        if isinstance(expr, sympy.Symbol):
+            if expr not in self.dims:
+                raise UncheckableFact(f"{expr} is no input dimension of this program")
+            if expr not in self.sizes:
+                node, d = self.dims[expr]
+                val = node.meta["val"].shape[d]
+                self.sizes[expr] = (self.emit(torch.ops.aten.sym_size.int, (node, d), val), val)
+            return self.sizes[expr]
+        op = next((f for t, f in self._OPS.items() if isinstance(expr, t)), None)
+        if op is None:
+            raise UncheckableFact(f"operation {type(expr).__name__} in {expr}")
+        args = [self.term(a) for a in expr.args]
+        if op in (operator.floordiv, operator.mod):
+            (a, av), (b, bv) = args
+            return self.emit(op, (a, b), op(av, bv)), op(av, bv)
+        node, val = args[0]
+        for b, bv in args[1:]:
+            val = op(val, bv)
+            node = self.emit(op, (node, b), val)
+        return node, val
+
+    def _fake(self, dtype: torch.dtype) -> Any:
+        with self.fake_mode if self.fake_mode is not None else contextlib.nullcontext():
+            return torch.empty((), dtype=dtype)
+
+    def tensor_check(self, part: sympy.Basic, lhs: Any, rhs: Any, message: str) -> None:
+        """``part`` as tensor ops the lowering cannot fold: a 0-d tensor of each side
+        (``lhs``/``rhs``: nodes or ints), the comparison, ``_assert_async`` with ``message``."""
+        def scalar(node: Any) -> Any:
+            return self.emit(torch.ops.aten.scalar_tensor.default, (node,), self._fake(torch.int64),
+                             {"dtype": torch.int64})
+
+        relation = _TENSOR_RELATIONS[type(part)]
+        if isinstance(rhs, int):
+            cond = self.emit(relation.Scalar, (scalar(lhs), rhs), self._fake(torch.bool))
+        else:
+            cond = self.emit(relation.Tensor, (scalar(lhs), scalar(rhs)), self._fake(torch.bool))
+        self.emit(torch.ops.aten._assert_async.msg, (cond, message), None)
 
 
 # ---------------------------------------------------------------------------- the declared space

@@ -8,7 +8,8 @@ from typing import Any
 
 import sympy
 
-from .analyze import Check, FrameAudit, FrameAuditor, Finding
+from .analyze import FrameAuditor
+from .records import Check, Finding, FrameAudit
 from .exports import ExportFrame, is_range_guard, program_sources, range_facts, runtime_asserts
 from .space import Bounds
 

@@ -72,7 +72,7 @@ import dataclasses
 import re
 from typing import Any
 
-from .analyze import Check, FrameAudit
+from .records import Check, FrameAudit
 
 
 def _check_json(c: Check) -> dict[str, Any]:
