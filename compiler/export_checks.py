@@ -40,6 +40,8 @@ import torch
 from torch.utils._sympy.functions import FloorDiv, Mod
 from torch.utils._sympy.printers import PythonPrinter
 
+from verishape.errors import VerishapeError
+
 #: SymPy relations -> the Python operator a graph node applies to SymInts.
 _RELATIONS: dict[type, Callable[[Any, Any], Any]] = {
     sympy.GreaterThan: operator.ge, sympy.StrictGreaterThan: operator.gt,
@@ -78,7 +80,7 @@ def _holds_for_positive_sizes(fact: sympy.Basic) -> bool:
     return bool(low > 0) if strict else bool(low >= 0)
 
 
-class UncheckableFact(ValueError):
+class UncheckableFact(VerishapeError, ValueError):
     """A fact an exported program cannot check (a symbol that is no input dimension, or an
     operation the graph check does not build): it may not be a premise."""
 

@@ -19,6 +19,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from verishape.errors import VerishapeError
+
 from . import frames
 from .backend import VerishapeBackend
 
@@ -30,7 +32,7 @@ _built: dict[tuple[Any, ...], VerishapeBackend] = {}
 _built_lock = threading.Lock()
 
 
-class BadOption(ValueError):
+class BadOption(VerishapeError, ValueError):
     """A ``mode`` or ``options`` entry this backend does not accept (the message names it
     and what is accepted)."""
 

@@ -136,3 +136,20 @@ def test_the_demo_runs_both_paths_and_says_what_each_did():
     assert "an input that breaks the user's fact is still rejected" in text
     assert "verishape.compile: 2 compiles;" in text and "batch 1: ran the batch-N artifact (proved)" in text
     assert "stock torch.compile: 3 compiles;" in text and "outputs equal eager: yes" in text
+
+
+def test_every_error_for_a_user_has_one_base_and_keeps_its_standard_type():
+    """One base, one renderer: the command prints any of them as ``verishape: error: ...``;
+    each keeps the standard type code written against it catches."""
+    import verishape
+    from verishape.cli_errors import UsageError
+    from verishape.compiler.export_checks import UncheckableFact
+    from verishape.compiler.registered import BadOption
+    from verishape.errors import render
+    from verishape.fuzz.ops import UnknownOp
+    from verishape.fuzz.rootcause import KnownIssuesError
+
+    for cls, standard in ((UnsupportedTorch, ImportError), (UsageError, Exception), (UncheckableFact, ValueError),
+                          (BadOption, ValueError), (UnknownOp, LookupError), (KnownIssuesError, ValueError)):
+        assert issubclass(cls, verishape.VerishapeError) and issubclass(cls, standard), cls
+    assert render(UsageError("script not found: x.py")) == "verishape: error: script not found: x.py"

@@ -10,7 +10,9 @@ the repository keeps in its top-level folders ``compiler/``, ``solvers/``, ``pro
   the proof records of an export;
 * :func:`explain` - what verishape changed in a compiled function's frames or an export;
 * :func:`enable` / :func:`disable` - verishape for every ``torch.compile`` in the process,
-  whatever backend it names (for frameworks that vet the backend's name).
+  whatever backend it names (for frameworks that vet the backend's name);
+* :class:`VerishapeError` - the base of every error verishape raises to a user on purpose
+  (:class:`UnsupportedTorch` among them).
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ from __future__ import annotations
 # torch.  The probe of torch's internals (verishape.torch_seam) runs when the first module
 # that needs them is imported, and refuses in one line (UnsupportedTorch).
 from ._version import __version__
+from .errors import VerishapeError
 from .torch_seam import UnsupportedTorch
 
-__all__ = ["UnsupportedTorch", "VeriShapeEnv", "__version__", "compile", "disable", "enable", "explain", "export",
+__all__ = ["UnsupportedTorch", "VeriShapeEnv", "VerishapeError", "__version__", "compile", "disable", "enable", "explain", "export",
            "export_decisions"]
 
 

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from ._version import __version__
 
 
-from .cli_errors import UsageError, check_script, check_writable
-from .torch_seam import UnsupportedTorch
+from .cli_errors import check_script, check_writable
+from .errors import VerishapeError, render
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -98,10 +98,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .demo import run_demo
 
             return run_demo(verbose=args.verbose, backend=args.backend)
-    except (UsageError, UnsupportedTorch) as exc:
-        # UnsupportedTorch: the probe of torch's internals failed (one line naming what is
-        # missing and the torch version); nothing ran with the stock ShapeEnv instead.
-        print(f"verishape: error: {exc}", file=sys.stderr)
+    except VerishapeError as exc:
+        # bad input, or UnsupportedTorch: the probe of torch's internals failed (one line
+        # naming what is missing and the torch version); nothing ran with the stock ShapeEnv
+        print(render(exc), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("verishape: interrupted", file=sys.stderr)

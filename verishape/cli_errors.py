@@ -11,8 +11,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from .errors import VerishapeError
 
-class UsageError(Exception):
+
+class UsageError(VerishapeError):
     """Bad input from the user (a missing script, a malformed option): exit status 2."""
 
 

@@ -26,12 +26,14 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .errors import VerishapeError
+
 #: The oldest torch whose internals verishape was written against; newer ones are accepted
 #: when the probe passes.
 MIN_VERSION = (2, 11)
 
 
-class UnsupportedTorch(ImportError):
+class UnsupportedTorch(VerishapeError, ImportError):
     """The installed torch lacks an internal verishape relies on (or is older than 2.11)."""
 
 

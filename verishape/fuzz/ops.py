@@ -15,6 +15,8 @@ from typing import Any
 
 import torch
 
+from verishape.errors import VerishapeError
+
 from .inputs import Case, TensorSpec, UnsupportedSample, from_sample
 
 #: Preferred dtypes, first supported wins: shape bugs rarely depend on the exact dtype.
@@ -24,7 +26,7 @@ DTYPES = (torch.float32, torch.int64, torch.bool, torch.complex64, torch.float64
 MAX_SAMPLES = 24
 
 
-class UnknownOp(LookupError):
+class UnknownOp(VerishapeError, LookupError):
     """A requested op name matches nothing (a usage error)."""
 
 

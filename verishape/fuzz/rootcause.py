@@ -28,13 +28,15 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from verishape.errors import VerishapeError
+
 _PREFIXES = ("nn.functional.", "special.", "linalg.", "masked.", "fft.", "sparse.")
 #: Blame of a root cause: the most serious of its witnesses' (a real meta bug is not hidden by
 #: a documented witness of the same check).
 BLAME_ORDER = ("meta", "eager", "private", "documented")
 
 
-class KnownIssuesError(ValueError):
+class KnownIssuesError(VerishapeError, ValueError):
     """The ``--known-issues`` file cannot be used (a usage error: one line, exit 2)."""
 
 
