@@ -30,6 +30,8 @@ from typing import Any
 import sympy
 from torch.utils._sympy.value_ranges import ValueRanges
 
+from verishape import torch_seam
+
 from . import lowered_sizes, recompute
 
 #: Where a lowering's answer may differ at 1 without changing what the artifact computes.
@@ -185,9 +187,7 @@ def _on_hint(sizevars: Any, kind: str, expr: Any, value: Any, caller: str) -> No
 
 def _on_scheduled(scheduler: Any) -> None:
     """After Inductor generated code for a scheduler of a recorded lowering: read its sizes."""
-    from torch._inductor.virtualized import V
-
-    log = getattr(getattr(V.graph.sizevars, "shape_env", None), "_vs_questions", None)
+    log = getattr(getattr(torch_seam.inductor_graph().sizevars, "shape_env", None), "_vs_questions", None)
     if log is not None:
         log.sizes.scheduled += 1
         lowered_sizes.from_scheduler(scheduler, log.sizes)

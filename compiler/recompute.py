@@ -26,6 +26,8 @@ from typing import Any
 import sympy
 import torch
 
+from verishape import torch_seam
+
 #: where hint reads go: (sizevars, "optimization" | "guarding", expr, value, calling function)
 HintSink = Callable[[Any, str, Any, Any, str], None]
 #: called with Inductor's scheduler after it generated code (its sizes are final then)
@@ -284,21 +286,11 @@ def _compute_stride_original(fake_impls: Any) -> Any:
     return getattr(fn, "_verishape_original", fn)
 
 
-#: the torch internals wrapped while a generic compile is lowered (module, attribute path):
+#: the torch internals wrapped while a generic compile is lowered, and Inductor's range
+#: reader: named in the seam (``torch_seam.WIDENING_HOOKS``, ``torch_seam.RANGE_READER``);
 #: a missing one is said once, and answers asked in it are then not recomputed (refused)
-HOOKED = (("torch._subclasses.fake_impls", "_compute_stride"),
-          ("torch._inductor.kernel.conv", "conv_layout"),
-          ("torch._inductor.ir", "Layout.is_stride_ordered"),
-          ("torch._inductor.ir", "ExternKernel.process_kernel"),
-          ("torch._inductor.sizevars", "SizeVarAllocator.optimization_hint"),
-          ("torch._inductor.sizevars", "SizeVarAllocator.guarding_hint_or_throw"),
-          ("torch._inductor.sizevars", "SizeVarAllocator.replace_backed_symbols_with_hints"),
-          ("torch._inductor.scheduler", "Scheduler.codegen"),
-          ("torch._prims_common", "is_non_overlapping_and_dense_or_false"))
-#: Inductor reads value ranges directly through ``bound_sympy`` (imported by name into its
-#: modules; its ranges default to the tracing context's ShapeEnv): index bounds, int32
-#: indexing, bounds checks of indirect loads, reduction heuristics
-RANGE_READER = ("torch.utils._sympy.value_ranges", "bound_sympy")
+HOOKED = torch_seam.WIDENING_HOOKS
+RANGE_READER = torch_seam.RANGE_READER
 _missing_said: set[str] = set()
 
 

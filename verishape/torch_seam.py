@@ -72,6 +72,30 @@ DYNAMO_TLS = "torch._dynamo.symbolic_convert.tls"
 READ_NAMES = ("torch._dynamo.backends.registry.lookup_backend", "torch._guards.TracingContext",
               "torch._guards.CompileContext", DYNAMO_TLS)
 
+#: Wrapped, while widening lowers a generic compile, by compiler/recompute.py (module,
+#: attribute path): layout computations recomputed at 1, Inductor's hint reads and its
+#: scheduler's code generation.  Optional: on a torch without one (2.11 lacks the two hint
+#: readers), the answers asked in it are not recomputed at size 1, so a size-1 call that
+#: depends on them compiles as stock; said once, in one line, when a lowering first needs it.
+#: Only modules Inductor has loaded are touched, so nothing here is imported to check it.
+WIDENING_HOOKS = (("torch._subclasses.fake_impls", "_compute_stride"),
+                  ("torch._inductor.kernel.conv", "conv_layout"),
+                  ("torch._inductor.ir", "Layout.is_stride_ordered"),
+                  ("torch._inductor.ir", "ExternKernel.process_kernel"),
+                  ("torch._inductor.sizevars", "SizeVarAllocator.optimization_hint"),
+                  ("torch._inductor.sizevars", "SizeVarAllocator.guarding_hint_or_throw"),
+                  ("torch._inductor.sizevars", "SizeVarAllocator.replace_backed_symbols_with_hints"),
+                  ("torch._inductor.scheduler", "Scheduler.codegen"),
+                  ("torch._prims_common", "is_non_overlapping_and_dense_or_false"))
+#: Inductor reads value ranges directly through ``bound_sympy`` (imported by name into its
+#: modules; its ranges default to the tracing context's ShapeEnv): index bounds, int32
+#: indexing, bounds checks of indirect loads, reduction heuristics
+RANGE_READER = ("torch.utils._sympy.value_ranges", "bound_sympy")
+#: The graph Inductor is lowering (its ``sizevars`` hold the ShapeEnv), read after its
+#: scheduler generated code (compiler/questions.py); not probed at import, which would
+#: import Inductor for every user: a torch without it fails that lowering loudly.
+INDUCTOR_VIRTUALIZED = "torch._inductor.virtualized.V"
+
 #: The arguments of ``ShapeEnv._maybe_evaluate_static`` whose meaning VeriShapeEnv honours.
 REQUIRED_STATIC_PARAMS = frozenset({"expr", "unbacked_only", "compute_hint", "size_oblivious", "axioms", "var_to_range"})
 #: ShapeEnv members VeriShapeEnv reads or overrides.
@@ -329,6 +353,11 @@ def traced_frame_inputs() -> FrameInputs | None:
         return FrameInputs(root.f_code, root.f_globals, dict(root.f_locals))
     except (AttributeError, TypeError):
         return None
+
+
+def inductor_graph() -> Any:
+    """The graph Inductor is lowering on this thread (``V.graph``)."""
+    return resolve(INDUCTOR_VIRTUALIZED).graph
 
 
 def inductor_wrapper_class() -> Any:
