@@ -285,7 +285,7 @@ def export(mod: torch.nn.Module, args: tuple[Any, ...], kwargs: Mapping[str, Any
                                          preserve_module_call_signature=preserve_module_call_signature, **rest)
             except Exception as exc:
                 verishape_envs = [e for e in built if isinstance(e, VeriShapeEnv)]
-                export_reasons.add_proved_reason(exc, verishape_envs, dynamic_shapes)
+                export_reasons.add_proved_reason(exc, verishape_envs, declared)
                 _add_suggestion(exc, verishape_envs, mod, args, kwargs)
                 raise
     finally:

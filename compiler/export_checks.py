@@ -262,11 +262,13 @@ class _Emitter:
 @dataclasses.dataclass(frozen=True)
 class Declared:
     """What ``dynamic_shapes`` declares for one input dimension: its bounds (None: not
-    declared) and how it was declared (``Dim 'b'``, ``Dim.AUTO``, ...)."""
+    declared), how it was declared (``Dim 'b'``, ``Dim.AUTO``, ...) and, for a named ``Dim``,
+    its name (what torch's ``Constraints violated (b)`` names)."""
 
     low: int | None
     high: int | None
     label: str
+    name: str | None = None
 
 
 def resolve_spec(mod: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any] | None, dynamic_shapes: Any) -> Any:
@@ -293,7 +295,7 @@ def declared_space(mod: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any] | 
     def entry(value: Any) -> Declared | None:
         if isinstance(value, Dim) and not hasattr(value, "fn"):
             high = value.max if isinstance(value.max, int) and value.max < 2**62 else None
-            return Declared(int(value.min), high, f"Dim {value.__name__!r}")
+            return Declared(int(value.min), high, f"Dim {value.__name__!r}", value.__name__)
         if isinstance(value, _DimHint):
             label = f"Dim.{value.type.name}"
             return Declared(value.min, value.max, label)

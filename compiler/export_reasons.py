@@ -15,12 +15,14 @@ from collections.abc import Mapping
 from typing import Any
 
 import sympy
-import torch
+from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.printers import PythonPrinter
 from torch.utils._sympy.value_ranges import ValueRanges
 
 from verishape import facts, solvers, sources
 from verishape.shape_env import VeriShapeEnv, current_prover
+
+from . import export_checks
 
 log = logging.getLogger("verishape")
 
@@ -44,7 +46,8 @@ class ProvedReason:
         return f"verishape: proved from {facts or 'the declared ranges'}: {_show(self.conclusion, names)}"
 
 
-def add_proved_reason(exc: BaseException, envs: list[VeriShapeEnv], dynamic_shapes: Any) -> None:
+def add_proved_reason(exc: BaseException, envs: list[VeriShapeEnv],
+                      declared: Mapping[str, export_checks.Declared]) -> None:
     """Append, to a ``Constraints violated`` error, the proved reason of each violation the
     solver can decide: which recorded facts force which range or value.  The exception
     object, its type and stock's text are kept; nothing is appended when nothing is proved."""
@@ -54,7 +57,7 @@ def add_proved_reason(exc: BaseException, envs: list[VeriShapeEnv], dynamic_shap
         return
     names = [n.strip() for n in match.group(1).split(",") if n.strip()]
     try:
-        lines = violation_reasons(envs[-1], names, declared_ranges(dynamic_shapes))
+        lines = violation_reasons(envs[-1], names, named_ranges(declared))
     except Exception as err:  # noqa: BLE001 - an explanation must never replace stock's error
         log.warning("verishape: could not explain the constraint violation; stock's error is raised "
                     "unchanged (this is a verishape bug): %r", err)
@@ -63,22 +66,10 @@ def add_proved_reason(exc: BaseException, envs: list[VeriShapeEnv], dynamic_shap
         exc.args = (text + "\n" + "\n".join(lines), *exc.args[1:])
 
 
-def declared_ranges(dynamic_shapes: Any) -> dict[str, tuple[int, Any]]:
-    """``Dim`` name -> (min, max) for each plain (not derived) ``Dim`` in ``dynamic_shapes``."""
-    out: dict[str, tuple[int, Any]] = {}
-
-    def walk(spec: Any) -> None:
-        if isinstance(spec, Mapping):
-            for v in spec.values():
-                walk(v)
-        elif isinstance(spec, (list, tuple)):
-            for v in spec:
-                walk(v)
-        elif isinstance(spec, torch.export.Dim) and not hasattr(spec, "fn"):
-            out[spec.__name__] = (int(spec.min), spec.max)
-
-    walk(dynamic_shapes)
-    return out
+def named_ranges(declared: Mapping[str, export_checks.Declared]) -> dict[str, tuple[int, Any]]:
+    """``Dim`` name -> (min, max) for each named ``Dim`` of the declared space (the one parse
+    of ``dynamic_shapes``, :func:`export_checks.declared_space`)."""
+    return {d.name: (d.low or 0, int_oo if d.high is None else d.high) for d in declared.values() if d.name}
 
 
 def violation_reasons(env: VeriShapeEnv, names: list[str],
