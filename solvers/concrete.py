@@ -17,11 +17,16 @@ import fractions
 import math
 import operator
 from collections.abc import Mapping
+from typing import Any
 
 import sympy
 from torch.utils._sympy import functions as tf
 
 Number = int | fractions.Fraction | float | bool
+
+
+#: a handler's "not mine" (a value can be anything, None included)
+_NO = object()
 
 
 class Undefined(Exception):
@@ -149,8 +154,15 @@ class _Evaluator:
             return _norm(fractions.Fraction(1) / (fractions.Fraction(b) ** -n))
         return b**n
 
-    def _function(self, e: sympy.Basic) -> Number:  # noqa: C901
-        args = e.args
+    def _function(self, e: sympy.Basic) -> Number:
+        for handler in (self._division, self._choice, self._real, self._powers_and_bits):
+            value = handler(e, e.args)
+            if value is not _NO:
+                return value
+        raise Unevaluable(f"no reference semantics for {type(e).__name__}")
+
+    def _division(self, e: sympy.Basic, args: tuple[sympy.Basic, ...]) -> Any:
+        """Python's and torch's integer divisions and moduli (``_NO``: not one of them)."""
         if isinstance(e, tf.CleanDiv):
             a, b = (self._int(x) for x in args)
             _require(b != 0, "division by zero")
@@ -172,6 +184,10 @@ class _Evaluator:
             a, b, c = (self._int(x) for x in args)
             _require(a >= 0 and b > 0 and c > 0, "ModularIndexing wants a >= 0, b > 0, c > 0")
             return (a // b) % c
+        return _NO
+
+    def _choice(self, e: sympy.Basic, args: tuple[sympy.Basic, ...]) -> Any:
+        """Min, Max, Abs, Where and Piecewise (``_NO``: not one of them)."""
         if isinstance(e, (tf.Min, sympy.Min)):
             return min(_exact(self.eval(a)) for a in args)
         if isinstance(e, (tf.Max, sympy.Max)):
@@ -185,6 +201,10 @@ class _Evaluator:
                 if self.eval(piece.cond):
                     return self.eval(piece.expr)
             raise Undefined("no Piecewise branch applies")
+        return _NO
+
+    def _real(self, e: sympy.Basic, args: tuple[sympy.Basic, ...]) -> Any:
+        """True divisions, conversions between int and float, rounding (``_NO``: none)."""
         if isinstance(e, tf.IntTrueDiv):
             a, b = (_exact(self.eval(x)) for x in args)
             _require(b != 0, "division by zero")
@@ -217,6 +237,10 @@ class _Evaluator:
                 return int(fn(x))
         if isinstance(e, tf.Identity):
             return self.eval(args[0])
+        return _NO
+
+    def _powers_and_bits(self, e: sympy.Basic, args: tuple[sympy.Basic, ...]) -> Any:
+        """Natural powers, shifts and bitwise operators (``_NO``: not one of them)."""
         if isinstance(e, tf.PowByNatural):
             b, n = (self._int(x) for x in args)
             _require(n >= 0, "PowByNatural with a negative exponent")
@@ -233,7 +257,7 @@ class _Evaluator:
         if op is not None:
             a, b = (self._int(x) for x in args)
             return op(a, b)
-        raise Unevaluable(f"no reference semantics for {type(e).__name__}")
+        return _NO
 
     def _int(self, x: sympy.Basic) -> int:
         v = self.eval(x)

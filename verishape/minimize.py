@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import sympy
 from torch.utils._sympy import functions as tf
@@ -130,37 +130,8 @@ def minimize(guards: Sequence[sympy.Basic], ranges: dict[sympy.Symbol, object],
         return facts.range_facts(symbols, ranges, size_like=size_like)
 
     # Cheaper equivalents first, so that the drop pass and tightening see them.
-    rewritten: dict[sympy.Basic, sympy.Basic] = {}
-    rewrites: list[ProofRecord] = []
-    kept = []
-    for g in stock:
-        # A rewrite keeps the guard's place and raises exactly when the guard does (only
-        # symbols and constants are cancelled), so divisor protection is unaffected.
-        new = cancel(g, ranges)
-        if new is not None and new not in kept and new not in stock:
-            premises = range_premises([g])
-            there = prover.prove(new, [g, *premises], witness=witness)
-            back_ = prover.prove(g, [new, *premises], witness=witness)
-            if all(r.status == solvers.PROVED and not r.vacuous for r in (there, back_)):
-                rewritten[g] = new
-                # Both directions, each exactly as proved (and re-checkable).
-                rewrites.append(ProofRecord(Obligation(new, (g, *premises), "guard_rewritten"), there, True))
-                rewrites.append(ProofRecord(Obligation(g, (new, *premises), "guard_rewritten"), back_, True))
-                g = new
-        kept.append(g)
-
-    for g in sorted(kept, key=cost, reverse=True):
-        if g.free_symbols & protectors:
-            continue
-        rest = [k for k in kept if k is not g]
-        premises = facts.relevant(g, rest)
-        if not premises:
-            continue
-        premises = premises + range_premises([g, *premises])
-        result = prover.prove(g, premises, witness=witness)
-        if result.status == solvers.PROVED and not result.vacuous:
-            dropped.append(ProofRecord(Obligation(g, tuple(premises), "guard_dropped"), result, True))
-            kept = rest
+    kept, rewritten, rewrites = _rewrite_pass(stock, ranges, prover, witness, range_premises)
+    kept = _drop_pass(kept, protectors, prover, witness, range_premises, dropped)
     tightened: list[Tightening] = []
     if tighten_ranges:
         tight_kept, tight, folded = tighten(kept, ranges, prover, protectors=protectors)
@@ -172,22 +143,8 @@ def minimize(guards: Sequence[sympy.Basic], ranges: dict[sympy.Symbol, object],
             dropped.extend(folded)
     equivalence = None
     if dropped or rewritten:
-        # The installed function checks the kept guards and every input symbol's range
-        # (tightened where folded); it must accept exactly what the stock one accepts.
-        old_ranges = range_premises(stock)
-        new_by_symbol = {t.symbol: t for t in tightened}
-        new_ranges = [f for f in old_ranges if not (f.free_symbols & new_by_symbol.keys())]
-        new_ranges += [f for t in tightened for f in t.facts()]
-        goal = sympy.And(*stock, *old_ranges)
-        premises = kept + new_ranges
-        result = prover.prove(goal, premises, witness=witness)
-        if result.status == solvers.PROVED and not result.vacuous and (rewritten or tightened):
-            # Installed facts that are not stock's own must follow from stock's too.
-            converse = prover.prove(sympy.And(*premises), [*stock, *old_ranges], witness=witness)
-            if converse.status != solvers.PROVED or converse.vacuous:
-                result = converse
-        equivalence = ProofRecord(Obligation(goal, tuple(premises), "guard_set_equivalence"), result, True)
-        if result.status != solvers.PROVED or result.vacuous:
+        equivalence = _equivalence(stock, kept, tightened, bool(rewritten), prover, witness, range_premises)
+        if equivalence.result.status != solvers.PROVED or equivalence.result.vacuous:
             kept, tightened = list(stock), []
     # Report in the caller's symbols; the proof records keep what was really proved.
     applied = equivalence is not None and equivalence.result.status == solvers.PROVED
@@ -205,6 +162,75 @@ def minimize(guards: Sequence[sympy.Basic], ranges: dict[sympy.Symbol, object],
                       if new in kept} if applied else {}
     return Minimization(originals, kept_orig, dropped, equivalence, time.perf_counter() - start, tightened_orig,
                         rewritten_orig, rewrites if applied else [])
+
+
+Premises = Callable[[Sequence[sympy.Basic]], list[sympy.Basic]]
+
+
+def _rewrite_pass(stock: list[sympy.Basic], ranges: dict[sympy.Symbol, object], prover: solvers.Prover,
+                  witness: dict[sympy.Symbol, int] | None, range_premises: Premises
+                  ) -> tuple[list[sympy.Basic], dict[sympy.Basic, sympy.Basic], list[ProofRecord]]:
+    """Each guard replaced by its cheaper equivalent (:func:`cancel`) where both directions
+    are proved; returns the guards, old -> new, and the proofs (both directions each)."""
+    rewritten: dict[sympy.Basic, sympy.Basic] = {}
+    rewrites: list[ProofRecord] = []
+    kept: list[sympy.Basic] = []
+    for g in stock:
+        # A rewrite keeps the guard's place and raises exactly when the guard does (only
+        # symbols and constants are cancelled), so divisor protection is unaffected.
+        new = cancel(g, ranges)
+        if new is not None and new not in kept and new not in stock:
+            premises = range_premises([g])
+            there = prover.prove(new, [g, *premises], witness=witness)
+            back = prover.prove(g, [new, *premises], witness=witness)
+            if all(r.status == solvers.PROVED and not r.vacuous for r in (there, back)):
+                rewritten[g] = new
+                # Both directions, each exactly as proved (and re-checkable).
+                rewrites.append(ProofRecord(Obligation(new, (g, *premises), "guard_rewritten"), there, True))
+                rewrites.append(ProofRecord(Obligation(g, (new, *premises), "guard_rewritten"), back, True))
+                g = new
+        kept.append(g)
+    return kept, rewritten, rewrites
+
+
+def _drop_pass(kept: list[sympy.Basic], protectors: set[sympy.Symbol], prover: solvers.Prover,
+               witness: dict[sympy.Symbol, int] | None, range_premises: Premises,
+               dropped: list[ProofRecord]) -> list[sympy.Basic]:
+    """Drop, most expensive first, every guard the remaining ones and the range checks
+    imply (not one that keeps a divisor nonzero); the proofs go to ``dropped``."""
+    for g in sorted(kept, key=cost, reverse=True):
+        if g.free_symbols & protectors:
+            continue
+        rest = [k for k in kept if k is not g]
+        premises = facts.relevant(g, rest)
+        if not premises:
+            continue
+        premises = premises + range_premises([g, *premises])
+        result = prover.prove(g, premises, witness=witness)
+        if result.status == solvers.PROVED and not result.vacuous:
+            dropped.append(ProofRecord(Obligation(g, tuple(premises), "guard_dropped"), result, True))
+            kept = rest
+    return kept
+
+
+def _equivalence(stock: list[sympy.Basic], kept: list[sympy.Basic], tightened: list[Tightening],
+                 rewritten: bool, prover: solvers.Prover, witness: dict[sympy.Symbol, int] | None,
+                 range_premises: Premises) -> ProofRecord:
+    """The installed function checks the kept guards and every input symbol's range
+    (tightened where folded); it must accept exactly what the stock one accepts."""
+    old_ranges = range_premises(stock)
+    new_by_symbol = {t.symbol: t for t in tightened}
+    new_ranges = [f for f in old_ranges if not (f.free_symbols & new_by_symbol.keys())]
+    new_ranges += [f for t in tightened for f in t.facts()]
+    goal = sympy.And(*stock, *old_ranges)
+    premises = kept + new_ranges
+    result = prover.prove(goal, premises, witness=witness)
+    if result.status == solvers.PROVED and not result.vacuous and (rewritten or tightened):
+        # Installed facts that are not stock's own must follow from stock's too.
+        converse = prover.prove(sympy.And(*premises), [*stock, *old_ranges], witness=witness)
+        if converse.status != solvers.PROVED or converse.vacuous:
+            result = converse
+    return ProofRecord(Obligation(goal, tuple(premises), "guard_set_equivalence"), result, True)
 
 
 def cancel(g: sympy.Basic, ranges: dict[sympy.Symbol, object]) -> sympy.Basic | None:

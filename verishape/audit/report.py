@@ -206,59 +206,79 @@ def render(report: dict[str, Any]) -> str:
     first_of_call = {c["frames"][0]: c for c in report.get("calls", []) if len(c["frames"]) > 1}
     for fr in report["frames"]:
         lines.append("")
-        call = first_of_call.get(fr["id"])
-        if call is not None:
-            lines.append(f"call {call['id']}: {call['name']} ({call['location']}) compiled {len(call['frames'])} "
-                         f"frames: {', '.join(map(str, call['frames']))} (a graph break or a nested compiled call)")
-        export = fr.get("kind") == "export"
-        if fr["compiled"]:
-            state = "exported" if export else "compiled"
-        else:
-            state = f"did not {'export' if export else 'compile'}: {fr['error']}"
-        lines.append(f"frame {fr['id']}: {fr['name']} ({fr['location']}), {state}")
-        for n in fr.get("notes", []):
-            lines.append(f"  note: {n}")
-        for d in fr["declared_space"]:
-            lines.append(f"  declared: {d}")
-        for kind, key in (("range constraint", "range_constraints"), ("guard", "guards"),
-                          ("runtime assert", "runtime_asserts")):
-            for g in fr.get(key, []):
-                mark = {"implied": "implied", "not_implied": "NOT implied", "undecided": "undecided",
-                        "vacuous": "VACUOUS proof (premises contradict), not counted as implied"}[g["status"]]
-                where = f"   [{g['source_line']}]" if g["source_line"] else ""
-                stored = " (from store)" if g["proof"].get("from_store") else ""
-                lines.append(f"  {kind}: {g['guard']}: {mark}{stored}{where}")
-                if g["counterexample"]:
-                    lines.append(f"      counterexample: {_cex(g['counterexample'])}")
-                if g.get("isolation_note"):
-                    lines.append(f"      {g['isolation_note']}")
-        if fr["decisions"]:
-            stored = sum(bool(d["result"].get("from_store")) for d in fr["decisions"])
-            lines.append(f"  solver decisions while compiling: {len(fr['decisions'])}"
-                         + (f" ({stored} from store)" if stored else ""))
-        for m in fr["minimizations"]:
-            if m["dropped"]:
-                state = "proved equivalent, installed" if m["applied"] else "NOT proved equivalent, stock installed"
-                lines.append(f"  guard minimization: {len(m['stock_guards'])} -> {len(m['installed_guards'])} "
-                             f"guards ({state})")
-                for r in m.get("rewritten", []):
-                    lines.append(f"    rewritten {r['guard']} as {r['as']} (proved equivalent)")
-                for t in m.get("tightened_ranges", []):
-                    lines.append(f"    range check tightened to {t['range']} ({t['proof']['result']['status']}), "
-                                 f"replacing {'; '.join(t['folded'])}")
-        for d in fr["divisibility_facts"]:
-            lines.append(f"  divisibility relied on: {d['fact']} is {d['value']} ({d['status']})")
-        for w in fr.get("widened_specializations", []):
-            lines.append(f"  widened by specialization equivalence ({w['status']}): {w['evidence']}")
-        if fr.get("value_guards"):
-            lines.append(f"  value guards (Python floats, not shapes; not audited against the declared space): "
-                         f"{len(fr['value_guards'])}")
-            for v in fr["value_guards"]:
-                lines.append(f"    {v['guard']}" + (f"   [{v['source_line']}]" if v["source_line"] else ""))
+        lines += _frame_lines(fr, first_of_call.get(fr["id"]))
     lines.append("")
-    if report["findings"]:
-        lines.append(f"{len(report['findings'])} finding(s):")
-        for x in report["findings"]:
+    lines += _findings_lines(report["findings"])
+    s = report["summary"]
+    calls = f"{s['calls']} call(s), " if s.get("calls") is not None and s["calls"] != s["frames"] else ""
+    lines.append(f"summary: {calls}{s['frames']} frame(s), {s['guards']} guard(s) ({s['guards_implied']} implied), "
+                 f"{s['runtime_asserts']} runtime assert(s), {s['findings']} finding(s)"
+                 + (f"; {s['value_guards']} float value guard(s) listed apart" if s.get("value_guards") else "")
+                 + (f"; {s['answers_from_store']} of {s['answers']} solver answers from the proof store"
+                    if s.get("answers_from_store") else ""))
+    return "\n".join(lines)
+
+
+def _frame_lines(fr: dict[str, Any], call: dict[str, Any] | None) -> list[str]:
+    """One frame's part of the report: its state, declared space, checks and decisions."""
+    lines: list[str] = []
+    if call is not None:
+        lines.append(f"call {call['id']}: {call['name']} ({call['location']}) compiled {len(call['frames'])} "
+                     f"frames: {', '.join(map(str, call['frames']))} (a graph break or a nested compiled call)")
+    export = fr.get("kind") == "export"
+    if fr["compiled"]:
+        state = "exported" if export else "compiled"
+    else:
+        state = f"did not {'export' if export else 'compile'}: {fr['error']}"
+    lines.append(f"frame {fr['id']}: {fr['name']} ({fr['location']}), {state}")
+    for n in fr.get("notes", []):
+        lines.append(f"  note: {n}")
+    for d in fr["declared_space"]:
+        lines.append(f"  declared: {d}")
+    for kind, key in (("range constraint", "range_constraints"), ("guard", "guards"),
+                      ("runtime assert", "runtime_asserts")):
+        for g in fr.get(key, []):
+            mark = {"implied": "implied", "not_implied": "NOT implied", "undecided": "undecided",
+                    "vacuous": "VACUOUS proof (premises contradict), not counted as implied"}[g["status"]]
+            where = f"   [{g['source_line']}]" if g["source_line"] else ""
+            stored = " (from store)" if g["proof"].get("from_store") else ""
+            lines.append(f"  {kind}: {g['guard']}: {mark}{stored}{where}")
+            if g["counterexample"]:
+                lines.append(f"      counterexample: {_cex(g['counterexample'])}")
+            if g.get("isolation_note"):
+                lines.append(f"      {g['isolation_note']}")
+    if fr["decisions"]:
+        stored = sum(bool(d["result"].get("from_store")) for d in fr["decisions"])
+        lines.append(f"  solver decisions while compiling: {len(fr['decisions'])}"
+                     + (f" ({stored} from store)" if stored else ""))
+    for m in fr["minimizations"]:
+        if m["dropped"]:
+            state = "proved equivalent, installed" if m["applied"] else "NOT proved equivalent, stock installed"
+            lines.append(f"  guard minimization: {len(m['stock_guards'])} -> {len(m['installed_guards'])} "
+                         f"guards ({state})")
+            for r in m.get("rewritten", []):
+                lines.append(f"    rewritten {r['guard']} as {r['as']} (proved equivalent)")
+            for t in m.get("tightened_ranges", []):
+                lines.append(f"    range check tightened to {t['range']} ({t['proof']['result']['status']}), "
+                             f"replacing {'; '.join(t['folded'])}")
+    for d in fr["divisibility_facts"]:
+        lines.append(f"  divisibility relied on: {d['fact']} is {d['value']} ({d['status']})")
+    for w in fr.get("widened_specializations", []):
+        lines.append(f"  widened by specialization equivalence ({w['status']}): {w['evidence']}")
+    if fr.get("value_guards"):
+        lines.append(f"  value guards (Python floats, not shapes; not audited against the declared space): "
+                     f"{len(fr['value_guards'])}")
+        for v in fr["value_guards"]:
+            lines.append(f"    {v['guard']}" + (f"   [{v['source_line']}]" if v["source_line"] else ""))
+    return lines
+
+
+def _findings_lines(findings: list[dict[str, Any]]) -> list[str]:
+    """The findings, each with its counterexample and replay, then the replay table."""
+    lines: list[str] = []
+    if findings:
+        lines.append(f"{len(findings)} finding(s):")
+        for x in findings:
             lines.append(f"  [{x['kind']}] frame {x['frame']}: {x['guard']}")
             if x["detail"]:
                 lines.append(f"      {x['detail']}")
@@ -269,14 +289,7 @@ def render(report: dict[str, Any]) -> str:
                 extra = r.get("compiled_error") or r.get("eager_error") or r.get("reason") or ""
                 how = "replay of the exported program" if r.get("mode") == "exported_program" else "replay without guards"
                 lines.append(f"      {how}: {r['outcome']}" + (f" ({extra})" if extra else ""))
-        lines += _replay_table(report["findings"])
+        lines += _replay_table(findings)
     else:
         lines.append("no findings: every compiled artifact is valid for the whole declared input space")
-    s = report["summary"]
-    calls = f"{s['calls']} call(s), " if s.get("calls") is not None and s["calls"] != s["frames"] else ""
-    lines.append(f"summary: {calls}{s['frames']} frame(s), {s['guards']} guard(s) ({s['guards_implied']} implied), "
-                 f"{s['runtime_asserts']} runtime assert(s), {s['findings']} finding(s)"
-                 + (f"; {s['value_guards']} float value guard(s) listed apart" if s.get("value_guards") else "")
-                 + (f"; {s['answers_from_store']} of {s['answers']} solver answers from the proof store"
-                    if s.get("answers_from_store") else ""))
-    return "\n".join(lines)
+    return lines
