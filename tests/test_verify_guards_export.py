@@ -124,3 +124,13 @@ def test_compiled_and_exported_frames_side_by_side(capsys, tmp_path):
     assert status == 0, out
     assert [f["kind"] for f in report["frames"]] == ["compile", "export"]
     assert [f["id"] for f in report["frames"]] == [0, 1]
+
+
+def test_a_shapes_collection_is_read_as_export_reads_it(capsys, tmp_path):
+    """The audit resolves a ShapesCollection as torch.export does (it used to iterate it,
+    which indexed it by position and made the user's own export fail under the audit)."""
+    status, report, out, _ = audit(capsys, tmp_path, "export_shapes_collection.py")
+    assert status == 0, out
+    frame = only_export(report)
+    assert f"3 <= {X0} <= 16  (Dim('rows', min=3, max=16))" in frame["declared_space"]
+    assert {c["status"] for c in frame["range_constraints"]} == {"implied"}

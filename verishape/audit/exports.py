@@ -161,6 +161,12 @@ def declared_dims(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
     """Source -> bounds of every dimension ``dynamic_shapes`` makes dynamic.  Walks the
     spec alongside the forward's arguments (a dict keyed by parameter name, or one entry
     per argument in signature order); a derived dim (``2 * d``) declares its own range."""
+    from verishape.compiler.export_checks import resolve_spec
+
+    # A ShapesCollection / AdditionalInputs resolved as torch.export and verishape.export
+    # resolve it (iterating one would index it by position, adding entries torch then
+    # cannot find among the inputs: the user's export failed under the audit).
+    dynamic_shapes = resolve_spec(module, args, kwargs, dynamic_shapes)
     if dynamic_shapes is None:
         return {}
     fn = getattr(module, "forward", module)
