@@ -410,3 +410,14 @@ def test_constraint_violation_reason_strict_and_through_data() -> None:
     text = str(ours.value)
     assert "Constraints violated (b)" in text
     assert text.rstrip().endswith("verishape: proved from a + u0 <= b, 3 <= a, 0 <= u0: 3 <= b")
+
+
+def test_constraint_violation_reason_with_a_shapes_collection() -> None:
+    """The reason reads the Dim ranges from the one parse of ``dynamic_shapes``, which
+    resolves a ShapesCollection (a second walk of the spec found no Dim in one)."""
+    x = torch.randn(16)
+    shapes = torch.export.ShapesCollection()
+    shapes[x] = {0: Dim("n", min=2, max=64)}
+    with pytest.raises(Exception) as ours:
+        verishape.export(Divisible(), (x,), dynamic_shapes=shapes)
+    assert "verishape: proved from (n % 8) == 0, 2 <= n: 8 <= n" in str(ours.value)
