@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "tests")]  # the programs the tests run (tests/framework_programs.py)
 FRAMEWORKS = ("trainer", "generate", "lightning")
-VOCAB = 64
 
 
 def child(fw: str, variant: str) -> dict[str, Any]:
@@ -50,18 +50,10 @@ def child(fw: str, variant: str) -> dict[str, Any]:
 def _trainer(variant: str) -> dict[str, Any]:
     import contextlib
 
-    import torch
     from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
 
     import verishape
-
-    class Tokens(torch.utils.data.Dataset):
-        def __len__(self) -> int:
-            return 8
-
-        def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
-            ids = torch.randint(0, VOCAB, (8,), generator=torch.Generator().manual_seed(i))
-            return {"input_ids": ids, "labels": ids.clone()}
+    from framework_programs import VOCAB, Tokens
 
     model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=VOCAB, n_positions=16))
     with tempfile.TemporaryDirectory() as out:
@@ -80,6 +72,7 @@ def _generate(variant: str) -> dict[str, Any]:
     from transformers import GPT2Config, GPT2LMHeadModel
 
     import verishape
+    from framework_programs import VOCAB
 
     cfg = GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=VOCAB, n_positions=32, bos_token_id=0,
                      eos_token_id=0, pad_token_id=0)
@@ -97,31 +90,12 @@ def _generate(variant: str) -> dict[str, Any]:
 
 
 def _lightning(variant: str) -> dict[str, Any]:
-    import lightning
     import torch
 
     import verishape
+    from framework_programs import lightning_regression
 
-    class Net(lightning.LightningModule):
-        def __init__(self) -> None:
-            super().__init__()
-            self.layer = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.layer(x)
-
-        def training_step(self, batch: list[torch.Tensor], _: int) -> torch.Tensor:
-            x, y = batch
-            return torch.nn.functional.mse_loss(self(x), y)
-
-        def configure_optimizers(self) -> torch.optim.Optimizer:
-            return torch.optim.SGD(self.parameters(), lr=0.1)
-
-    model = Net()
-    x = torch.randn(10, 8, generator=torch.Generator().manual_seed(0))
-    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, x.sum(1, keepdim=True)), batch_size=4)
-    trainer = lightning.Trainer(max_epochs=2, accelerator="cpu", logger=False, enable_checkpointing=False,
-                                enable_progress_bar=False, enable_model_summary=False)
+    model, loader, trainer = lightning_regression()
     compiled = (verishape.compile if variant == "verishape" else torch.compile)(model)
     start = time.perf_counter()
     trainer.fit(compiled, loader)

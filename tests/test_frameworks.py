@@ -16,6 +16,7 @@ import pytest
 import torch
 
 import verishape
+from framework_programs import VOCAB, Tokens, lightning_regression
 from verishape.compiler import frames
 from verishape.shape_env import VeriShapeEnv
 
@@ -23,17 +24,6 @@ transformers = pytest.importorskip("transformers")  # the dev set-up installs it
 pytest.importorskip("accelerate")  # Trainer's dependency, installed by the dev set-up
 
 pytestmark = pytest.mark.slow
-
-VOCAB = 64
-
-
-class _Tokens(torch.utils.data.Dataset):
-    def __len__(self) -> int:
-        return 8
-
-    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
-        ids = torch.randint(0, VOCAB, (8,), generator=torch.Generator().manual_seed(i))
-        return {"input_ids": ids, "labels": ids.clone()}
 
 
 def _train(compile_: bool, backend_name: str | None = None) -> tuple[float, torch.nn.Module]:
@@ -47,7 +37,7 @@ def _train(compile_: bool, backend_name: str | None = None) -> tuple[float, torc
         args = TrainingArguments(output_dir=out, max_steps=2, per_device_train_batch_size=2, report_to=[],
                                  use_cpu=True, save_strategy="no", dataloader_num_workers=0, seed=0,
                                  torch_compile=compile_, disable_tqdm=True, **kwargs)
-        trainer = Trainer(model=model, args=args, train_dataset=_Tokens())
+        trainer = Trainer(model=model, args=args, train_dataset=Tokens())
         return trainer.train().training_loss, model
 
 
@@ -105,30 +95,11 @@ def test_generate_with_a_compiled_forward_matches_eager_across_batch_one_and_dec
 def _lightning_fit(how: str) -> torch.Tensor:
     """Two epochs of a small regression with Lightning's Trainer (batches of 4, 4 and 2, so a
     dynamic recompile happens); the trained weights."""
-    lightning = pytest.importorskip("lightning")  # the dev set-up installs it: CI runs this
-
-    class Net(lightning.LightningModule):
-        def __init__(self) -> None:
-            super().__init__()
-            self.layer = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.layer(x)
-
-        def training_step(self, batch: list[torch.Tensor], _: int) -> torch.Tensor:
-            x, y = batch
-            return torch.nn.functional.mse_loss(self(x), y)
-
-        def configure_optimizers(self) -> torch.optim.Optimizer:
-            return torch.optim.SGD(self.parameters(), lr=0.1)
+    pytest.importorskip("lightning")  # the dev set-up installs it: CI runs this
 
     torch.manual_seed(0)
     torch._dynamo.reset()
-    model = Net()
-    x = torch.randn(10, 8, generator=torch.Generator().manual_seed(0))
-    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, x.sum(1, keepdim=True)), batch_size=4)
-    trainer = lightning.Trainer(max_epochs=2, accelerator="cpu", logger=False, enable_checkpointing=False,
-                                enable_progress_bar=False, enable_model_summary=False)
+    model, loader, trainer = lightning_regression()
     compiled = {"eager": model, "verishape": verishape.compile(model), "switch": torch.compile(model)}[how]
     with warnings.catch_warnings(), (verishape.enable() if how == "switch" else contextlib.nullcontext()):
         warnings.simplefilter("ignore")
