@@ -67,6 +67,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
+sys.path[:0] = [str(ROOT / "benchmarks")]  # its helpers, also when loaded by file path (the tests)
+
+from real_models_report import combined, interleave_markdown, interleave_summary, markdown, summary  # noqa: E402
+from tiny_models import HF_MODELS, MODELS, ModelCase, on_device  # noqa: E402
 
 #: The sweeps: (batch, sequence length) per call, in call order.
 SWEEPS: dict[str, list[tuple[int, int]]] = {
@@ -74,152 +78,6 @@ SWEEPS: dict[str, list[tuple[int, int]]] = {
     "seq": [(2, s) for s in (8, 12, 1, 16, 5)],
 }
 VARIANTS = ("stock", "verishape", "widen")
-VOCAB = 128
-
-
-@dataclasses.dataclass
-class ModelCase:
-    """One model to compile: the module, how to build its inputs for (batch, seq), and
-    whether a sequence sweep makes sense for it."""
-
-    name: str
-    module: Any
-    inputs: Callable[[int, int], dict[str, Any]]
-    seq_sweep: bool = True
-
-
-# ------------------------------------------------------------------ the models (tiny configs, offline)
-
-
-def _text_inputs(*, token_types: bool = False, decoder: bool = False,
-                 use_cache: bool | None = False) -> Callable[[int, int], dict[str, Any]]:
-    import torch
-
-    def make(batch: int, seq: int) -> dict[str, Any]:
-        g = torch.Generator().manual_seed(1000 * batch + seq)
-        out: dict[str, Any] = {"input_ids": torch.randint(0, VOCAB, (batch, seq), generator=g),
-                               "attention_mask": torch.ones(batch, seq, dtype=torch.long)}
-        if token_types:
-            out["token_type_ids"] = torch.zeros(batch, seq, dtype=torch.long)
-        if decoder:
-            out["decoder_input_ids"] = torch.randint(0, VOCAB, (batch, seq), generator=g)
-        if use_cache is not None:
-            out["use_cache"] = use_cache
-        return out
-
-    return make
-
-
-def _vit_inputs(batch: int, seq: int) -> dict[str, Any]:
-    import torch
-
-    g = torch.Generator().manual_seed(batch)
-    return {"pixel_values": torch.randn(batch, 3, 32, 32, generator=g)}
-
-
-def _toy() -> ModelCase:
-    """No transformers needed: embedding, attention-like batched matmul and a masked
-    softmax, so that batch and sequence sizes both reach views, broadcasts and sdpa."""
-    import torch
-
-    class Toy(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.emb = torch.nn.Embedding(VOCAB, 16)
-            self.proj = torch.nn.Linear(16, 48)
-            self.out = torch.nn.Linear(16, 16)
-
-        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-            b, s = input_ids.shape
-            h = self.emb(input_ids)
-            q, k, v = self.proj(h).view(b, s, 3, 2, 8).permute(2, 0, 3, 1, 4)
-            mask = attention_mask[:, None, None, :].to(torch.bool)
-            a = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-            return self.out(a.transpose(1, 2).reshape(b, s, 16))
-
-    make = _text_inputs(use_cache=None)
-    return ModelCase("toy", Toy().eval(), make)
-
-
-def _gpt2() -> ModelCase:
-    from transformers import GPT2Config, GPT2Model
-
-    cfg = GPT2Config(n_layer=2, n_head=2, n_embd=32, vocab_size=VOCAB, n_positions=64, bos_token_id=0,
-                     eos_token_id=0, attn_implementation="sdpa")
-    return ModelCase("gpt2", GPT2Model(cfg).eval(), _text_inputs())
-
-
-def _bert() -> ModelCase:
-    from transformers import BertConfig, BertModel
-
-    cfg = BertConfig(num_hidden_layers=2, num_attention_heads=2, hidden_size=32, intermediate_size=64,
-                     vocab_size=VOCAB, max_position_embeddings=64, attn_implementation="sdpa")
-    return ModelCase("bert", BertModel(cfg).eval(), _text_inputs(token_types=True, use_cache=None))
-
-
-def _llama() -> ModelCase:
-    from transformers import LlamaConfig, LlamaModel
-
-    cfg = LlamaConfig(num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, hidden_size=32,
-                      intermediate_size=64, vocab_size=VOCAB, max_position_embeddings=64, bos_token_id=0,
-                      eos_token_id=0, pad_token_id=0, attn_implementation="sdpa")
-    return ModelCase("llama", LlamaModel(cfg).eval(), _text_inputs())
-
-
-def _t5() -> ModelCase:
-    from transformers import T5Config, T5Model
-
-    cfg = T5Config(num_layers=2, num_decoder_layers=2, num_heads=2, d_model=32, d_kv=16, d_ff=64,
-                   vocab_size=VOCAB, decoder_start_token_id=0, pad_token_id=0, eos_token_id=1,
-                   attn_implementation="sdpa")
-    return ModelCase("t5", T5Model(cfg).eval(), _text_inputs(decoder=True))
-
-
-def _bart() -> ModelCase:
-    from transformers import BartConfig, BartModel
-
-    cfg = BartConfig(encoder_layers=2, decoder_layers=2, encoder_attention_heads=2, decoder_attention_heads=2,
-                     d_model=32, encoder_ffn_dim=64, decoder_ffn_dim=64, vocab_size=VOCAB,
-                     max_position_embeddings=64, pad_token_id=1, bos_token_id=0, eos_token_id=2,
-                     decoder_start_token_id=2, forced_eos_token_id=2, attn_implementation="sdpa")
-    return ModelCase("bart", BartModel(cfg).eval(), _text_inputs())
-
-
-def _distilbert() -> ModelCase:
-    from transformers import DistilBertConfig, DistilBertModel
-
-    cfg = DistilBertConfig(n_layers=2, n_heads=2, dim=32, hidden_dim=64, vocab_size=VOCAB,
-                           max_position_embeddings=64, attn_implementation="sdpa")
-    return ModelCase("distilbert", DistilBertModel(cfg).eval(), _text_inputs(use_cache=None))
-
-
-def _vit() -> ModelCase:
-    from transformers import ViTConfig, ViTModel
-
-    cfg = ViTConfig(num_hidden_layers=2, num_attention_heads=2, hidden_size=32, intermediate_size=64,
-                    image_size=32, patch_size=8, attn_implementation="sdpa")
-    return ModelCase("vit", ViTModel(cfg, add_pooling_layer=False).eval(), _vit_inputs, seq_sweep=False)
-
-
-def on_device(case: ModelCase, device: str) -> ModelCase:
-    """``case`` with its module and every input tensor moved to ``device``."""
-    if device == "cpu":
-        return case
-    import torch
-
-    def inputs(batch: int, seq: int) -> dict[str, Any]:
-        return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in case.inputs(batch, seq).items()}
-
-    return dataclasses.replace(case, module=case.module.to(device), inputs=inputs)
-
-
-MODELS: dict[str, Callable[[], ModelCase]] = {
-    "gpt2": _gpt2, "bert": _bert, "llama": _llama, "t5": _t5, "bart": _bart, "distilbert": _distilbert,
-    "vit": _vit, "toy": _toy,
-}
-HF_MODELS = ("gpt2", "bert", "llama", "t5", "bart", "distilbert", "vit")
-
-
 # ------------------------------------------------------------------ instrumentation (children only)
 
 
@@ -600,54 +458,6 @@ def run_child(model: str, variant: str, backend: str, sweeps: list[str], store: 
         return json.loads(path.read_text())
 
 
-def _ratio(a: float | None, b: float | None) -> str:
-    if a is None or b is None or not b:
-        return "-"
-    return f"{a / b:.2f}x"
-
-
-def markdown(rows: list[dict[str, Any]]) -> str:
-    """One line per model and sweep: compiles per variant, compile CPU ratio
-    verishape/stock, decisions and undecided, shape-guard lines, guard-check ratio, max
-    abs diff against eager."""
-    out = [("| model | sweep | compiles stock / verishape / widen | compile CPU s stock | ratio verishape | "
-            "ratio widen | decided / undecided | range-only questions | decide s (Z3 s, premises s) | "
-            "guard lines stock / verishape | guard check ratio | max diff stock / verishape |"),
-           "|---|---|---|---:|---:|---:|---|---:|---|---|---:|---|"]
-    for r in rows:
-        by = r["variants"]
-        stock = by.get("stock", {})
-        for sweep, s in stock.get("sweeps", {}).items():
-            v = by.get("verishape", {}).get("sweeps", {}).get(sweep, {})
-            w_run = by.get("widen", {})
-            w = w_run.get("sweeps", {}).get(sweep, {}) if w_run.get("available") else None
-            vs = v.get("verishape", {})
-            widen_compiles = "n/a" if w is None else w.get("compiles", "-")
-            out.append(
-                f"| {r['model']} | {sweep} | {s['compiles']} / {v.get('compiles', '-')} / {widen_compiles} | "
-                f"{s['compile_cpu_s']:.2f} | {_ratio(v.get('compile_cpu_s'), s['compile_cpu_s'])} | "
-                f"{'n/a' if w is None else _ratio(w.get('compile_cpu_s'), s['compile_cpu_s'])} | "
-                f"{vs.get('decided', '-')} / {vs.get('undecided', '-')} | {vs.get('range_only_questions', '-')} | "
-                f"{vs.get('decide_s', 0):.2f} ({vs.get('z3_s', 0):.2f}, {vs.get('premises_s', 0):.2f}) | "
-                f"{s['shape_guard_lines']} / {v.get('shape_guard_lines', '-')} | "
-                f"{_ratio(v.get('guard_check_us'), s['guard_check_us'])} | "
-                f"{s['max_abs_diff']:.1e} / {v.get('max_abs_diff', float('nan')):.1e} |")
-    errors = [f"- {r['model']} {name}: {run['error']}" for r in rows for name, run in r["variants"].items()
-              if "error" in run]
-    return "\n".join(out + ([""] + errors if errors else [])) + "\n"
-
-
-def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    ratios = []
-    for r in rows:
-        for sweep, s in r["variants"].get("stock", {}).get("sweeps", {}).items():
-            v = r["variants"].get("verishape", {}).get("sweeps", {}).get(sweep)
-            if v and s["compile_cpu_s"]:
-                ratios.append(v["compile_cpu_s"] / s["compile_cpu_s"])
-    return {"compile_cpu_ratio_median": statistics.median(ratios) if ratios else None,
-            "compile_cpu_ratio_max": max(ratios) if ratios else None}
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default=",".join(HF_MODELS),
@@ -697,7 +507,7 @@ def main(argv: list[str] | None = None) -> int:
             # the variants take turns going first: drift in machine speed hits them alike
             for variant in variants[r % len(variants):] + variants[:r % len(variants)]:
                 runs[variant].append(run_child(model, variant, args.backend, sweeps, args.store, device=args.device))
-        row = {"model": model, "variants": {v: _combined(rs) for v, rs in runs.items()}}
+        row = {"model": model, "variants": {v: combined(rs) for v, rs in runs.items()}}
         rows.append(row)
         for name, run in row["variants"].items():
             if "error" in run:
@@ -745,60 +555,6 @@ def _main_interleaved(args: argparse.Namespace, models: list[str], sweeps: list[
         path.with_suffix(".md").write_text(interleave_markdown(rows, other, args.backend))
     print(json.dumps(summary_))
     return 0
-
-
-def interleave_markdown(rows: list[dict[str, Any]], other: str, backend: str) -> str:
-    """One line per model and sweep: backend compiles, median compile CPU of each side and
-    their ratio, the size-1 call (stock's recompile vs what replaced it), max difference."""
-    out = [f"| model | sweep | compiles stock / {other} | compile CPU s stock | {other} | ratio | "
-           f"size-1 call s stock / {other} | max abs diff vs eager |",
-           "|---|---|---|---:|---:|---:|---|---:|"]
-    for r in rows:
-        if "error" in r:
-            out.append(f"| {r['model']} | - | error: {r['error'][:80]} | | | | | |")
-            continue
-        for sweep, f in r["sweeps"].items():
-            c = f["compiles"]
-            out.append(f"| {r['model']} | {sweep} | {'/'.join(map(str, c['stock']))} / {'/'.join(map(str, c[other]))} | "
-                       f"{f['median_s']['stock']:.2f} | {f['median_s'][other]:.2f} | {f['ratio']:.2f}x | "
-                       f"{f['size_1_call_cpu_s']['stock']:.2f} / {f['size_1_call_cpu_s'][other]:.2f} | "
-                       f"{max(f['max_abs_diff'].values()):.1e} |")
-    return f"backend: {backend}\n\n" + "\n".join(out) + "\n"
-
-
-def interleave_summary(rows: list[dict[str, Any]], other: str) -> dict[str, Any]:
-    """Per sweep: models with fewer backend compiles than stock, the median and max ratio
-    of compile CPU, and the largest difference against eager."""
-    out: dict[str, Any] = {}
-    for sweep in SWEEPS:
-        fs = [r["sweeps"][sweep] for r in rows if sweep in r.get("sweeps", {})]
-        if not fs:
-            continue
-        ratios = [f["ratio"] for f in fs if f["ratio"] is not None]
-        out[sweep] = {"models": len(fs),
-                      "fewer_compiles": sum(max(f["compiles"][other]) < min(f["compiles"]["stock"]) for f in fs),
-                      "ratio_median": statistics.median(ratios) if ratios else None,
-                      "ratio_max": max(ratios) if ratios else None,
-                      "max_abs_diff": max(max(f["max_abs_diff"].values()) for f in fs)}
-    return out
-
-
-def _combined(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """One variant's rounds as one run: the first round's figures, with the median compile
-    CPU time and the best guard-check times of all rounds (each round's compile CPU kept
-    under ``compile_cpu_s_rounds``).  A round that failed is kept only if all did."""
-    ok = [r for r in runs if "error" not in r]
-    if not ok:
-        return runs[0]
-    out = json.loads(json.dumps(ok[0]))
-    for sweep, figures in out.get("sweeps", {}).items():
-        same = [r["sweeps"][sweep] for r in ok if sweep in r.get("sweeps", {})]
-        figures["compile_cpu_s_rounds"] = [f["compile_cpu_s"] for f in same]
-        figures["compile_cpu_s"] = statistics.median(figures["compile_cpu_s_rounds"])
-        for key in ("guard_check_us", "shape_guard_fn_us"):
-            values = [f[key] for f in same if f.get(key) is not None]
-            figures[key] = min(values) if values else None
-    return out
 
 
 def _write(args: argparse.Namespace, rows: list[dict[str, Any]], sweeps: list[str], start: float) -> dict[str, Any]:

@@ -128,12 +128,12 @@ def test_table_gives_ratios_and_marks_a_missing_widen_variant(rm):
 
 def test_rounds_combine_to_the_median_compile_and_the_best_check(rm):
     runs = [{"sweeps": {"batch": _run(3, cpu, guard_check_us=us)}} for cpu, us in ((3.0, 9.0), (1.0, 12.0), (2.0, 10.0))]
-    combined = rm._combined([{"error": "crashed"}, *runs])
+    combined = rm.combined([{"error": "crashed"}, *runs])
     batch = combined["sweeps"]["batch"]
     assert batch["compile_cpu_s"] == 2.0 and batch["compile_cpu_s_rounds"] == [3.0, 1.0, 2.0]
     assert batch["guard_check_us"] == 9.0
     assert runs[0]["sweeps"]["batch"]["compile_cpu_s"] == 3.0  # the rounds themselves are left alone
-    assert rm._combined([{"error": "crashed"}]) == {"error": "crashed"}
+    assert rm.combined([{"error": "crashed"}]) == {"error": "crashed"}
 
 
 def test_an_unknown_model_is_refused_by_name(rm, capsys):

@@ -1,0 +1,162 @@
+"""The comparable form widening checks a size-1 trace in (``compiler/canon.py``, the graph
+snapshots of ``compiler/snapshot.py``) and the pieces of ``compiler/widen.py`` it rests on:
+size nodes folded and substituted, ``is_causal`` moot only where it is, intermediates by
+value, the storages a graph writes, the size-1 trace's decompositions.  Unit tests on small
+graphs; the end-to-end sweeps are in ``tests/test_widen.py``."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from verishape.compiler import canon, snapshot, widen
+
+
+def test_canonical_folds_size_nodes_and_substitutes():
+    """``x.view(x.size(0), -1)`` at batch s and at batch 1 compare equal once the size
+    node is folded and s := 1; with s := 2 they do not."""
+    graphs = {}
+
+    def capture(name):
+        def backend(gm, example_inputs):
+            graphs[name] = (gm, torch._dynamo.symbolic_convert.InstructionTranslator.current_tx().output.shape_env)
+            return gm.forward
+        return backend
+
+    def f(x):
+        return x.view(x.size(0), -1) + 1
+
+    torch.compile(f, backend=capture("generic"), dynamic=True)(torch.randn(3, 2, 2))
+    torch._dynamo.reset()
+    torch.compile(f, backend=capture("one"), dynamic=True)(torch.randn(1, 2, 2))
+    gm, env = graphs["generic"]
+    (s,) = [s for s, src in env.var_to_sources.items() if src[0].name == "L['x'].size()[0]"]
+    gm1, env1 = graphs["one"]
+    one = canon.canonical(gm1, widen._nested_rename(env1, widen._generic_names(env, (s,))))
+    assert canon.canonical(gm, widen._generic_rename(env, (s,), 1)) == one
+    assert canon.canonical(gm, widen._generic_rename(env, (s,), 2)) != one
+    assert any(e[0] == "placeholder" for e in one.entries)
+    assert not any(isinstance(e[-1], tuple) and e[-1] and e[-1][0] != "tensor" for e in one.entries
+                   if e[0] == "placeholder"), "SymInt placeholders are folded"
+
+
+def _attention_graph(q_len: int, k_len: int, causal: bool, aten: bool) -> torch.fx.GraphModule:
+    """An attention call traced with meta values: Dynamo-style (``torch._C._nn`` function,
+    ``is_causal`` keyword) or ATen-style (the CPU flash overload, flags positional)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def dynamo_style(q, k):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, k, is_causal=causal)
+
+    def aten_style(q, k):
+        if causal:
+            return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default(q, k, k, 0.0, True)[0]
+        return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default(q, k, k)[0]
+
+    q, k = torch.randn(2, 1, q_len, 4), torch.randn(2, 1, k_len, 4)
+    if aten:
+        return make_fx(aten_style)(q, k)
+    gm = torch.fx.symbolic_trace(dynamo_style)
+    for node, value in zip(gm.graph.find_nodes(op="placeholder"), (q, k)):
+        node.meta["val"] = value
+    return gm
+
+
+@pytest.mark.parametrize("aten", [False, True], ids=["dynamo", "aot"])
+def test_is_causal_is_moot_only_for_one_query_and_one_key(aten):
+    """BART's decoder passes ``is_causal=q_len > 1``; at one query and one key the flag
+    masks nothing, so the graphs compare equal.  With three keys the causal mask keeps only
+    the first, a different computation: the graphs still differ (and so do the results)."""
+    c = canon.Canonicalizer(lambda s: s)
+    one = c.graph(_attention_graph(1, 1, True, aten)), c.graph(_attention_graph(1, 1, False, aten))
+    assert one[0].entries == one[1].entries
+    three = c.graph(_attention_graph(1, 3, True, aten)), c.graph(_attention_graph(1, 3, False, aten))
+    assert three[0].entries != three[1].entries
+    q, k = torch.randn(1, 1, 1, 4), torch.randn(1, 1, 3, 4)
+    f = torch.nn.functional.scaled_dot_product_attention
+    torch.testing.assert_close(f(q, q, q, is_causal=True), f(q, q, q, is_causal=False))
+    assert not torch.allclose(f(q, k, k, is_causal=True), f(q, k, k, is_causal=False))
+
+
+def test_a_snapshot_reads_as_the_graph_it_was_taken_from():
+    """What a kept compile stores instead of a graph copy: the same canonical form, and it
+    stays so after the graph is rewritten in place (as a backend's passes do)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    gm = make_fx(lambda x: torch.cat([x.t().contiguous(), x[:1].expand(4, -1)], 0).sum([0]),
+                 tracing_mode="symbolic")(torch.randn(4, 4))
+    snap = snapshot.Snapshot(gm)
+    rename = lambda s: s  # noqa: E731
+    before = canon.canonical(gm, rename)
+    assert canon.canonical(snap, rename) == before
+    assert [n.op for n in snap.graph.find_nodes(op="placeholder")] == ["placeholder"]
+    for node in list(gm.graph.nodes):  # rewrite the original: the snapshot does not move
+        if node.target is torch.ops.aten.sum.dim_IntList:
+            node.target = torch.ops.aten.amax.default
+    gm.recompile()
+    assert canon.canonical(snap, rename) == before != canon.canonical(gm, rename)
+
+
+def _aten(fn, *shape):
+    """An ATen graph whose values are fake tensors (they keep storage sharing, as Dynamo's
+    and AOTAutograd's do)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    return make_fx(fn, tracing_mode="fake")(torch.randn(*shape))
+
+
+def test_intermediates_compare_by_value_where_nothing_observes_their_layout():
+    """At 1 a reshape of a transposed buffer is a view; the generic graph copies first
+    (gemma2, falcon, bloom at batch 1).  By value the two are one reshape: equal when the
+    copy's layout cannot be observed (not returned, not written, no op reads a layout)."""
+    rename = lambda s: s  # noqa: E731
+    copy = _aten(lambda x: x.permute(1, 0, 2).clone(memory_format=torch.contiguous_format).view(4, -1).sum(0),
+                 1, 4, 2)
+    view = _aten(lambda x: x.permute(1, 0, 2).view(4, -1).sum(0), 1, 4, 2)
+    assert canon.canonical(copy, rename) == canon.canonical(view, rename)
+    # returned, the reshape's storage is seen (a view of the input, or of a copy): differs
+    copy_out = _aten(lambda x: x.permute(1, 0, 2).clone(memory_format=torch.contiguous_format).view(4, -1), 1, 4, 2)
+    view_out = _aten(lambda x: x.permute(1, 0, 2).view(4, -1), 1, 4, 2)
+    assert canon.canonical(copy_out, rename) != canon.canonical(view_out, rename)
+    # an op that reads a layout: intermediates keep their strides, and the graphs differ
+    strided = lambda f: _aten(lambda x: torch.as_strided(f(x), (2,), (1,)).sum(), 1, 4, 2)  # noqa: E731
+    assert (canon.canonical(strided(lambda x: x.permute(1, 0, 2).clone(memory_format=torch.contiguous_format)
+                                    .view(4, -1)), rename)
+            != canon.canonical(strided(lambda x: x.permute(1, 0, 2).view(4, -1)), rename))
+
+
+def test_the_storages_a_graph_writes_are_known_or_it_is_said_they_are_not():
+    x = torch.randn(3)
+    writes = _aten(lambda t: t.add_(1).sum(), 3)
+    (placeholder,) = writes.graph.find_nodes(op="placeholder")
+    assert canon._mutated_storages(writes) == {canon._storage(placeholder.meta["val"])}
+    assert canon._mutated_storages(_aten(lambda t: t.sin().sum(), 3)) == set()
+    graph = torch.fx.Graph()
+    p = graph.placeholder("x")
+    p.meta["val"] = x
+    graph.output(graph.call_module("m", (p,)))
+    assert canon._mutated_storages(torch.fx.GraphModule({"m": torch.nn.ReLU()}, graph)) is None
+
+    def writes_inside(t):  # Python code kept as one node: what it writes is not known
+        t.add_(1)
+        return t
+
+    graph = torch.fx.Graph()
+    p = graph.placeholder("x")
+    p.meta["val"] = x
+    graph.output(graph.call_function(writes_inside, (p,)))
+    assert canon._mutated_storages(torch.fx.GraphModule(torch.nn.Module(), graph)) is None
+
+
+def test_the_size_1_trace_keeps_a_matrix_product_its_specialization_would_rewrite():
+    """The size-1 comparison trace runs without Inductor's size-1 matrix-product
+    specializations (bmm -> multiply and sum when a dimension is 1); every other
+    decomposition stays."""
+    from torch._inductor.decomposition import select_decomp_table
+
+    table = select_decomp_table()
+    kept = widen._without_specializations({"decompositions": table, "keep_inference_input_mutations": True})
+    assert kept["keep_inference_input_mutations"] is True
+    names = {getattr(getattr(op, "overloadpacket", None), "__name__", None) for op in kept["decompositions"]}
+    assert not names & set(widen.SIZE_ONE_SPECIALIZATIONS)
+    assert len(kept["decompositions"]) > len(table) - 20 and torch.ops.aten.sspaddmm.default in kept["decompositions"]
