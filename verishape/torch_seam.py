@@ -329,9 +329,16 @@ def source_name(source: Any) -> str:
     return name() if callable(name) else str(name)
 
 
+@functools.cache
+def _resolved(dotted: str) -> Any:
+    """:func:`resolve` once per name, for module-level objects that never move (Dynamo's
+    thread-local holder, Inductor's ``V``): each lookup would otherwise retry imports."""
+    return resolve(dotted)
+
+
 def current_tx() -> Any:
     """The instruction translator Dynamo is running on this thread, or None outside a trace."""
-    return getattr(resolve(DYNAMO_TLS), "current_tx", None)
+    return getattr(_resolved(DYNAMO_TLS), "current_tx", None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -357,7 +364,7 @@ def traced_frame_inputs() -> FrameInputs | None:
 
 def inductor_graph() -> Any:
     """The graph Inductor is lowering on this thread (``V.graph``)."""
-    return resolve(INDUCTOR_VIRTUALIZED).graph
+    return _resolved(INDUCTOR_VIRTUALIZED).graph
 
 
 def inductor_wrapper_class() -> Any:
