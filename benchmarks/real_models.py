@@ -22,7 +22,7 @@ final guard production, warm guard-check time (the cache entry that serves the s
 input, best of rounds of many checks), the max abs difference against eager over the
 sweep; for verishape, the decision path: questions, decided, undecided, time in
 ``_decide``, in premise building, in the prover and in Z3, how many questions had no
-recorded fact beyond value ranges ("range-only"), how many candidates ``verishape.refute``
+recorded fact beyond value ranges ("range-only"), how many candidates ``verishape.solvers.refute``
 broke without the solver, and the slowest questions.
 
 The proof store is off in the children by default (``--store``), so every run measures cold
@@ -101,12 +101,12 @@ class _Spies:
         that measures a sweep keeps torch and verishape as they were)."""
         from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-        from verishape import facts
+        from verishape import premises as premises_mod
         from verishape.shape_env import VeriShapeEnv
 
         spies = self
         init, produce = ShapeEnv.__init__, ShapeEnv.produce_guards_verbose
-        decide, premises, relevant = VeriShapeEnv._decide, VeriShapeEnv._premises, facts.relevant
+        decide, premises, relevant = VeriShapeEnv._decide, VeriShapeEnv._premises, premises_mod.relevant
         last_relevant: list[int] = [0]
 
         def counting_init(env: Any, *a: Any, **k: Any) -> None:
@@ -151,7 +151,7 @@ class _Spies:
         ShapeEnv.produce_guards_verbose = counting_produce  # type: ignore[method-assign]
         VeriShapeEnv._decide = timed_decide  # type: ignore[method-assign]
         VeriShapeEnv._premises = timed_premises  # type: ignore[method-assign]
-        facts.relevant = counted_relevant
+        premises_mod.relevant = counted_relevant
         try:
             yield
         finally:
@@ -159,7 +159,7 @@ class _Spies:
             ShapeEnv.produce_guards_verbose = produce  # type: ignore[method-assign]
             VeriShapeEnv._decide = decide  # type: ignore[method-assign]
             VeriShapeEnv._premises = premises  # type: ignore[method-assign]
-            facts.relevant = relevant
+            premises_mod.relevant = relevant
 
     def reset(self) -> None:
         self.envs.clear()
@@ -256,7 +256,7 @@ def run_sweep(case: ModelCase, compile_fn: Callable[..., Any], backend: str,
     import torch
     from torch._dynamo.utils import counters
 
-    from verishape.shape_env import current_prover
+    from verishape.premises import current_prover
 
     torch._dynamo.reset()
     counters.clear()
@@ -337,8 +337,8 @@ def _measure(case: ModelCase, compiled: Any, shapes: list[tuple[int, int]], chec
             "questions": _SPIES.questions,
             "decided": sum(len(log.records) for log in logs),
             "undecided": sum(log.undecided for log in logs),
-            # candidates verishape.refute broke without the solver (0 on a verishape without it)
-            "refuted_concretely": sum(getattr(e, "_vs_refuted_concretely", 0) for e in _SPIES.envs),
+            # questions the prover's first tier (verishape.solvers.refute) broke without Z3
+            "refuted_concretely": stats.refuted_concretely - getattr(stats0, "refuted_concretely", 0),
             "errors": sum(len(log.errors) for log in logs),
             "range_only_questions": _SPIES.range_only,
             "range_only_decided": _SPIES.range_only_decided,

@@ -34,7 +34,8 @@ from verishape import solvers
 from verishape.proofs.encoding import hash_sources, package_sources
 from verishape import torch_seam
 from verishape._version import __version__
-from verishape.shape_env import VeriShapeEnv, current_prover, minimization_enabled
+from verishape.premises import current_prover
+from verishape.shape_env import VeriShapeEnv, minimization_enabled
 
 from . import widen
 

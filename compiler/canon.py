@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import operator
-import re
 import types
 from collections.abc import Callable
 from typing import Any

@@ -19,11 +19,12 @@ checks in ``produce_guards`` must see stock's own guards to report what stock re
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import logging
 import threading
 import weakref
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import sympy
@@ -34,10 +35,10 @@ from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.symbol import SymT, symbol_is_type
 from torch.utils._sympy.value_ranges import ValueRanges
 
-from verishape import solvers
-from verishape import facts, locations, sources
+from verishape import locations, sources
 from verishape.decisions import DecisionLog
-from verishape.shape_env import VeriShapeEnv, current_prover, guard_minimization
+from verishape.premises import newest_unbacked, relevant, unbacked_index
+from verishape.shape_env import VeriShapeEnv, guard_minimization
 
 from . import export_checks, export_reasons, frames
 
@@ -91,14 +92,23 @@ class ExportShapeEnv(VeriShapeEnv):
         checked = tuple((s, self._checked_range(s, vr)) for s, vr in ranges.items())
         return super()._premises(goal, kind, axioms, checked, size_oblivious)
 
+    @contextlib.contextmanager
+    def _traced(self, bounds: dict[sympy.Symbol, Any], guards: tuple[sympy.Basic, ...]) -> Iterator[None]:
+        """Inside the block, premises also take these traced facts (a scope, undone after)."""
+        saved, self._vs_extra = self._vs_extra, (bounds, guards)
+        try:
+            yield
+        finally:
+            self._vs_extra = saved
+
     def _emitted_asserts(self, goal: sympy.Basic, kind: str) -> list[sympy.Basic]:
         """The deferred runtime asserts (the graph's ``_assert_scalar`` nodes); when an
         assert is being discharged, only those emitted no later than it (rule 4)."""
-        limit = facts.newest_unbacked(goal) if kind == "assert_discharged" else None
+        limit = newest_unbacked(goal) if kind == "assert_discharged" else None
         pool: list[sympy.Basic] = []
         for key, asserts in self.deferred_runtime_asserts.items():
             if limit is not None and key is not None:
-                index = facts.unbacked_index(key)
+                index = unbacked_index(key)
                 if index is None or index > limit:
                     continue
             pool.extend(ra.expr for ra in asserts)
@@ -160,11 +170,8 @@ class ExportShapeEnv(VeriShapeEnv):
         if needed is None:
             return None
         bounds, guards = needed
-        self._vs_extra = (bounds, guards)
-        try:
+        with self._traced(bounds, guards):
             answer = super()._decide(expr, size_oblivious=size_oblivious, axioms=None, var_to_range=None)
-        finally:
-            self._vs_extra = None
         if answer is not None:
             where = self._source_line() or "where the export asked"
             for fact in [*self._bound_facts(bounds), *guards]:
@@ -179,7 +186,7 @@ class ExportShapeEnv(VeriShapeEnv):
                   if g.expr.free_symbols and all(self._is_input_size(s) for s in g.expr.free_symbols)
                   and export_checks.checkable(g.expr, self._is_input_size)]
         pool = [*self._emitted_asserts(goal, "dde_avoided"), *guards]
-        symbols = set(goal.free_symbols).union(*(f.free_symbols for f in facts.relevant(goal, pool)))
+        symbols = set(goal.free_symbols).union(*(f.free_symbols for f in relevant(goal, pool)))
         bounds = {}
         for s in symbols:
             if not self._is_input_size(s) or self._declared_range(s) is not None or s not in self.var_to_range:
@@ -195,19 +202,10 @@ class ExportShapeEnv(VeriShapeEnv):
         """The fewest traced facts (deletion, one proof each; a lower bound of 2 first tried
         as 1) with which the solver decides ``goal``; None when all of them do not."""
         def proves(bounds: dict[sympy.Symbol, Any], guards: tuple[sympy.Basic, ...]) -> bool:
-            self._vs_extra = (bounds, guards)
-            try:
-                premised = self._premises(goal, kind, None, None, size_oblivious)
-                if premised is None:
-                    return False
-                premises, to_plain = premised
-                for _value, target in self._candidates(goal):
-                    result = current_prover().prove(target.xreplace(to_plain), premises)
-                    if result.status == solvers.PROVED and not result.vacuous:
-                        return True
-                return False
-            finally:
-                self._vs_extra = None
+            with self._traced(bounds, guards):
+                premises = self._premises(goal, kind, None, None, size_oblivious)
+                return premises is not None and any(premises.ask(target, kind) is not None
+                                                    for _value, target in self._candidates(goal))
 
         bounds, guards = dict(extra[0]), tuple(extra[1])
         if not proves(bounds, guards):

@@ -19,8 +19,10 @@ from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.printers import PythonPrinter
 from torch.utils._sympy.value_ranges import ValueRanges
 
-from verishape import facts, solvers, sources
-from verishape.shape_env import VeriShapeEnv, current_prover
+from verishape import sources
+from verishape.solvers import concrete
+from verishape.premises import Premises, range_facts, relevant
+from verishape.shape_env import VeriShapeEnv
 
 from . import export_checks
 
@@ -112,7 +114,7 @@ def _prove_forced(env: VeriShapeEnv, symbol: sympy.Symbol,
     conclusion = _forced_conclusion(env, symbol, ranges[symbol], [e for e, _ in pool])
     if conclusion is None:
         return None
-    chosen = facts.relevant(conclusion, (e for e, _ in pool))
+    chosen = relevant(conclusion, (e for e, _ in pool))
     where = dict(reversed(pool))  # first recorded location of each fact
     core = _proved_core(env, conclusion, chosen, ranges)
     if core is None:
@@ -134,7 +136,7 @@ def _forced_conclusion(env: VeriShapeEnv, symbol: sympy.Symbol, declared: Any,
     own = [f for f in pool if f.free_symbols == {symbol}]
     if own and low is not None:
         last = min(high, low + _SCAN_LIMIT) if high is not None else low + _SCAN_LIMIT
-        ok = [v for v in range(low, last + 1) if _holds(own, symbol, v)]
+        ok = [v for v in range(low, last + 1) if concrete.holds(own, {symbol: v})]
         if ok:
             low = ok[0]
             if high is not None and high <= last:
@@ -154,46 +156,28 @@ def _int_or_none(bound: Any) -> int | None:
     return int(bound) if isinstance(bound, (int, sympy.Integer)) and not isinstance(bound, bool) else None
 
 
-def _holds(conditions: list[sympy.Basic], symbol: sympy.Symbol, value: int) -> bool:
-    for c in conditions:
-        try:
-            if c.xreplace({symbol: sympy.Integer(value)}) is not sympy.true:
-                return False
-        except (ZeroDivisionError, TypeError):
-            return False
-    return True
-
-
 def _proved_core(env: VeriShapeEnv, goal: sympy.Basic, chosen: list[sympy.Basic],
                  ranges: Mapping[sympy.Symbol, Any]) -> list[sympy.Basic] | None:
     """The facts of ``chosen`` and the range facts of their symbols that the solver needs to
     prove ``goal``; reduced to a minimal set (one solver call per fact) when there are few.
     None when the goal is not proved."""
-    symbols = set(goal.free_symbols).union(*(f.free_symbols for f in chosen))
-    range_of = {s: ranges[s] for s in symbols if s in ranges}
-    to_plain = facts.plain_symbols([goal, *chosen], range_of.keys())
-    if to_plain is None:
+    premises = Premises.gather(goal, chosen, ranges, hints=env.backed_var_to_val, connected=False)
+    if premises is None or premises.ask(goal, "constraint_reason") is None:
         return None
-    back = {v: k for k, v in to_plain.items()}
-    # Range facts are built over the plain symbols: SymPy would fold ``0 <= s`` for a
-    # positive ``s`` (see VeriShapeEnv._premises); shown over the caller's symbols.
-    plain_ranges = {to_plain.get(s, s): vr for s, vr in range_of.items()}
-    ranged = [f for f in facts.range_facts(plain_ranges.keys(), plain_ranges) if f is not sympy.true]
-    candidates = [f.xreplace(to_plain) for f in chosen] + ranged
-    goal_plain = goal.xreplace(to_plain)
-
-    def proves(premises: list[sympy.Basic]) -> bool:
-        result = current_prover().prove(goal_plain, premises)
-        return result.status == solvers.PROVED and not result.vacuous
-
-    if not proves(candidates):
-        return None
-    core = list(candidates)
-    if len(candidates) <= _CORE_LIMIT:
-        for fact in candidates:
+    core = list(premises.facts)
+    if len(core) <= _CORE_LIMIT:
+        for fact in list(core):
             trial = [f for f in core if f is not fact]
-            if proves(trial):
+            if premises.narrowed(trial).ask(goal, "constraint_reason") is not None:
                 core = trial
+    # Shown as the recorded facts, then the range facts in symbol order (a recorded fact
+    # that is also a range fact is shown among the ranges).
+    to_plain = premises.to_plain
+    symbols = goal.free_symbols.union(*(f.free_symbols for f in chosen))
+    plain_ranges = {to_plain.get(s, s): ranges[s] for s in symbols if s in ranges}
+    position = {f: i for i, f in enumerate(range_facts(plain_ranges.keys(), plain_ranges))}
+    core.sort(key=lambda f: (f in position, position.get(f, 0)))
+    back = {v: k for k, v in to_plain.items()}
     return [f.xreplace(back) for f in core]
 
 

@@ -45,8 +45,7 @@ import sympy
 import torch
 from torch.utils._sympy.printers import PythonPrinter
 
-from verishape import locations, solvers
-from verishape.shape_env import current_prover
+from verishape import locations
 
 log = logging.getLogger("verishape")
 
@@ -288,15 +287,13 @@ class _Solver:
 
     def _prove(self, goal: sympy.Basic, extra: list[sympy.Basic]) -> float | None:
         # The premises relevant to the goal and to the extra facts (the carrier only
-        # gathers their symbols).
-        premised = self.env._premises(sympy.Tuple(goal, *extra), "dde_avoided", None, None, False)
-        if premised is None:
+        # gathers their symbols), with the extra facts bound for this one question.
+        premises = self.env._premises(sympy.Tuple(goal, *extra), "dde_avoided", None, None, False)
+        if premises is None:
             return None
-        premises, to_plain = premised
-        result = current_prover().prove(goal.xreplace(to_plain), [*premises, *(e.xreplace(to_plain) for e in extra)])
-        if result.status != solvers.PROVED or result.vacuous:
-            return None
-        return result.time_s * 1e3
+        with premises.assuming(*extra):
+            record = premises.ask(goal, "suggested_check")
+        return None if record is None else record.result.time_s * 1e3
 
     def sufficient(self, cand: sympy.Basic) -> float | None:
         return self._prove(self.target, [cand])

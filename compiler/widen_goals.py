@@ -52,7 +52,7 @@ def prove_at_one(k: Any, group: Group, nested_env: Any, names: dict[str, str], p
     input symbols and every recorded lowering answer, all at ``group = 1``.  Returns the
     proof record of the guards (None when there was nothing to prove); raises
     :class:`NotWidened` naming the first goal not proved."""
-    from verishape import facts
+    from verishape.premises import range_facts
 
     env = k.env
     by_name = {}
@@ -70,14 +70,14 @@ def prove_at_one(k: Any, group: Group, nested_env: Any, names: dict[str, str], p
     sub = {s: sympy.Integer(1) for s in merged}
     premises = [nested_env.replace(g.expr).xreplace(to_generic) for g in nested_env.guards]
     nested_ranges = {to_generic[s]: vr for s, vr in nested_env.var_to_range.items() if s in to_generic}
-    premises += facts.range_facts(nested_ranges.keys(), nested_ranges)
+    premises += range_facts(nested_ranges.keys(), nested_ranges)
     premises = [p for p in premises if p is not sympy.true]
     hints = {to_generic[s]: int(v) for s, v in nested_env.backed_var_to_val.items() if s in to_generic}
 
     goals: list[tuple[sympy.Basic, str]] = [(at_one(env.replace(g.expr), sub, f"the generic guard {g.expr}"),
                                              f"the generic guard {g.expr}") for g in env.guards]
     others = {s: vr for s, vr in env.var_to_range.items() if s not in merged and env.var_to_sources.get(s)}
-    goals += [(r, f"the generic range {r}") for r in facts.range_facts(others.keys(), others)]
+    goals += [(r, f"the generic range {r}") for r in range_facts(others.keys(), others)]
     replaced = {**{s: at_one(env.replace(s), sub, f"the replacement of {s}") for s in env.replacements}, **sub}
     answers = answer_goals(k, replaced)
     ev.answers = len(answers)
@@ -137,13 +137,7 @@ def size_goals(k: Any, merged: set[sympy.Symbol], sub: dict[sympy.Symbol, sympy.
 def _prove_one(prover: Any, goal: sympy.Basic, premises: list[sympy.Basic], hints: dict[sympy.Symbol, int],
                what: str) -> Any:
     """A proof record when ``premises`` imply ``goal`` (not vacuously), else None."""
-    from verishape import facts, solvers
-    from verishape.proofs import Obligation, ProofRecord
+    from verishape.premises import Premises, plain_symbols
 
-    to_plain = facts.plain_symbols([goal, *premises], None) or {}
-    plain_hints = {to_plain.get(s, s): v for s, v in hints.items()}
-    result = prover.prove(goal.xreplace(to_plain), [p.xreplace(to_plain) for p in premises], witness=plain_hints)
-    if result.status != solvers.PROVED or result.vacuous:
-        return None
-    return ProofRecord(Obligation(goal.xreplace(to_plain), tuple(p.xreplace(to_plain) for p in premises),
-                                  "specialization_widened", what), result, True)
+    to_plain = plain_symbols([goal, *premises], None) or {}
+    return Premises.stated(premises, to_plain, hints).ask(goal, "specialization_widened", where=what, prover=prover)

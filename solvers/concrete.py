@@ -16,7 +16,7 @@ from __future__ import annotations
 import fractions
 import math
 import operator
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import sympy
@@ -56,6 +56,25 @@ _BITWISE = {
 def evaluate(expr: sympy.Basic, env: Mapping[sympy.Symbol, Number]) -> Number:
     """Value of ``expr`` with symbols bound by ``env`` (Python semantics)."""
     return _Evaluator(env).eval(sympy.sympify(expr))
+
+
+def first_broken(conditions: Iterable[sympy.Basic], point: Mapping[sympy.Symbol, Number]) -> int | None:
+    """Index of the first of ``conditions`` not true at ``point`` (false, undefined, or
+    without exact semantics); None when every one holds.  The one exact "holds at this
+    point" test: whatever asks it (refutation, counterexample confirmation, fuzzing,
+    range tightening, the audit) reads a condition the way the solver's translation must."""
+    for i, cond in enumerate(conditions):
+        try:
+            if evaluate(cond, point) is not True:
+                return i
+        except (Undefined, Unevaluable):
+            return i
+    return None
+
+
+def holds(conditions: Iterable[sympy.Basic], point: Mapping[sympy.Symbol, Number]) -> bool:
+    """Whether every one of ``conditions`` is defined and true at ``point``."""
+    return first_broken(conditions, point) is None
 
 
 def _is_float(v: Number) -> bool:

@@ -41,7 +41,7 @@ import z3
 from verishape.proofs.record import Obligation, ProofRecord
 from verishape.proofs.result import PROVED, REFUTED, UNKNOWN, Limits, SolveResult, Value
 
-from . import concrete
+from . import concrete, refute
 from .contexts import fresh_context
 from .query import Query, as_boolean, build_query, to_smtlib
 
@@ -74,6 +74,9 @@ AUTO_STORE = "auto"
 #: ``unknown`` reasons that depend on the machine (load, a crash): never stored.
 _LOAD_DEPENDENT = ("solver: timeout", "solver: canceled", "solver error")
 
+#: ``SolveResult.reason`` of a refutation found by the first tier (no solver call).
+NEAR_WITNESS = "refuted at a point near the witness"
+
 #: Held by every use of Z3's shared (main) context: translation, copying terms out of it,
 #: and freeing them (a query's terms die before the lock is released).
 _SHARED_CONTEXT_LOCK = threading.RLock()
@@ -94,6 +97,8 @@ class Stats:
     store_hits: int = 0
     #: queries sent to the solver (neither cache nor store had the answer)
     solver_calls: int = 0
+    #: refuted at a point near the caller's witness, before the store or the solver
+    refuted_concretely: int = 0
 
     @property
     def hit_rate(self) -> float:
@@ -135,8 +140,11 @@ class Prover:
         witness: dict[sympy.Symbol, Value] | None = None,
     ) -> SolveResult:
         """``witness``: an assignment believed to satisfy the assumptions (for example
-        the current size hints).  When it does, by concrete evaluation, the assumptions
-        are consistent and the vacuity check needs no second solver call."""
+        the current size hints).  With one, points near it are tried first (the cheap
+        tier, :mod:`verishape.solvers.refute`): a point that satisfies the assumptions and
+        breaks the goal answers "refuted" without the store or the solver.  When the
+        witness satisfies the assumptions, they are consistent and the vacuity check
+        needs no second solver call."""
         goal_b = as_boolean(goal, "goal")
         assumptions_b = tuple(as_boolean(a, "assumption") for a in assumptions)
         limits = limits or self.limits
@@ -150,6 +158,10 @@ class Prover:
                 self._cache.move_to_end(key)
                 self.stats.cache_hits += 1
                 return dataclasses.replace(hit, cached=True)
+            refuted = self._refuted_near(goal_b, assumptions_b, witness)
+            if refuted is not None:
+                self._remember(key, refuted)
+                return refuted
             store = self.store()
             texts = None
             if store is not None:
@@ -169,6 +181,26 @@ class Prover:
                 store.note_solver_call()
                 self._to_store(store, goal_b, texts, limits, result, script)
             return result
+
+    def _refuted_near(self, goal: sympy.Basic, assumptions: tuple[sympy.Basic, ...],
+                      witness: dict[sympy.Symbol, Value] | None) -> SolveResult | None:
+        """The first tier (:mod:`verishape.solvers.refute`): a point near ``witness`` that
+        satisfies the assumptions and breaks the goal, found without a solver call."""
+        if witness is None:
+            return None
+        start = time.perf_counter()
+        point = refute.counterexample(goal, assumptions, witness)
+        if point is None:
+            return None
+        self.stats.refuted_concretely += 1
+        symbols = goal.free_symbols.union(*(a.free_symbols for a in assumptions))
+        undefined = False
+        try:
+            concrete.evaluate(goal, point)
+        except concrete.Undefined:
+            undefined = True
+        return SolveResult(REFUTED, counterexample={str(s): point[s] for s in sorted(symbols, key=str)},
+                           undefined_goal=undefined, reason=NEAR_WITNESS, time_s=time.perf_counter() - start)
 
     def store(self) -> ProofStore | None:
         """The proof store this prover reads and writes now (None: off or unusable)."""
@@ -322,12 +354,7 @@ def _texts(goal: sympy.Basic, assumptions: tuple[sympy.Basic, ...]) -> tuple[str
 
 def _satisfied_by(assumptions: tuple[sympy.Basic, ...], witness: dict[sympy.Symbol, Value] | None) -> bool:
     """Whether ``witness`` makes every assumption true (so they are not contradictory)."""
-    if witness is None:
-        return False
-    try:
-        return all(concrete.evaluate(a, witness) is True for a in assumptions)
-    except (concrete.Undefined, concrete.Unevaluable):
-        return False
+    return witness is not None and concrete.holds(assumptions, witness)
 
 
 def _model_value(model: z3.ModelRef, var: z3.ExprRef) -> Value:
@@ -343,11 +370,7 @@ def _model_value(model: z3.ModelRef, var: z3.ExprRef) -> Value:
 def _confirm(query: Query, env: dict[sympy.Symbol, Value]) -> str | None:
     """``"false"`` or ``"undefined"`` when ``env`` really satisfies the assumptions and
     breaks the goal; ``None`` when concrete evaluation does not confirm the model."""
-    try:
-        for a in query.assumptions:
-            if concrete.evaluate(a, env) is not True:
-                return None
-    except (concrete.Undefined, concrete.Unevaluable):
+    if not concrete.holds(query.assumptions, env):
         return None
     try:
         value = concrete.evaluate(query.goal, env)

@@ -1,7 +1,7 @@
 """What deciding costs (issue 12, item 5): the same answers with less work.
 
 * A question the real inputs answer one way and nearby inputs the other way is refuted
-  by trying those inputs (``verishape.refute``), with no solver call; the answer stays
+  by trying those inputs (the prover's first tier, ``verishape.solvers.refute``), with no solver call; the answer stays
   stock's and the guard stock installs is installed.
 * A question only the solver can prove is still proved by the solver.
 * ``evaluate_expr`` adds no sympy traversal to a question stock answers from its cache.
@@ -14,8 +14,10 @@ from torch._dynamo.source import ConstantSource
 from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
 from torch.utils._sympy.functions import FloorDiv
 
-from verishape import refute, solvers
-from verishape.shape_env import VeriShapeEnv, use_prover
+from verishape import solvers
+from verishape.solvers import refute
+from verishape.premises import use_prover
+from verishape.shape_env import VeriShapeEnv
 
 
 def _env(cls: type[ShapeEnv], **hints: int) -> tuple[ShapeEnv, list[sympy.Symbol]]:
@@ -36,7 +38,7 @@ def test_a_question_nearby_inputs_break_costs_no_solver_call():
     assert answer == sympy.true  # the hint's answer, guarded: stock behaviour
     assert prover.stats.solver_calls == 0
     assert env.verishape_log.records == [] and env.verishape_log.undecided == 1
-    assert env._vs_refuted_concretely == 1
+    assert prover.stats.refuted_concretely == 1
     stock_env, _ = _env(ShapeEnv, n=24, b=3)
     stock_env.evaluate_expr(question)
     assert [str(g.expr) for g in env.guards] == [str(g.expr) for g in stock_env.guards]
@@ -49,11 +51,11 @@ def test_a_question_only_the_solver_proves_is_still_proved():
     env, (a, b) = _env(VeriShapeEnv, a=9, b=4)
     with use_prover(prover):
         env.evaluate_expr(sympy.Ge(a, 2 * b))  # a neighbour breaks it: guarded, as stock
-        guards, refuted, calls = len(env.guards), env._vs_refuted_concretely, prover.stats.solver_calls
+        guards, refuted, calls = len(env.guards), prover.stats.refuted_concretely, prover.stats.solver_calls
         assert env.evaluate_expr(sympy.Gt(a, b)) == sympy.true
     assert len(env.guards) == guards
     assert [r.obligation.kind for r in env.verishape_log.records] == ["guard_avoided"]
-    assert prover.stats.solver_calls == calls + 1 and env._vs_refuted_concretely == refuted
+    assert prover.stats.solver_calls == calls + 1 and prover.stats.refuted_concretely == refuted
 
 
 def test_refutation_respects_premises_signs_and_domains():
@@ -88,6 +90,10 @@ def test_refutations_agree_with_the_solver():
         point = refute.counterexample(target, premises, witness)
         assert point is not None, target
         assert solvers.Prover(store=None).prove(target, premises).refuted, target
+        # the prover's first tier finds it too, with no solver call
+        prover = solvers.Prover(store=None)
+        result = prover.prove(target, premises, witness=witness)
+        assert result.refuted and prover.stats.solver_calls == 0 and prover.stats.refuted_concretely == 1, target
 
 
 def test_evaluate_expr_adds_no_traversal_to_a_cached_answer(monkeypatch):

@@ -11,7 +11,8 @@ from verishape.fuzz import compare
 from verishape.fuzz.check import check_trace_point, replay
 from verishape.fuzz.compare import Eager, diff, is_value_error
 from verishape.fuzz.inputs import Case, T, build, case_source, real_tensor
-from verishape.fuzz.sizes import cap_for_rank, edges, holds, pick, shapes_at
+from verishape.fuzz.sizes import cap_for_rank, edges, pick, shapes_at
+from verishape.solvers.concrete import holds
 from verishape.fuzz.strategies import layouts, mutated_cases, shapes, strides
 from verishape.fuzz.trace import BACKED, UNBACKED, OutMeta, run_traced
 

@@ -16,7 +16,8 @@ import verishape
 from verishape.compiler import CACHE_TAG, backend
 from verishape._version import __version__
 from verishape.minimize import Tightening
-from verishape.shape_env import VeriShapeEnv, guard_minimization, use_prover
+from verishape.premises import use_prover
+from verishape.shape_env import VeriShapeEnv, guard_minimization
 
 # ---------------------------------------------------------------- the version counter
 
@@ -58,7 +59,7 @@ def test_the_tag_is_derived_from_what_the_answers_depend_on():
     assert CACHE_TAG == f"verishape-{__version__}-{backend.fingerprint(**_inputs())}"
     names = {name for name, _ in backend.answer_sources()}
     for module in ("verishape.solvers/translate.py", "verishape.solvers/pyarith.py", "verishape.solvers/query.py",
-                   "verishape.solvers/symbols.py", "verishape/facts.py", "verishape/minimize.py",
+                   "verishape.solvers/symbols.py", "verishape/premises.py", "verishape/minimize.py",
                    "verishape/shape_env.py", "verishape.compiler/frames.py", "verishape.proofs/store.py"):
         assert module in names
     base = backend.fingerprint(**_inputs())

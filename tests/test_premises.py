@@ -16,7 +16,7 @@ from torch.fx.experimental.symbolic_shapes import DimDynamic
 from torch.utils._sympy import functions as tf
 
 from verishape import solvers
-from verishape import facts
+from verishape import premises as premises_mod
 from verishape.shape_env import VeriShapeEnv
 
 from compile_helpers import stock, vs
@@ -30,7 +30,7 @@ t = sympy.Symbol("s1", integer=True, positive=True)
 
 
 def test_plain_symbols_only_where_a_range_is_known():
-    mapping = facts.plain_symbols([sympy.Gt(s, 1), sympy.Gt(t, 1)], ranged={s})
+    mapping = premises_mod.plain_symbols([sympy.Gt(s, 1), sympy.Gt(t, 1)], ranged={s})
     assert set(mapping) == {s}
     plain = mapping[s]
     assert plain.name == "s0" and plain.is_integer and plain.is_positive is None
@@ -43,7 +43,7 @@ def test_plain_symbols_only_where_a_range_is_known():
 
 def test_plain_symbols_refuse_to_merge_two_symbols():
     twin = sympy.Symbol("s0", integer=True)  # the plain name is taken by another symbol
-    assert facts.plain_symbols([sympy.Gt(s, twin)], ranged={s, twin}) is None
+    assert premises_mod.plain_symbols([sympy.Gt(s, twin)], ranged={s, twin}) is None
 
 
 # ---------------------------------------------------------------- VeriShapeEnv's queries
@@ -74,11 +74,61 @@ def test_decide_takes_the_sign_from_the_range_not_the_assumption():
 def test_premises_keep_the_range_lower_bound():
     with fx_config.patch(backed_size_oblivious=True):
         env, n = _env_with_size(5)
-        premises, to_plain = env._premises(sympy.Gt(n, 1), "guard_avoided", None, None, False)
-        plain = to_plain[n]
+        premises = env._premises(sympy.Gt(n, 1), "guard_avoided", None, None, False)
+        plain = premises.to_plain[n]
         assert plain.name == n.name and plain.is_positive is None
         # SymPy folds 0 <= n to True for a positive n: the fact must be stated on the plain symbol.
-        assert sympy.Le(0, n) is sympy.true and sympy.Le(0, plain) in premises
+        assert sympy.Le(0, n) is sympy.true and sympy.Le(0, plain) in premises.facts
+        assert premises.witness == {plain: 5}  # the size hint, keyed by the plain symbol
+
+
+# ---------------------------------------------------------------- the one ask
+
+
+x = sympy.Symbol("x", integer=True)
+y = sympy.Symbol("y", integer=True)
+
+
+def test_ask_returns_a_record_only_for_a_proof():
+    prover = solvers.Prover(store=None)
+    premises = premises_mod.Premises([sympy.Ge(x, 3)], witness={x: 4})
+    record = premises.ask(sympy.Gt(x, 2), "test", where="here", prover=prover)
+    assert record is not None and record.result.proved and record.decided is True
+    assert record.obligation.premises == (sympy.Ge(x, 3),) and record.obligation.source == "here"
+    # refuted by the first tier at a point near the witness: no record, no solver call
+    calls = prover.stats.solver_calls
+    assert premises.ask(sympy.Gt(x, 3), "test", prover=prover) is None
+    assert prover.stats.solver_calls == calls and prover.stats.refuted_concretely == 1
+    # decide keeps the refutation, with a counterexample that satisfies the premises
+    refuted = premises.decide(sympy.Gt(x, 3), "test", prover=prover).result
+    assert refuted.refuted and refuted.counterexample["x"] >= 3 and not refuted.counterexample["x"] > 3
+
+
+def test_a_vacuous_proof_is_no_proof_and_marks_the_premises():
+    premises = premises_mod.Premises([sympy.Ge(x, 3), sympy.Le(x, 2)])
+    assert premises.ask(sympy.Eq(x, 7), "test", prover=solvers.Prover(store=None)) is None
+    assert premises.contradictory
+
+
+def test_assuming_binds_facts_for_one_block():
+    premises = premises_mod.Premises.stated([sympy.Ge(x, 0)])
+    prover = solvers.Prover(store=None)
+    with premises.assuming(sympy.Ge(y, x), sympy.Ge(x, 5)):
+        assert premises.ask(sympy.Ge(y, 5), "test", prover=prover) is not None
+    assert premises.facts == [sympy.Ge(x, 0)]
+    assert premises.ask(sympy.Ge(y, 5), "test", prover=prover) is None
+
+
+def test_gather_keeps_connected_facts_and_states_ranges_on_plain_symbols():
+    from torch.utils._sympy.value_ranges import ValueRanges
+
+    goal, linked, apart = sympy.Gt(s, 1), sympy.Ge(s, t), sympy.Eq(sympy.Symbol("u0", integer=True), 3)
+    premises = premises_mod.Premises.gather(goal, [linked, apart], {s: ValueRanges(0, 10), t: ValueRanges(2, 10)},
+                                            hints={s: 4, t: 3})
+    ps, pt = premises.to_plain[s], premises.to_plain[t]
+    assert premises.facts == [sympy.Ge(ps, pt), sympy.Le(0, ps), sympy.Le(ps, 10), sympy.Le(2, pt), sympy.Le(pt, 10)]
+    assert premises.witness == {ps: 4, pt: 3}
+    assert premises.ask(goal, "test", prover=solvers.Prover(store=None)) is not None
 
 
 def test_a_bare_size_is_not_a_question_for_the_solver():

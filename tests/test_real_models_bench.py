@@ -69,13 +69,13 @@ def test_the_spies_are_removed_after_a_sweep(rm):
     """Measuring patches ShapeEnv and verishape's decision path for one block only."""
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-    from verishape import facts
+    from verishape import premises as premises_mod
     from verishape.shape_env import VeriShapeEnv
 
-    before = (ShapeEnv.__init__, ShapeEnv.produce_guards_verbose, VeriShapeEnv._decide, facts.relevant)
+    before = (ShapeEnv.__init__, ShapeEnv.produce_guards_verbose, VeriShapeEnv._decide, premises_mod.relevant)
     with rm._SPIES.active():
-        assert ShapeEnv.__init__ is not before[0] and facts.relevant is not before[3]
-    assert (ShapeEnv.__init__, ShapeEnv.produce_guards_verbose, VeriShapeEnv._decide, facts.relevant) == before
+        assert ShapeEnv.__init__ is not before[0] and premises_mod.relevant is not before[3]
+    assert (ShapeEnv.__init__, ShapeEnv.produce_guards_verbose, VeriShapeEnv._decide, premises_mod.relevant) == before
 
 
 def test_frame_locals_follow_a_decorated_forward(rm):

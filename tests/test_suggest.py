@@ -9,7 +9,7 @@ import verishape
 from export_corpus import PROGRAMS
 from verishape import solvers
 from verishape.compiler import suggest
-from verishape.shape_env import use_prover
+from verishape.premises import use_prover
 
 BY_NAME = {p.name: p for p in PROGRAMS}
 

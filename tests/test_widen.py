@@ -21,7 +21,7 @@ from torch._dynamo.utils import counters
 import verishape
 from verishape import solvers
 from verishape.compiler import canon, frames, questions, widen
-from verishape.shape_env import use_prover
+from verishape.premises import use_prover
 
 
 @pytest.fixture(autouse=True)

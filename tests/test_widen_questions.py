@@ -136,7 +136,7 @@ def test_an_index_variable_keeps_its_lower_bound_when_the_prover_renames_it():
     from torch.utils._sympy.functions import FloorDiv, ModularIndexing
 
     from verishape.compiler import widen_goals
-    from verishape.shape_env import current_prover
+    from verishape.premises import current_prover
 
     s = sympy.Symbol("s", integer=True, positive=True)
     q0 = sympy.Symbol("q0", integer=True, nonnegative=True)

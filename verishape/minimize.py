@@ -29,11 +29,10 @@ import sympy
 from torch.utils._sympy import functions as tf
 
 from verishape import solvers
-from verishape.proofs import Obligation, ProofRecord
-
+from verishape.proofs import ProofRecord
 from verishape.solvers import concrete
 
-from . import facts
+from .premises import Premises, finite, plain_symbols, range_facts, relevant
 
 #: How far past a symbol's lower bound (and past the start of the interval) tightening
 #: looks for the interval's ends by concrete evaluation; the solver then proves them.
@@ -74,7 +73,7 @@ class Minimization:
 
     @property
     def applied(self) -> bool:
-        return self.equivalence is not None and self.equivalence.result.status == solvers.PROVED
+        return self.equivalence is not None and self.equivalence.result.proved
 
 
 def cost(expr: sympy.Basic) -> int:
@@ -88,14 +87,14 @@ def divisor_symbols(exprs: Sequence[sympy.Basic], prover: solvers.Prover,
                     size_like: set[sympy.Symbol] | frozenset[sympy.Symbol] = frozenset()) -> set[sympy.Symbol]:
     """Symbols of divisors that might be zero.  A divisor that the installed range
     checks (``ranges``) and its symbols' own assumptions keep nonzero needs no guard in
-    front of it; callers pass plain symbols (:func:`facts.plain_symbols`) wherever the
+    front of it; callers pass plain symbols (:func:`verishape.premises.plain_symbols`) wherever the
     range check may admit 0."""
     out: set[sympy.Symbol] = set()
     for e in exprs:
         for node in e.atoms(*_DIVIDING):
             for divisor in node.args[1:]:
-                premises = facts.range_facts(divisor.free_symbols, ranges or {}, size_like=size_like)
-                if divisor.free_symbols and prover.prove(sympy.Ne(divisor, 0), premises).status != solvers.PROVED:
+                premises = Premises(range_facts(divisor.free_symbols, ranges or {}, size_like=size_like))
+                if divisor.free_symbols and premises.ask(sympy.Ne(divisor, 0), "divisor_nonzero", prover=prover) is None:
                     out |= divisor.free_symbols
     return out
 
@@ -112,7 +111,7 @@ def minimize(guards: Sequence[sympy.Basic], ranges: dict[sympy.Symbol, object],
     # Work on plain integers: a size symbol is declared positive, but the guard function
     # also runs on inputs its range check admits, and that check may admit 0 (for
     # example under backed_size_oblivious).  The installed range checks are premises.
-    to_plain = facts.plain_symbols(originals)
+    to_plain = plain_symbols(originals)
     if to_plain is None:  # a plain twin of a size symbol already occurs: drop nothing
         return Minimization(originals, originals, [], None, time.perf_counter() - start)
     stock = [g.xreplace(to_plain) for g in originals]
@@ -127,7 +126,7 @@ def minimize(guards: Sequence[sympy.Basic], ranges: dict[sympy.Symbol, object],
 
     def range_premises(exprs: Sequence[sympy.Basic]) -> list[sympy.Basic]:
         symbols = set().union(*(e.free_symbols for e in exprs)) if exprs else set()
-        return facts.range_facts(symbols, ranges, size_like=size_like)
+        return range_facts(symbols, ranges, size_like=size_like)
 
     # Cheaper equivalents first, so that the drop pass and tightening see them.
     kept, rewritten, rewrites = _rewrite_pass(stock, ranges, prover, witness, range_premises)
@@ -144,10 +143,10 @@ def minimize(guards: Sequence[sympy.Basic], ranges: dict[sympy.Symbol, object],
     equivalence = None
     if dropped or rewritten:
         equivalence = _equivalence(stock, kept, tightened, bool(rewritten), prover, witness, range_premises)
-        if equivalence.result.status != solvers.PROVED or equivalence.result.vacuous:
+        if not equivalence.result.proved or equivalence.result.vacuous:
             kept, tightened = list(stock), []
     # Report in the caller's symbols; the proof records keep what was really proved.
-    applied = equivalence is not None and equivalence.result.status == solvers.PROVED
+    applied = equivalence is not None and equivalence.result.proved
     to_orig = {v: k for k, v in to_plain.items()}
     rewritten_of = {new: old for old, new in rewritten.items()} if applied else {}
 
@@ -164,11 +163,11 @@ def minimize(guards: Sequence[sympy.Basic], ranges: dict[sympy.Symbol, object],
                         rewritten_orig, rewrites if applied else [])
 
 
-Premises = Callable[[Sequence[sympy.Basic]], list[sympy.Basic]]
+RangePremises = Callable[[Sequence[sympy.Basic]], list[sympy.Basic]]
 
 
 def _rewrite_pass(stock: list[sympy.Basic], ranges: dict[sympy.Symbol, object], prover: solvers.Prover,
-                  witness: dict[sympy.Symbol, int] | None, range_premises: Premises
+                  witness: dict[sympy.Symbol, int] | None, range_premises: RangePremises
                   ) -> tuple[list[sympy.Basic], dict[sympy.Basic, sympy.Basic], list[ProofRecord]]:
     """Each guard replaced by its cheaper equivalent (:func:`cancel`) where both directions
     are proved; returns the guards, old -> new, and the proofs (both directions each)."""
@@ -181,20 +180,18 @@ def _rewrite_pass(stock: list[sympy.Basic], ranges: dict[sympy.Symbol, object], 
         new = cancel(g, ranges)
         if new is not None and new not in kept and new not in stock:
             premises = range_premises([g])
-            there = prover.prove(new, [g, *premises], witness=witness)
-            back = prover.prove(g, [new, *premises], witness=witness)
-            if all(r.status == solvers.PROVED and not r.vacuous for r in (there, back)):
+            there = Premises([g, *premises], witness=witness).ask(new, "guard_rewritten", prover=prover)
+            back = there and Premises([new, *premises], witness=witness).ask(g, "guard_rewritten", prover=prover)
+            if there and back:
                 rewritten[g] = new
-                # Both directions, each exactly as proved (and re-checkable).
-                rewrites.append(ProofRecord(Obligation(new, (g, *premises), "guard_rewritten"), there, True))
-                rewrites.append(ProofRecord(Obligation(g, (new, *premises), "guard_rewritten"), back, True))
+                rewrites += [there, back]  # both directions, each exactly as proved (and re-checkable)
                 g = new
         kept.append(g)
     return kept, rewritten, rewrites
 
 
 def _drop_pass(kept: list[sympy.Basic], protectors: set[sympy.Symbol], prover: solvers.Prover,
-               witness: dict[sympy.Symbol, int] | None, range_premises: Premises,
+               witness: dict[sympy.Symbol, int] | None, range_premises: RangePremises,
                dropped: list[ProofRecord]) -> list[sympy.Basic]:
     """Drop, most expensive first, every guard the remaining ones and the range checks
     imply (not one that keeps a divisor nonzero); the proofs go to ``dropped``."""
@@ -202,35 +199,35 @@ def _drop_pass(kept: list[sympy.Basic], protectors: set[sympy.Symbol], prover: s
         if g.free_symbols & protectors:
             continue
         rest = [k for k in kept if k is not g]
-        premises = facts.relevant(g, rest)
+        premises = relevant(g, rest)
         if not premises:
             continue
-        premises = premises + range_premises([g, *premises])
-        result = prover.prove(g, premises, witness=witness)
-        if result.status == solvers.PROVED and not result.vacuous:
-            dropped.append(ProofRecord(Obligation(g, tuple(premises), "guard_dropped"), result, True))
+        record = Premises(premises + range_premises([g, *premises]), witness=witness).ask(g, "guard_dropped",
+                                                                                        prover=prover)
+        if record is not None:
+            dropped.append(record)
             kept = rest
     return kept
 
 
 def _equivalence(stock: list[sympy.Basic], kept: list[sympy.Basic], tightened: list[Tightening],
                  rewritten: bool, prover: solvers.Prover, witness: dict[sympy.Symbol, int] | None,
-                 range_premises: Premises) -> ProofRecord:
+                 range_premises: RangePremises) -> ProofRecord:
     """The installed function checks the kept guards and every input symbol's range
     (tightened where folded); it must accept exactly what the stock one accepts."""
     old_ranges = range_premises(stock)
     new_by_symbol = {t.symbol: t for t in tightened}
     new_ranges = [f for f in old_ranges if not (f.free_symbols & new_by_symbol.keys())]
     new_ranges += [f for t in tightened for f in t.facts()]
-    goal = sympy.And(*stock, *old_ranges)
-    premises = kept + new_ranges
-    result = prover.prove(goal, premises, witness=witness)
-    if result.status == solvers.PROVED and not result.vacuous and (rewritten or tightened):
+    record = Premises(kept + new_ranges, witness=witness).decide(sympy.And(*stock, *old_ranges),
+                                                                 "guard_set_equivalence", prover=prover)
+    if record.result.proved and not record.result.vacuous and (rewritten or tightened):
         # Installed facts that are not stock's own must follow from stock's too.
-        converse = prover.prove(sympy.And(*premises), [*stock, *old_ranges], witness=witness)
-        if converse.status != solvers.PROVED or converse.vacuous:
-            result = converse
-    return ProofRecord(Obligation(goal, tuple(premises), "guard_set_equivalence"), result, True)
+        converse = Premises([*stock, *old_ranges], witness=witness).decide(
+            sympy.And(*kept, *new_ranges), "guard_set_equivalence", prover=prover)
+        if not converse.result.proved or converse.result.vacuous:
+            record = dataclasses.replace(record, result=converse.result)
+    return record
 
 
 def cancel(g: sympy.Basic, ranges: dict[sympy.Symbol, object]) -> sympy.Basic | None:
@@ -263,7 +260,7 @@ def cancel(g: sympy.Basic, ranges: dict[sympy.Symbol, object]) -> sympy.Basic | 
 
 def _excludes_zero(vr: object) -> bool:
     lower, upper = getattr(vr, "lower", None), getattr(vr, "upper", None)
-    return (facts._finite(lower) and lower > 0) or (facts._finite(upper) and upper < 0)
+    return (finite(lower) and lower > 0) or (finite(upper) and upper < 0)
 
 
 def tighten(kept: Sequence[sympy.Basic], ranges: dict[sympy.Symbol, object], prover: solvers.Prover, *,
@@ -290,7 +287,7 @@ def tighten(kept: Sequence[sympy.Basic], ranges: dict[sympy.Symbol, object], pro
     records: list[ProofRecord] = []
     for sym, group in sorted(by_symbol.items(), key=lambda kv: str(kv[0])):
         vr = ranges.get(sym)
-        if vr is None or not sym.is_integer or sym in protectors or not facts._finite(getattr(vr, "lower", None)):
+        if vr is None or not sym.is_integer or sym in protectors or not finite(getattr(vr, "lower", None)):
             continue
         bounds = _tighter_range(sym, group, vr, prover)
         if bounds is None:
@@ -302,11 +299,11 @@ def tighten(kept: Sequence[sympy.Basic], ranges: dict[sympy.Symbol, object], pro
         folded_records: list[ProofRecord] = []
         for g in sorted(group, key=cost, reverse=True):
             others = [h for h in remaining if h != g]
-            r = prover.prove(g, new + others)
-            if r.status == solvers.PROVED and not r.vacuous:
+            record = Premises(new + others).ask(g, "guard_dropped", prover=prover)
+            if record is not None:
                 folded.append(g)
                 remaining = others
-                folded_records.append(ProofRecord(Obligation(g, tuple(new + others), "guard_dropped"), r, True))
+                folded_records.append(record)
         if not folded:
             continue  # a tighter range alone saves no line: print stock's
         tightenings.append(Tightening(sym, lower, upper, tuple(folded), proof))
@@ -329,7 +326,7 @@ def _tighter_range(sym: sympy.Symbol, group: Sequence[sympy.Basic], vr: object,
     one (an exact interval, as for ``s % 4 == 0`` with ``s // 4 == 1``), else from the
     smallest accepted value up to the old upper bound."""
     old_lower = int(vr.lower)  # type: ignore[attr-defined]
-    old_upper = int(vr.upper) if facts._finite(vr.upper) else None  # type: ignore[attr-defined]
+    old_upper = int(vr.upper) if finite(vr.upper) else None  # type: ignore[attr-defined]
     stop = old_lower + _SCAN if old_upper is None else min(old_upper, old_lower + _SCAN)
     try:
         lower = next((v for v in range(old_lower, stop + 1) if _accepts(group, sym, v)), None)
@@ -346,10 +343,9 @@ def _tighter_range(sym: sympy.Symbol, group: Sequence[sympy.Basic], vr: object,
     for upper in dict.fromkeys([run_end, old_upper]):
         if lower == old_lower and upper == old_upper:
             return None  # nothing tighter to say
-        goal = sympy.And(*_interval(x, lower, upper))
-        r = prover.prove(goal, premises)
-        if r.status == solvers.PROVED and not r.vacuous:
-            return lower, upper, ProofRecord(Obligation(goal, tuple(premises), "range_tightened"), r, True)
+        record = Premises(premises).ask(sympy.And(*_interval(x, lower, upper)), "range_tightened", prover=prover)
+        if record is not None:
+            return lower, upper, record
     return None
 
 

@@ -5,7 +5,7 @@ Everything goes through one choke point, ``_maybe_evaluate_static``, which
 ``guard_or_defer_runtime_assert``, ``statically_known_*`` and Inductor's size queries all
 consult.  The override calls stock first; only when stock returns "undecided" for a
 boolean does it build a query from facts the artifact really checks and ask the solver
-(unless sizes near the real ones already break it: :mod:`verishape.refute`).
+(:class:`verishape.premises.Premises`; sizes near the real ones are tried before Z3).
 A proof changes the answer; anything else (refuted both ways, unknown, a translation gap,
 an exception) returns stock's "undecided", so torch proceeds exactly as it would have.
 
@@ -35,9 +35,9 @@ from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.value_ranges import ValueRanges
 
 from verishape import solvers
-from verishape.proofs import Obligation, ProofRecord
 
-from . import facts, locations, refute, replacement_asserts, torch_seam
+from . import locations, replacement_asserts, torch_seam
+from .premises import Premises, current_prover, newest_unbacked, unbacked_index
 from .decisions import DecisionLog
 from .minimize import Tightening
 from .minimize import minimize as minimize_guards
@@ -45,13 +45,6 @@ from .minimize import minimize as minimize_guards
 FEATURES = torch_seam.features()  # refuses, in one line, a torch whose internals moved
 
 log = logging.getLogger("verishape")
-
-_prover: contextvars.ContextVar[solvers.Prover | None] = contextvars.ContextVar("verishape_prover", default=None)
-
-
-def current_prover() -> solvers.Prover:
-    return _prover.get() or solvers.default_prover()
-
 
 _minimize: contextvars.ContextVar[bool] = contextvars.ContextVar("verishape_minimize", default=True)
 
@@ -68,16 +61,6 @@ def guard_minimization(enabled: bool) -> Iterator[None]:
         yield
     finally:
         _minimize.reset(token)
-
-
-@contextlib.contextmanager
-def use_prover(prover: solvers.Prover) -> Iterator[None]:
-    """Decide with ``prover`` inside this block (tests inject failing solvers here)."""
-    token = _prover.set(prover)
-    try:
-        yield
-    finally:
-        _prover.reset(token)
 
 
 _base_static = ShapeEnv._maybe_evaluate_static
@@ -213,9 +196,6 @@ class VeriShapeEnv(ShapeEnv):
 
     # ------------------------------------------------------------------ deciding
 
-    #: candidates refuted by :mod:`verishape.refute` without a solver call (benchmarks read it)
-    _vs_refuted_concretely = 0
-
     def _decide(self, expr: sympy.Basic, *, size_oblivious: bool,
                 axioms: tuple[sympy.Basic, ...] | None,
                 var_to_range: tuple[tuple[sympy.Symbol, Any], ...] | None) -> sympy.Basic | None:
@@ -226,52 +206,34 @@ class VeriShapeEnv(ShapeEnv):
         #: the newest question left open, unhinted (a data-dependent error's ``cond`` has the
         #: sizes' hints substituted); read by ``verishape.compiler.suggest``
         self._vs_last_open = goal
-        premised = self._premises(goal, kind, axioms, var_to_range, size_oblivious)
-        if premised is None:
+        premises = self._premises(goal, kind, axioms, var_to_range, size_oblivious)
+        if premises is None:
             self.verishape_log.undecided += 1
             return None
-        premises, to_plain = premised
-        witness = self._hints([goal, *premises], to_plain)
-        candidates = [(value, target.xreplace(to_plain)) for value, target in self._candidates(goal)]
         prover = current_prover()
-        for value, target in candidates:
+        for value, target in self._candidates(goal):
             start = time.perf_counter()
-            if witness is not None and refute.counterexample(target, premises, witness) is not None:
-                # Not provable (a point near the real inputs breaks it): what the solver
-                # would conclude, found without it; see :mod:`verishape.refute`.
-                self.verishape_log.solver_time_s += time.perf_counter() - start
-                self._vs_refuted_concretely += 1
-                continue
             with solvers.asked_by("export" if torch.compiler.is_exporting() else "compile"):
-                result = prover.prove(target, premises, witness=witness)
+                record = premises.ask(target, kind, where=self._source_line, value=value, prover=prover)
             self.verishape_log.solver_time_s += time.perf_counter() - start
-            if result.status != solvers.PROVED:
-                continue
-            if result.vacuous:
+            if premises.contradictory:
                 # Facts that contradict each other while real inputs satisfy them mean a
                 # translation or premise bug; never act on that.
                 log.warning("verishape: premises for %s are contradictory; using stock", expr)
                 self.verishape_log.vacuous.append((expr, self._source_line()))
                 return None
-            record = ProofRecord(Obligation(target, tuple(premises), kind, self._source_line()), result, value)
-            self.verishape_log.add(record)
-            return sympy.true if value else sympy.false
+            if record is not None:
+                self.verishape_log.add(record)
+                return sympy.true if value else sympy.false
         self.verishape_log.undecided += 1
         return None
 
-    def _hints(self, exprs: list[sympy.Basic],
-               to_plain: dict[sympy.Symbol, sympy.Symbol] | None = None) -> dict[sympy.Symbol, Any] | None:
+    def _size_hints(self, exprs: list[sympy.Basic]) -> dict[sympy.Symbol, int] | None:
         """The current size hints, when they cover every symbol of ``exprs``: real
-        inputs satisfy every guard, so they show the premises are consistent.  With
-        ``to_plain`` (see :meth:`_premises`), ``exprs`` may mention renamed symbols and
-        the hints are keyed by the renamed ones."""
-        to_plain = to_plain or {}
-        back = {v: k for k, v in to_plain.items()}
-        symbols = {back.get(s, s) for s in set().union(*(e.free_symbols for e in exprs))} if exprs else set()
+        inputs satisfy every guard, so they show the guards are consistent."""
+        symbols = set().union(*(e.free_symbols for e in exprs)) if exprs else set()
         hints = self.backed_var_to_val
-        if not symbols <= hints.keys():
-            return None
-        return {to_plain.get(s, s): int(hints[s]) for s in symbols}
+        return {s: int(hints[s]) for s in symbols} if symbols <= hints.keys() else None
 
     def _candidates(self, goal: sympy.Basic) -> list[tuple[bool, sympy.Basic]]:
         """What to try proving.  With every symbol backed, the hint tells which answer
@@ -286,40 +248,24 @@ class VeriShapeEnv(ShapeEnv):
 
     def _premises(self, goal: sympy.Basic, kind: str, axioms: tuple[sympy.Basic, ...] | None,
                   var_to_range: tuple[tuple[sympy.Symbol, Any], ...] | None,
-                  size_oblivious: bool) -> tuple[list[sympy.Basic], dict[sympy.Symbol, sympy.Symbol]] | None:
-        """The facts that may be assumed for ``goal`` and the renaming they are stated in.
-
-        Every symbol with a range entry is renamed to a plain integer symbol
-        (:func:`facts.plain_symbols`): its sign then comes from its range facts, never
-        from SymPy's ``positive``, which torch keeps on backed sizes even where the range
-        admits 0 (``backed_size_oblivious``).  The range facts are built over the plain
-        symbols, since SymPy would fold ``0 <= s`` to True for a positive ``s``.  Ask the
-        solver ``goal.xreplace(renaming)``.  None when the renaming would merge two
-        symbols (then nothing may be decided)."""
+                  size_oblivious: bool) -> Premises | None:
+        """The facts that may be assumed for ``goal`` (see :meth:`Premises.gather`), with the
+        size hints as witness.  None when nothing may be decided."""
         if axioms is None:
             pool = [g.expr for g in self.guards]
-            limit = facts.newest_unbacked(goal) if kind == "assert_discharged" else None
+            limit = newest_unbacked(goal) if kind == "assert_discharged" else None
             for key, asserts in self.deferred_runtime_asserts.items():
                 # Rule 4: an assert may lean only on asserts emitted no later than itself.
                 if limit is not None and key is not None:
-                    index = facts.unbacked_index(key)
+                    index = unbacked_index(key)
                     if index is None or index > limit:  # unknown order (e.g. a float symbol): not a premise
                         continue
                 pool.extend(ra.expr for ra in asserts)
         else:
             pool = list(axioms)
-        chosen = facts.relevant(goal, (self.replace(p) for p in pool))
-        symbols = set(goal.free_symbols).union(*(f.free_symbols for f in chosen))
         ranges = dict(var_to_range) if var_to_range is not None else self.var_to_range
-        to_plain = facts.plain_symbols([goal, *chosen], ranges.keys())
-        if to_plain is None:
-            return None
-        plain_ranges = {to_plain.get(s, s): vr for s, vr in ranges.items() if s in symbols}
-        ranged = facts.range_facts(plain_ranges.keys(), plain_ranges,
-                                   size_like={to_plain.get(s, s) for s in self.size_like},
-                                   size_oblivious=size_oblivious)
-        renamed = [f.xreplace(to_plain) for f in chosen]
-        return list(dict.fromkeys(f for f in renamed + ranged if f is not sympy.true)), to_plain
+        return Premises.gather(goal, (self.replace(p) for p in pool), ranges, size_like=self.size_like,
+                               size_oblivious=size_oblivious, hints=self.backed_var_to_val)
 
     def _source_line(self) -> str | None:
         """The user's line that asked (never a torch or verishape frame; see ``locations``)."""
@@ -389,7 +335,7 @@ class VeriShapeEnv(ShapeEnv):
                 # their ranges may serve as premises.
                 installed_ranges = {s: r for s, r in self.var_to_range.items() if self.var_to_sources.get(s)}
                 result = minimize_guards(exprs, installed_ranges, current_prover(), size_like=self.size_like,
-                                         witness=self._hints(exprs), tighten_ranges=tighten)
+                                         witness=self._size_hints(exprs), tighten_ranges=tighten)
             except Exception as exc:  # noqa: BLE001 - logged as a bug; the stock list is installed
                 log.warning("verishape: guard minimization failed, installing stock guards "
                             "(this is a verishape bug): %r", exc)

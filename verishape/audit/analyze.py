@@ -19,7 +19,7 @@ from torch.utils._sympy import functions as tf
 from verishape import solvers
 from verishape.solvers import concrete
 from verishape.proofs.result import SolveResult
-from verishape import facts as facts_mod
+from verishape import premises as premises_mod
 from verishape.cli_errors import UsageError
 from verishape.sources import describe, symbol_sources
 
@@ -46,7 +46,7 @@ class FrameAuditor(StockFindings):
     def __init__(self, frame: Frame, assumptions: Sequence[Assumption], prover: solvers.Prover) -> None:
         self.frame = frame
         self.env = frame.env
-        self.prover = prover
+        self.solver = prover
         self.sources = self._symbol_sources()
         self.symbol_of_source = {src: sym for sym in self.env.var_to_range
                                  for src in self.sources.get(str(sym), [])}
@@ -54,18 +54,22 @@ class FrameAuditor(StockFindings):
         #: each --assume that names only this frame's inputs, with its fact in the frame's symbols
         self.frame_assumptions = [(a, f) for a in assumptions if (f := a.for_frame(self.symbol_of_source)) is not None]
         self.assumptions = [f for _, f in self.frame_assumptions]
-        self.prover = self._plain_prover(prover)
+        self.to_plain = self._plain_symbols()
 
-    def _plain_prover(self, prover: solvers.Prover) -> facts_mod.PlainProver:
+    def _plain_symbols(self) -> dict[sympy.Symbol, sympy.Symbol]:
         """The audit's axioms: a size's sign comes from the declared space, never from
         SymPy's ``positive``, which torch keeps on backed sizes whose range admits 0
         (``backed_size_oblivious``, a declared ``min=0``).  Every symbol the space bounds
         from below is asked about as a plain integer; others keep torch's declaration."""
-        lower_bounded = facts_mod.lower_bounded(self.space_facts())
-        to_plain = facts_mod.plain_symbols(list(self.env.var_to_range), lower_bounded)
+        to_plain = premises_mod.plain_symbols(list(self.env.var_to_range), premises_mod.lower_bounded(self.space_facts()))
         if to_plain is None:
             raise RuntimeError("internal error (a verishape bug): two symbols of one frame share a name")
-        return facts_mod.PlainProver(prover, to_plain)
+        return to_plain
+
+    def prove(self, goal: object, premises: Sequence[object] = ()) -> solvers.SolveResult:
+        """Whether ``premises`` imply ``goal``, over the audit's plain symbols (any answer:
+        a refutation's counterexample is a finding)."""
+        return premises_mod.Premises.stated(premises, self.to_plain).decide(goal, "audit", prover=self.solver).result
 
     # ------------------------------------------------------------ declared space
 
@@ -180,7 +184,7 @@ class FrameAuditor(StockFindings):
         audit would say "no findings" about nothing.  Raises UsageError naming the facts."""
         where = f"frame {self.frame.index} ({self.frame.name}, {self.frame.location})"
         labelled = self.labelled_space()
-        core = contradiction(labelled, self.prover.prove)
+        core = contradiction(labelled, self.prove)
         if core is not None:
             raise UsageError(f"the declared input space of {where} is empty: no input satisfies "
                              f"{' and '.join(dict.fromkeys(core))}")
@@ -190,7 +194,7 @@ class FrameAuditor(StockFindings):
         premises = [f for label, f in labelled if not label.startswith("--assume")] + safe
         for a, _ in self.frame_assumptions:
             for d in a.divisors_for_frame(self.symbol_of_source):
-                r = self.prover.prove(sympy.Ne(d, 0), premises)
+                r = self.prove(sympy.Ne(d, 0), premises)
                 if r.status != solvers.PROVED:
                     at = f" (e.g. at {self.keyed(r.counterexample)})" if r.counterexample else ""
                     raise UsageError(f"--assume {short(a.text)!r} may divide by zero in {where}: "
@@ -210,7 +214,7 @@ class FrameAuditor(StockFindings):
         facts: list[sympy.Basic] = []
         for src, b in self.declared_bounds.items():
             sym = self.symbol_of_source[src]
-            # Unevaluated: SymPy would fold 0 <= s to True for a positive s (see _plain_prover).
+            # Unevaluated: SymPy would fold 0 <= s to True for a positive s (see _plain_symbols).
             if b.lower is not None:
                 facts.append(sympy.Le(b.lower, sym, evaluate=False))
             if b.upper is not None:
@@ -261,7 +265,7 @@ class FrameAuditor(StockFindings):
         symbols = sorted(goal.free_symbols.union(*(p.free_symbols for p in premises)), key=str)
         for bound in SMALL_BOUNDS:
             capped = premises + [sympy.Le(s, bound) for s in symbols] + [sympy.Ge(s, -bound) for s in symbols]
-            r = self.prover.prove(goal, capped)
+            r = self.prove(goal, capped)
             if r.status == solvers.REFUTED:
                 return r
         return result
@@ -276,7 +280,7 @@ class FrameAuditor(StockFindings):
         ``as_written``: ask about ``expr`` itself, not rewritten with torch's replacements
         (a guard that made a replacement reads ``True`` once rewritten with it)."""
         goal = expr if as_written else self.env.replace(expr)
-        result = self.prover.prove(goal, premises)
+        result = self.prove(goal, premises)
         if result.status == solvers.REFUTED:
             result = self.small_refutation(goal, premises, result)
         status = {solvers.PROVED: "implied", solvers.REFUTED: "not_implied"}.get(result.status, "undecided")
@@ -294,7 +298,7 @@ class FrameAuditor(StockFindings):
         defined and true and this one is not; or say that none exists.  (A premise that
         raises at a point is not satisfied there, so a guard dividing by a size another
         guard keeps nonzero cannot be broken "alone" by making the divisor zero.)"""
-        alone = self.prover.prove(goal, premises + others)
+        alone = self.prove(goal, premises + others)
         if alone.status == solvers.REFUTED:
             alone = self.small_refutation(goal, premises + others, alone)
         check.isolation_result = alone
@@ -460,7 +464,7 @@ class FrameAuditor(StockFindings):
     def _contradictions(self, space: list[sympy.Basic], asserts: list[sympy.Basic]) -> list[Finding]:
         if not asserts:
             return []
-        r = self.prover.prove(sympy.false, space + asserts)
+        r = self.prove(sympy.false, space + asserts)
         if r.status == solvers.PROVED:
             text = " and ".join(map(str, asserts))
             return [Finding("contradictory_facts", self.frame.index, text, None, None,
@@ -502,7 +506,7 @@ class FrameAuditor(StockFindings):
         out = []
         for expr, value, where, kind, detail in taken:
             goal = expr if value else sympy.Not(expr)
-            r = self.prover.prove(goal, premises)
+            r = self.prove(goal, premises)
             vacuous = r.status == solvers.PROVED and r.vacuous  # premises contradict: proves nothing
             entry = {"expr": self.describe(expr), "assumed": value, "source_line": where,
                      "status": "vacuous" if vacuous else r.status, "kind": kind.replace("_unproved", ""),

@@ -27,7 +27,7 @@ class StockFindings:
     # provided by the auditor
     env: Any
     frame: Any
-    prover: Any
+    prove: Any
     assumptions: Any
     declared_bounds: dict[str, Bounds]
     frame_assumptions: Any
@@ -88,7 +88,7 @@ class StockFindings:
             # ``--assume`` facts tie to it (another input's batch) follow it too.
             pin = sympy.Ne(next(iter(syms)), lowest, evaluate=False)  # a positive symbol folds it
             space = self.space_facts()
-            r = self.prover.prove(pin, space)
+            r = self.prove(pin, space)
             if r.status == solvers.PROVED:
                 continue  # the declared space (its other facts) excludes that size
             if r.status == solvers.REFUTED:
@@ -120,7 +120,7 @@ class StockFindings:
             first, *rest = srcs
             for other in rest:
                 goal = sympy.Eq(own[first], own[other])
-                r = self.prover.prove(goal, premises)
+                r = self.prove(goal, premises)
                 if r.status == solvers.REFUTED:
                     r = self.small_refutation(goal, premises, r)
                 if r.status == solvers.PROVED:

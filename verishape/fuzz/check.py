@@ -22,10 +22,12 @@ from typing import Any
 
 import sympy
 
+from verishape.solvers.concrete import holds
+
 from .compare import (NO_RETRY_GROUPS, Eager, accepts_other_values, diff, error_line, predict, run_eager,
                       unsupported_reason, value_error_group)
 from .inputs import Case
-from .sizes import MAX_SIDE, edges, holds, shapes_at
+from .sizes import MAX_SIDE, edges, shapes_at
 from .trace import BACKED, UNBACKED, Trace, raise_site, run_traced, static_fake_ok
 
 Notes = collections.Counter

@@ -47,17 +47,6 @@ def edges(trace: Trace) -> list[int]:
     return sorted(v for v in found if 0 <= v <= MAX_SIDE)
 
 
-def holds(conditions: Sequence[sympy.Basic], env: Mapping[sympy.Symbol, int]) -> bool:
-    """Concrete truth of every condition at ``env`` (an undefined condition is false)."""
-    for cond in conditions:
-        try:
-            if concrete.evaluate(cond, env) is not True:
-                return False
-        except (concrete.Undefined, concrete.Unevaluable):
-            return False
-    return True
-
-
 @solvers.asked_by("fuzz")  # the proof store records who asked
 def _solve(assumptions: list[sympy.Basic]) -> dict[str, int] | None:
     result = solvers.prove(sympy.false, assumptions)

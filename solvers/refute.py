@@ -1,4 +1,4 @@
-"""Refute cheaply before asking the solver: try a few inputs near the real ones.
+"""The prover's first tier: refute cheaply before asking Z3, at a few inputs near the real ones.
 
 Most questions that reach the solver on real models cannot be proved: the real inputs
 happen to answer them one way, other inputs the other way (``Eq(Mod(8*s1, s0), 0)`` at
@@ -10,8 +10,9 @@ counterexamples are checked against (:mod:`verishape.solvers.concrete`).
 Why skipping the solver then changes no decision: the point satisfies every premise
 (strict evaluation: defined and true) and the symbols' sign facts, and makes the
 target false or undefined; so the premises do not imply the target, and no correct
-solver can answer "proved".  The caller treats the candidate exactly as it treats a
-solver's refutation: it tries the next candidate, or stays undecided (stock behaviour).
+solver can answer "proved".  :meth:`verishape.solvers.Prover.prove` runs this tier
+whenever its caller passes a witness (the real sizes), and answers "refuted" with the
+point, exactly as it would with the solver's own counterexample.
 A point that cannot be evaluated exactly (an opaque function, a domain error in a
 premise) refutes nothing.
 """
@@ -23,8 +24,8 @@ from typing import Any
 
 import sympy
 
-from verishape.solvers import concrete
-from verishape.solvers.symbols import sign_facts
+from . import concrete
+from .symbols import sign_facts
 
 #: Points tried per question at most: each costs one evaluation of the target (the
 #: premises only where the target fails), far below one solver call.
@@ -85,10 +86,5 @@ def _breaks(target: sympy.Basic, point: Mapping[sympy.Symbol, Any]) -> bool:
 def _satisfies(premises: Sequence[sympy.Basic], point: Mapping[sympy.Symbol, Any]) -> tuple[bool, int]:
     """Whether every premise holds at ``point``, and how many were evaluated (it stops at
     the first that does not)."""
-    for used, p in enumerate(premises, 1):
-        try:
-            if concrete.evaluate(p, point) is not True:
-                return False, used
-        except (concrete.Undefined, concrete.Unevaluable):
-            return False, used
-    return True, len(premises)
+    broken = concrete.first_broken(premises, point)
+    return broken is None, len(premises) if broken is None else broken + 1
