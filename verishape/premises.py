@@ -248,6 +248,11 @@ class Premises:
         return ProofRecord(Obligation(target, tuple(self.facts), kind, where() if callable(where) else where),
                            result, value)
 
+    def empty(self, *, prover: solvers.Prover | None = None) -> bool:
+        """Whether no input satisfies these premises, proved (an empty declared space:
+        the one question whose answer is a vacuous proof on purpose)."""
+        return (prover or current_prover()).prove(sympy.false, self.facts).proved
+
     def _prove(self, goal: object, prover: solvers.Prover | None) -> tuple[sympy.Basic, solvers.SolveResult]:
         target = sympy.sympify(goal).xreplace(self.to_plain)
         result = (prover or current_prover()).prove(target, self.facts, witness=self.witness)

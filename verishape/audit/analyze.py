@@ -71,6 +71,10 @@ class FrameAuditor(StockFindings):
         a refutation's counterexample is a finding)."""
         return premises_mod.Premises.stated(premises, self.to_plain).decide(goal, "audit", prover=self.solver).result
 
+    def empty(self, facts: Sequence[object]) -> bool:
+        """Whether no input satisfies ``facts`` (over the audit's plain symbols), proved."""
+        return premises_mod.Premises.stated(facts, self.to_plain).empty(prover=self.solver)
+
     # ------------------------------------------------------------ declared space
 
     def _declared_bounds(self, assumptions: Sequence[Assumption]) -> dict[str, Bounds]:
@@ -184,7 +188,7 @@ class FrameAuditor(StockFindings):
         audit would say "no findings" about nothing.  Raises UsageError naming the facts."""
         where = f"frame {self.frame.index} ({self.frame.name}, {self.frame.location})"
         labelled = self.labelled_space()
-        core = contradiction(labelled, self.prove)
+        core = contradiction(labelled, self.empty)
         if core is not None:
             raise UsageError(f"the declared input space of {where} is empty: no input satisfies "
                              f"{' and '.join(dict.fromkeys(core))}")
@@ -464,8 +468,7 @@ class FrameAuditor(StockFindings):
     def _contradictions(self, space: list[sympy.Basic], asserts: list[sympy.Basic]) -> list[Finding]:
         if not asserts:
             return []
-        r = self.prove(sympy.false, space + asserts)
-        if r.status == solvers.PROVED:
+        if self.empty(space + asserts):
             text = " and ".join(map(str, asserts))
             return [Finding("contradictory_facts", self.frame.index, text, None, None,
                             detail="no input in the declared space satisfies these runtime asserts")]

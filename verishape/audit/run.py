@@ -11,6 +11,7 @@ from typing import Any
 from verishape import solvers
 
 from verishape.cli_errors import UsageError, check_script, check_writable
+from verishape.premises import Premises
 
 from .analyze import FrameAuditor
 from .capture import run_script
@@ -69,7 +70,7 @@ def verify_guards(script: str | Path, script_args: Sequence[str] = (), *, assume
         check_writable(json_path, "--json")
     assumptions = [parse_assumption(a) for a in assume]
     prover = solvers.Prover()
-    check_assumptions_consistent(assumptions, prover.prove)
+    check_assumptions_consistent(assumptions, lambda facts: Premises(facts).empty(prover=prover))
     say(f"running {path} in audit mode")
     run = run_script(path, list(script_args), say)
     require_declared_space(run.frames, assumptions, prover)

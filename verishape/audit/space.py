@@ -307,27 +307,26 @@ def bounds_from_assumption(a: Assumption) -> dict[str, tuple[int | None, int | N
 # ---------------------------------------------------------------- the space must exist
 
 
-def contradiction(labelled: list[tuple[str, sympy.Basic]], prove: Callable[..., Any]) -> list[str] | None:
+def contradiction(labelled: list[tuple[str, sympy.Basic]],
+                  empty: Callable[[list[sympy.Basic]], bool]) -> list[str] | None:
     """The labels of a minimal set of facts that no input satisfies, or None when the
     solver does not prove them contradictory (satisfiable, or unknown).
 
-    ``prove`` is ``solvers.Prover.prove`` (passed in so that parsing stays light).  The
-    solver reads a fact that has no value at a point (a zero divisor) as false there, so an
-    undefined fact shows up here as a contradiction too."""
-    from verishape import solvers
-
-    facts = [f for _, f in labelled]
-    if prove(sympy.false, facts).status != solvers.PROVED:
+    ``empty`` is :meth:`verishape.premises.Premises.empty` over the caller's symbols
+    (passed in so that parsing stays light).  The solver reads a fact that has no value at
+    a point (a zero divisor) as false there, so an undefined fact shows up here as a
+    contradiction too."""
+    if not empty([f for _, f in labelled]):
         return None
     core = list(labelled)
     for item in list(core):  # drop every fact the contradiction does not need
         rest = [x for x in core if x is not item]
-        if prove(sympy.false, [f for _, f in rest]).status == solvers.PROVED:
+        if empty([f for _, f in rest]):
             core = rest
     return [label for label, _ in core]
 
 
-def check_assumptions_consistent(assumptions: Sequence[Assumption], prove: Callable[..., Any]) -> None:
+def check_assumptions_consistent(assumptions: Sequence[Assumption], empty: Callable[[list[sympy.Basic]], bool]) -> None:
     """Before running anything: the ``--assume`` facts, with every size >= 0, must admit
     at least one input.  (Each frame's space, with its own declarations, is checked again
     once the script has run.)"""
@@ -337,7 +336,7 @@ def check_assumptions_consistent(assumptions: Sequence[Assumption], prove: Calla
             symbol_of_source.setdefault(src, sympy.Symbol(f"size_{len(symbol_of_source)}", integer=True))
     labelled = [(f"--assume {short(a.text)!r}", a.for_frame(symbol_of_source)) for a in assumptions]
     labelled += [(f"{src} >= 0", sympy.Ge(sym, 0)) for src, sym in symbol_of_source.items()]
-    core = contradiction(labelled, prove)
+    core = contradiction(labelled, empty)
     if core is not None:
         named = [c for c in core if c.startswith("--assume")] or core
         raise UsageError(f"the declared input space is empty: no input satisfies {' and '.join(named)}"

@@ -227,7 +227,7 @@ def pinned_symbols(trace: Trace) -> dict[sympy.Symbol, int]:
     symbols is missed, never invented); a second admitted value up to ``MAX_SIDE`` refutes a
     pin at once, and a candidate pin is confirmed by the solver over all sizes.
     """
-    from verishape import solvers
+    from verishape.premises import Premises
 
     pins: dict[sympy.Symbol, int] = {}
     for sym in sorted(trace.dims, key=str):
@@ -238,7 +238,7 @@ def pinned_symbols(trace: Trace) -> dict[sympy.Symbol, int]:
         if len(admitted) != 1:
             continue
         value = admitted[0]
-        if solvers.prove(sympy.Eq(sym, value), own).status == solvers.PROVED:
+        if Premises(own).ask(sympy.Eq(sym, value), "fuzz_pin") is not None:
             pins[sym] = value
     return pins
 
