@@ -34,7 +34,7 @@ import verishape  # noqa: E402
 from compile_helpers import capturing, is_dde  # noqa: E402
 from dde_corpus import PROGRAMS  # noqa: E402
 from export_corpus import PROGRAMS as EXPORT_PROGRAMS  # noqa: E402
-from verishape.compiler import suggest  # noqa: E402
+from verishape.compiler.export import suggest  # noqa: E402
 
 
 def measure(compile_fn, program) -> dict[str, object]:

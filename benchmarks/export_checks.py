@@ -39,8 +39,8 @@ from torch.export import Dim  # noqa: E402
 
 import verishape  # noqa: E402
 from export_corpus import PROGRAMS, Program, i, v  # noqa: E402
-from verishape.compiler import export_checks  # noqa: E402
-from verishape.compiler.export import export_program_checks  # noqa: E402
+from verishape.compiler.export import checks as export_checks  # noqa: E402
+from verishape.compiler.export.program import export_program_checks  # noqa: E402
 
 CHECK_MESSAGE = "verishape: input check failed"
 

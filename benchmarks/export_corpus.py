@@ -116,7 +116,7 @@ def follow_suggestions(program: Program, rounds: int = 4) -> dict[str, Any]:
     """For a program verishape cannot export: apply the ``torch._check`` each error names (as
     a tool would, with ``suggest.apply_to_function``) and re-export, until it exports or no
     check is named.  Then the program must match eager on every example input."""
-    from verishape.compiler import suggest
+    from verishape.compiler.export import suggest
 
     cls, applied = program.module, []
     for _ in range(rounds):

@@ -57,7 +57,7 @@ def child(model: str, variant: str, batch: int, seq: int, device: str = "cuda", 
 
     import verishape
     from verishape.compiler import frames
-    from verishape.premises import current_prover
+    from verishape.core.premises import current_prover
 
     torch._inductor.config.fx_graph_cache = False
     torch._functorch.config.enable_autograd_cache = False

@@ -101,8 +101,8 @@ class _Spies:
         that measures a sweep keeps torch and verishape as they were)."""
         from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-        from verishape import premises as premises_mod
-        from verishape.shape_env import VeriShapeEnv
+        from verishape.core import premises as premises_mod
+        from verishape.core.shape_env import VeriShapeEnv
 
         spies = self
         init, produce = ShapeEnv.__init__, ShapeEnv.produce_guards_verbose
@@ -256,7 +256,7 @@ def run_sweep(case: ModelCase, compile_fn: Callable[..., Any], backend: str,
     import torch
     from torch._dynamo.utils import counters
 
-    from verishape.premises import current_prover
+    from verishape.core.premises import current_prover
 
     torch._dynamo.reset()
     counters.clear()

@@ -7,7 +7,8 @@ from typing import Any, TypeVar, overload
 
 import torch
 
-from . import compile_dde, frames
+from . import frames
+from .export import compile_dde
 from .backend import VerishapeBackend
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -43,7 +44,7 @@ def compile(
     artifact of the frame's dynamic compile instead of compiling again, when the size-1
     trace is proved to compute what that artifact computes at 1 (the Dynamo and AOT graphs,
     the guards, and every shape answer Inductor's lowering acted on; see
-    :mod:`verishape.compiler.widen`).  The proof is made when size 1 arrives, for the sizes
+    :mod:`verishape.compiler.widen.reuse`).  The proof is made when size 1 arrives, for the sizes
     that are 1 in that call; a refusal compiles as stock would, with the reason in
     :func:`verishape.explain`.  A program that never sees size 1 pays for two graph copies
     and a log of the lowering's answers per dynamic compile.  On by default (measured on

@@ -30,26 +30,27 @@ from typing import Any
 import torch
 import z3
 
-from verishape import solvers
+import verishape.solvers as solvers
 from verishape.proofs.encoding import hash_sources, package_sources
-from verishape import torch_seam
+from verishape.core import torch_seam
 from verishape._version import __version__
-from verishape.premises import current_prover
-from verishape.shape_env import VeriShapeEnv, minimization_enabled
+from verishape.core.premises import current_prover
+from verishape.core.shape_env import VeriShapeEnv, minimization_enabled
 
-from . import widen
+from .widen import reuse as widen
 
 from .frames import MARKER
 
-_PACKAGES = ("verishape", "verishape.compiler", "verishape.proofs", "verishape.solvers")
+#: The layers (every folder below the front doors), whole: see :func:`answer_sources`.
+_PACKAGES = ("verishape.core", "verishape.compiler", "verishape.proofs", "verishape.solvers")
 
 
 def answer_sources() -> list[tuple[str, bytes]]:
     """``(path, bytes)`` of every module whose text can change a shape answer or an
-    installed guard, sorted by path: all of ``solvers/`` and ``compiler/`` and the
-    top-level modules of ``verishape/`` (its ``audit``/``fuzz`` subpackages only read
-    answers).  Taking whole packages errs on the side of a new tag: a new module there
-    is covered without anyone remembering to list it."""
+    installed guard, sorted by path: every module of the layers (``proofs/``, ``solvers/``,
+    ``verishape/core/``, ``compiler/`` and its subfolders); the front doors (the command
+    line, the audit, fuzzing) only read answers.  Taking whole packages errs on the side
+    of a new tag: a new module there is covered without anyone remembering to list it."""
     return package_sources(_PACKAGES)
 
 
@@ -163,7 +164,7 @@ class VerishapeBackend:
         """A call whose kept sizes are 1 runs the generic artifact of an earlier compile of
         this frame when that is proved (the user's backend compiles nothing); any other
         compile runs the user's backend as usual and is kept for such a call (see
-        :mod:`verishape.compiler.widen`)."""
+        :mod:`verishape.compiler.widen.reuse`)."""
         tx = torch_seam.current_tx()  # None: called outside a Dynamo trace
         env = tx.output.shape_env if tx is not None else None
         if not isinstance(env, VeriShapeEnv) or tx is not tx.output.root_tx:

@@ -10,7 +10,7 @@ once, two small hooks:
 * the module global ``ShapeEnv`` becomes a factory that builds :class:`VeriShapeEnv` when
   that variable is set, and the stock class otherwise.
 
-Both hooks go through :mod:`verishape.torch_seam`, which binds ``OutputGraph.__init__``'s
+Both hooks go through :mod:`verishape.core.torch_seam`, which binds ``OutputGraph.__init__``'s
 arguments by name (no position is assumed) and whose probe, run when VeriShapeEnv is
 imported, has checked that ``__init__`` takes those arguments and builds the frame's
 ShapeEnv by calling that module global.
@@ -39,8 +39,8 @@ from typing import Any
 
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-from verishape import torch_seam
-from verishape.shape_env import FEATURES, VeriShapeEnv
+from verishape.core import torch_seam
+from verishape.core.shape_env import FEATURES, VeriShapeEnv
 
 MARKER = "_verishape_backend"
 
@@ -128,7 +128,7 @@ def _shape_env_factory(*args: Any, **kwargs: Any) -> ShapeEnv:
 def _export_site_factory(*args: Any, **kwargs: Any) -> ShapeEnv:
     """``torch.export``'s own sites: the export's class inside ``exporting``, else stock
     (also in audit mode: an export's premises differ from a frame's, see
-    ``verishape.compiler.export.ExportShapeEnv``)."""
+    ``verishape.compiler.export.program.ExportShapeEnv``)."""
     export = _export_envs.get()
     if export is None:
         return ShapeEnv(*args, **kwargs)

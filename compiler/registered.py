@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from verishape.errors import VerishapeError
+from verishape.core.errors import VerishapeError
 
 from . import frames
 from .backend import VerishapeBackend

@@ -34,10 +34,13 @@ def package_dir(package: str) -> Path:
 
 
 def package_sources(packages: Iterable[str]) -> list[tuple[str, bytes]]:
-    """``(name, bytes)`` of every top-level ``*.py`` module of each package (a dotted
-    name; the file's name is ``package/module.py``, the same in every kind of install),
-    sorted by name, so the hash does not depend on directory listing order."""
-    out = [(f"{pkg}/{p.name}", p.read_bytes()) for pkg in packages for p in package_dir(pkg).glob("*.py")]
+    """``(name, bytes)`` of every ``*.py`` module of each package and its subpackages (a
+    dotted name; the file's name is ``package/path/module.py``, the same in every kind of
+    install), sorted by name, so the hash does not depend on directory listing order."""
+    out = []
+    for pkg in packages:
+        root = package_dir(pkg)
+        out += [(f"{pkg}/{p.relative_to(root).as_posix()}", p.read_bytes()) for p in root.rglob("*.py")]
     return sorted(out)
 
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from verishape.cli import main
+from verishape.cli.main import main
 
 SCRIPTS = Path(__file__).parent / "scripts"
 X0 = "L['x'].size()[0]"

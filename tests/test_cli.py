@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from verishape import __version__
-from verishape.torch_seam import UnsupportedTorch, parse_version, probe
+from verishape.core.torch_seam import UnsupportedTorch, parse_version, probe
 
 
 def _run(*args):
@@ -45,7 +45,7 @@ def test_version_parsing_and_floor():
     for ok in ("2.11.0", "2.12.1", "2.14.1", "2.15.0", "3.0.0"):
         assert probe(fake_torch(), ok)[1] == []
     with pytest.raises(UnsupportedTorch, match=r"^verishape cannot run on torch 2\.10\.0: missing torch >= 2\.11"):
-        from verishape.torch_seam import require
+        from verishape.core.torch_seam import require
 
         require(fake_torch(), "2.10.0")
 
@@ -59,7 +59,7 @@ def test_feature_probe_on_installed_torch():
 
 def test_feature_detection_on_fake_torch_internals():
     from test_torch_seam import FakeOldSource, fake_shape_env, fake_torch
-    from verishape.torch_seam import require
+    from verishape.core.torch_seam import require
 
     f = require(fake_torch(), "2.11.0")
     assert f.torch_version == (2, 11) and f.static_eval_knows_size_oblivious and not f.source_name_is_method
@@ -74,7 +74,7 @@ def test_feature_detection_on_fake_torch_internals():
 SCRIPTS = Path(__file__).parent / "scripts"
 
 #: Runs the CLI in a fresh interpreter and reports which heavy modules it imported.
-_PROBE = ("import sys\nfrom verishape.cli import main\nrc = main(sys.argv[1:])\n"
+_PROBE = ("import sys\nfrom verishape.cli.main import main\nrc = main(sys.argv[1:])\n"
           "print('HEAVY', sorted(m for m in ('torch', 'sympy', 'z3') if m in sys.modules))\nsys.exit(rc)\n")
 
 
@@ -142,10 +142,10 @@ def test_every_error_for_a_user_has_one_base_and_keeps_its_standard_type():
     """One base, one renderer: the command prints any of them as ``verishape: error: ...``;
     each keeps the standard type code written against it catches."""
     import verishape
-    from verishape.cli_errors import UsageError
-    from verishape.compiler.export_checks import UncheckableFact
+    from verishape.core.errors import UsageError
+    from verishape.compiler.export.checks import UncheckableFact
     from verishape.compiler.registered import BadOption
-    from verishape.errors import render
+    from verishape.core.errors import render
     from verishape.fuzz.ops import UnknownOp
     from verishape.fuzz.rootcause import KnownIssuesError
 

@@ -11,7 +11,7 @@ from torch.fx.experimental.symbolic_shapes import ShapeEnv
 import verishape
 from compile_helpers import capturing, is_dde
 from verishape.compiler import CACHE_TAG, is_verishape_backend
-from verishape.shape_env import VeriShapeEnv
+from verishape.core.shape_env import VeriShapeEnv
 
 
 @pytest.fixture(autouse=True)

@@ -11,7 +11,7 @@ import torch
 import verishape
 from dde_corpus import PROGRAMS as DDE_PROGRAMS
 from export_corpus import PROGRAMS
-from verishape.compiler import suggest
+from verishape.compiler.export import suggest
 
 BY_NAME = {p.name: p for p in PROGRAMS}
 DDE = {p.name: p for p in DDE_PROGRAMS}

@@ -8,8 +8,8 @@ import torch
 from verishape import solvers
 from compile_helpers import guard_fingerprint, stock, vs
 from dde_corpus import PROGRAMS
-from verishape.premises import use_prover
-from verishape.shape_env import VeriShapeEnv
+from verishape.core.premises import use_prover
+from verishape.core.shape_env import VeriShapeEnv
 
 
 @pytest.fixture(autouse=True)

@@ -16,8 +16,8 @@ from torch.utils._sympy.functions import FloorDiv
 
 from verishape import solvers
 from verishape.solvers import refute
-from verishape.premises import use_prover
-from verishape.shape_env import VeriShapeEnv
+from verishape.core.premises import use_prover
+from verishape.core.shape_env import VeriShapeEnv
 
 
 def _env(cls: type[ShapeEnv], **hints: int) -> tuple[ShapeEnv, list[sympy.Symbol]]:

@@ -17,7 +17,7 @@ import torch
 
 from verishape import solvers
 from verishape.audit.space import bounds_from_assumption, parse_assumption
-from verishape.cli_errors import UsageError
+from verishape.core.errors import UsageError
 
 from audit_helpers import X0, audit_in_process
 

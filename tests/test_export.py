@@ -27,8 +27,8 @@ from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 import verishape
 from verishape.compiler import frames
-from verishape.compiler.export import ExportShapeEnv, export_envs, program_shape_env
-from verishape.torch_seam import UnsupportedTorch
+from verishape.compiler.export.program import ExportShapeEnv, export_envs, program_shape_env
+from verishape.core.torch_seam import UnsupportedTorch
 
 ASSERT = torch.ops.aten._assert_scalar.default
 

@@ -12,7 +12,7 @@ from torch.export import Dim
 
 import verishape
 from export_corpus import PROGRAMS
-from verishape.compiler.export import export_program_checks
+from verishape.compiler.export.program import export_program_checks
 
 BY_NAME = {p.name: p for p in PROGRAMS}
 

@@ -18,7 +18,7 @@ import torch
 import verishape
 from framework_programs import VOCAB, Tokens, lightning_regression
 from verishape.compiler import frames
-from verishape.shape_env import VeriShapeEnv
+from verishape.core.shape_env import VeriShapeEnv
 
 transformers = pytest.importorskip("transformers")  # the dev set-up installs it: CI runs this
 pytest.importorskip("accelerate")  # Trainer's dependency, installed by the dev set-up

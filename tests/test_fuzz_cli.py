@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from verishape.cli import main
+from verishape.cli.main import main
 
 #: Ops whose meta functions the full campaign found correct; they must stay finding-free.
 KNOWN_CORRECT = "abs,mm,transpose,unsqueeze,sum"

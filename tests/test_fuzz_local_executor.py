@@ -4,7 +4,7 @@ crash, as under Ray, and every other op still gets the result ``--jobs 1`` gives
 import json
 import textwrap
 
-from verishape.cli import main
+from verishape.cli.main import main
 
 #: An op whose eager kernel kills its process, as a segfaulting kernel would.
 CRASHING_OP = textwrap.dedent('''

@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from verishape.cli import main
+from verishape.cli.main import main
 
 #: A custom op module the workers must find in the current folder (``--import``, like python -m).
 CUSTOM_OPS = textwrap.dedent('''

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from verishape.cli import main
+from verishape.cli.main import main
 from verishape.fuzz import repro
 from verishape.fuzz.report import CLASSES
 

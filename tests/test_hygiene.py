@@ -15,9 +15,9 @@ from verishape import solvers
 import verishape
 from verishape.compiler import CACHE_TAG, backend
 from verishape._version import __version__
-from verishape.minimize import Tightening
-from verishape.premises import use_prover
-from verishape.shape_env import VeriShapeEnv, guard_minimization
+from verishape.core.minimize import Tightening
+from verishape.core.premises import use_prover
+from verishape.core.shape_env import VeriShapeEnv, guard_minimization
 
 # ---------------------------------------------------------------- the version counter
 
@@ -59,8 +59,9 @@ def test_the_tag_is_derived_from_what_the_answers_depend_on():
     assert CACHE_TAG == f"verishape-{__version__}-{backend.fingerprint(**_inputs())}"
     names = {name for name, _ in backend.answer_sources()}
     for module in ("verishape.solvers/translate.py", "verishape.solvers/pyarith.py", "verishape.solvers/query.py",
-                   "verishape.solvers/symbols.py", "verishape/premises.py", "verishape/minimize.py",
-                   "verishape/shape_env.py", "verishape.compiler/frames.py", "verishape.proofs/store.py"):
+                   "verishape.solvers/symbols.py", "verishape.core/premises.py", "verishape.core/minimize.py",
+                   "verishape.core/shape_env.py", "verishape.compiler/frames.py", "verishape.proofs/store.py",
+                   "verishape.compiler/widen/reuse.py", "verishape.compiler/export/program.py"):
         assert module in names
     base = backend.fingerprint(**_inputs())
     edited = [(n, t + b"\n# one more line" if n == "verishape.solvers/translate.py" else t) for n, t in backend.answer_sources()]

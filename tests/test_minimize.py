@@ -11,7 +11,7 @@ from torch.utils._sympy.value_ranges import ValueRanges
 
 from verishape import solvers
 import verishape
-from verishape.minimize import minimize
+from verishape.core.minimize import minimize
 
 s0, s1 = (sympy.Symbol(f"s{i}", integer=True, positive=True) for i in range(2))
 RANGES = {s0: ValueRanges(2, sympy.oo), s1: ValueRanges(2, sympy.oo)}
@@ -130,7 +130,7 @@ def test_fewer_guards_same_recompiles_same_results(installed, fn, shapes):
 from hypothesis import given, strategies as st  # noqa: E402
 
 from verishape.solvers import concrete  # noqa: E402
-from verishape.minimize import tighten  # noqa: E402
+from verishape.core.minimize import tighten  # noqa: E402
 
 
 def test_guards_folded_into_a_lower_bound():
@@ -230,7 +230,7 @@ def test_range_tightening_end_to_end(installed):
 
 from hypothesis import settings  # noqa: E402
 
-from verishape.minimize import cancel  # noqa: E402
+from verishape.core.minimize import cancel  # noqa: E402
 
 s2 = sympy.Symbol("s2", integer=True, positive=True)
 

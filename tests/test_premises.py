@@ -16,8 +16,8 @@ from torch.fx.experimental.symbolic_shapes import DimDynamic
 from torch.utils._sympy import functions as tf
 
 from verishape import solvers
-from verishape import premises as premises_mod
-from verishape.shape_env import VeriShapeEnv
+from verishape.core import premises as premises_mod
+from verishape.core.shape_env import VeriShapeEnv
 
 from compile_helpers import stock, vs
 from test_verify_guards import audit

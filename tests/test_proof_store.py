@@ -24,7 +24,7 @@ from verishape import solvers
 from verishape.proofs import store as store_mod
 from verishape.proofs.store import StoredProof, open_store
 from verishape.proofs import encoding
-from verishape.decisions import DecisionLog
+from verishape.core.decisions import DecisionLog
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "tests" / "scripts" / "store_program.py"

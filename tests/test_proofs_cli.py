@@ -16,7 +16,7 @@ from torch.utils._sympy.functions import FloorDiv, Max, Mod, PythonMod
 
 from verishape import solvers
 from verishape.proofs.store import open_store
-from verishape.cli import main
+from verishape.cli.main import main
 
 s0, s1, s2 = sympy.symbols("s0 s1 s2", integer=True, positive=True)
 u0 = sympy.Symbol("u0", integer=True)
@@ -239,7 +239,7 @@ def test_bad_input_is_one_line_and_exit_2(store, tmp_path, capsys, monkeypatch):
     assert exc.value.code == 2
 
 
-_PROBE = ("import sys\nfrom verishape.cli import main\nrc = main(sys.argv[1:])\n"
+_PROBE = ("import sys\nfrom verishape.cli.main import main\nrc = main(sys.argv[1:])\n"
           "print('HEAVY', sorted(m for m in ('torch', 'sympy') if m in sys.modules))\nsys.exit(rc)\n")
 
 

@@ -69,8 +69,8 @@ def test_the_spies_are_removed_after_a_sweep(rm):
     """Measuring patches ShapeEnv and verishape's decision path for one block only."""
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-    from verishape import premises as premises_mod
-    from verishape.shape_env import VeriShapeEnv
+    from verishape.core import premises as premises_mod
+    from verishape.core.shape_env import VeriShapeEnv
 
     before = (ShapeEnv.__init__, ShapeEnv.produce_guards_verbose, VeriShapeEnv._decide, premises_mod.relevant)
     with rm._SPIES.active():

@@ -10,7 +10,7 @@ from torch._dynamo.utils import counters
 
 import verishape
 from verishape.compiler import frames, registered
-from verishape.shape_env import VeriShapeEnv
+from verishape.core.shape_env import VeriShapeEnv
 
 
 @pytest.fixture(autouse=True)

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 import verishape
-from verishape import replacement_asserts
+from verishape.core import replacement_asserts
 
 
 def item_producer(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

@@ -17,7 +17,7 @@ from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from torch.utils._sympy import functions as tf
 from torch.utils._sympy.value_ranges import ValueRanges
 
-from verishape.shape_env import VeriShapeEnv
+from verishape.core.shape_env import VeriShapeEnv
 
 DOMAIN = 6  # each symbol ranges over 0..DOMAIN
 

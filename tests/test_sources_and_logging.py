@@ -10,7 +10,7 @@ import torch
 
 import verishape
 from compile_helpers import capturing
-from verishape.sources import describe, source_name, symbol_sources
+from verishape.core.sources import describe, source_name, symbol_sources
 
 
 def test_source_name_property_and_method():

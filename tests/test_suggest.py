@@ -8,8 +8,8 @@ import torch
 import verishape
 from export_corpus import PROGRAMS
 from verishape import solvers
-from verishape.compiler import suggest
-from verishape.premises import use_prover
+from verishape.compiler.export import suggest
+from verishape.core.premises import use_prover
 
 BY_NAME = {p.name: p for p in PROGRAMS}
 

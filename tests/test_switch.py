@@ -7,7 +7,7 @@ import torch
 
 import verishape
 from verishape.compiler import backend, frames
-from verishape.shape_env import VeriShapeEnv
+from verishape.core.shape_env import VeriShapeEnv
 
 
 def _checked(x, n):

@@ -317,7 +317,7 @@ def test_symint_bitwise_guard_is_cheap_in_verishape_env():
     from torch._dynamo.source import ConstantSource
     from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
 
-    from verishape.shape_env import VeriShapeEnv
+    from verishape.core.shape_env import VeriShapeEnv
 
     def run(cls):
         env = cls()

@@ -21,7 +21,7 @@ from torch.fx.experimental.validator import (
 )
 
 import verishape
-from verishape.shape_env import VeriShapeEnv
+from verishape.core.shape_env import VeriShapeEnv
 
 
 @pytest.fixture(autouse=True)

@@ -10,8 +10,8 @@ import types
 
 import pytest
 
-from verishape import torch_seam
-from verishape.torch_seam import UnsupportedTorch, probe, require
+from verishape.core import torch_seam
+from verishape.core.torch_seam import UnsupportedTorch, probe, require
 
 FULL_STATIC = "expr, *, unbacked_only=False, compute_hint=False, size_oblivious=False, axioms=None, var_to_range=None"
 
@@ -78,7 +78,7 @@ def fake_torch(shape_env: type | None = None, source: type = FakeSource, output_
         torch_seam.COMPILATION_METRICS: list,
         torch_seam.AOT_MODULE_SIMPLIFIED: lambda mod, args, fw_compiler, bw_compiler=None: None,
     }
-    table.update({name: object() for name in torch_seam.READ_NAMES})
+    table.update({name: object() for name in (*torch_seam.READ_NAMES, torch_seam.EXPORT_ENTRY, *torch_seam.VOCABULARY)})
     table.update({site + ".ShapeEnv": shape_env for site in torch_seam.EXPORT_SITES})
     table.update({m + ".insert_deferred_runtime_asserts": lambda *a: None for m in torch_seam.ASSERT_PASS_MODULES})
     for name in drop:
@@ -111,6 +111,8 @@ def test_complete_fake_torch_passes_on_any_version_from_2_11():
     (fake_torch(drop=(torch_seam.CACHE_ENTRIES,)), "_debug_get_cache_entry_list"),
     (fake_torch(drop=(torch_seam.AOT_MODULE_SIMPLIFIED,)), "aot_module_simplified(bw_compiler=...)"),
     (fake_torch(drop=("torch._guards.TracingContext",)), "torch._guards.TracingContext"),
+    (fake_torch(drop=(torch_seam.EXPORT_ENTRY,)), "torch.export._trace._export"),
+    (fake_torch(drop=("torch.utils._sympy.functions.FloorDiv",)), "torch.utils._sympy.functions.FloorDiv"),
 ])
 def test_a_missing_internal_is_one_line_naming_it_and_the_version(table, needle):
     with pytest.raises(UnsupportedTorch) as info:
@@ -146,7 +148,7 @@ def test_output_graph_hook_binds_arguments_by_name(monkeypatch):
 
 _BREAK_AND_RUN = ("import sys\nfrom torch.fx.experimental.symbolic_shapes import ShapeEnv\n"
                   "del ShapeEnv._set_replacement\n"
-                  "from verishape.cli import main\nsys.exit(main(sys.argv[1:]))\n")
+                  "from verishape.cli.main import main\nsys.exit(main(sys.argv[1:]))\n")
 
 
 @pytest.mark.parametrize("args", [["demo"], ["verify-guards", "tests/scripts/clean.py"]])
@@ -159,6 +161,6 @@ def test_cli_refuses_a_torch_missing_an_internal_in_one_line(args):
 
 
 def test_version_needs_no_torch_internals():
-    code = ("import sys\nsys.modules['torch'] = None\nfrom verishape.cli import main\nsys.exit(main(['--version']))\n")
+    code = ("import sys\nsys.modules['torch'] = None\nfrom verishape.cli.main import main\nsys.exit(main(['--version']))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.startswith("verishape "), out.stderr

@@ -11,7 +11,7 @@ import pytest
 import sympy
 
 from verishape.audit.space import bounds_from_assumption, parse_assumption
-from verishape.cli_errors import UsageError
+from verishape.core.errors import UsageError
 
 SCRIPTS = Path(__file__).parent / "scripts"
 

@@ -20,8 +20,9 @@ from torch._dynamo.utils import counters
 
 import verishape
 from verishape import solvers
-from verishape.compiler import canon, frames, questions, widen
-from verishape.premises import use_prover
+from verishape.compiler import frames
+from verishape.compiler.widen import canon, questions, reuse as widen
+from verishape.core.premises import use_prover
 
 
 @pytest.fixture(autouse=True)

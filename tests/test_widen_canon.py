@@ -1,5 +1,5 @@
-"""The comparable form widening checks a size-1 trace in (``compiler/canon.py``, the graph
-snapshots of ``compiler/snapshot.py``) and the pieces of ``compiler/widen.py`` it rests on:
+"""The comparable form widening checks a size-1 trace in (``compiler/widen/canon.py``, the graph
+snapshots of ``compiler/widen/snapshot.py``) and the pieces of ``compiler/widen/reuse.py`` it rests on:
 size nodes folded and substituted, ``is_causal`` moot only where it is, intermediates by
 value, the storages a graph writes, the size-1 trace's decompositions.  Unit tests on small
 graphs; the end-to-end sweeps are in ``tests/test_widen.py``."""
@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from verishape.compiler import canon, snapshot, widen
+from verishape.compiler.widen import canon, snapshot, reuse as widen
 
 
 def test_canonical_folds_size_nodes_and_substitutes():

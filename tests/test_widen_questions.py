@@ -1,4 +1,4 @@
-"""The lowering's shape answers that need a size of at least 2 (``compiler/questions.py``):
+"""The lowering's shape answers that need a size of at least 2 (``compiler/widen/questions.py``):
 where each is moot at 1, and the recomputation at 1 of the layout computations they were
 asked in (a view's strides, a convolution's layout, a stride-order check, an extern
 kernel's outputs), both ways; and a torch without one of the wrapped internals."""
@@ -9,7 +9,7 @@ import sympy
 import torch
 from torch.utils._sympy.value_ranges import ValueRanges
 
-from verishape.compiler import questions, recompute
+from verishape.compiler.widen import questions, recompute
 
 
 def test_question_sites_that_are_moot():
@@ -135,8 +135,8 @@ def test_an_index_variable_keeps_its_lower_bound_when_the_prover_renames_it():
 
     from torch.utils._sympy.functions import FloorDiv, ModularIndexing
 
-    from verishape.compiler import widen_goals
-    from verishape.premises import current_prover
+    from verishape.compiler.widen import goals as widen_goals
+    from verishape.core.premises import current_prover
 
     s = sympy.Symbol("s", integer=True, positive=True)
     q0 = sympy.Symbol("q0", integer=True, nonnegative=True)

@@ -1,5 +1,5 @@
-"""The decisions Inductor makes without asking the ShapeEnv (``compiler/lowered_sizes.py``
-and the range reads of ``compiler/recompute.py``): every size the generic artifact computes
+"""The decisions Inductor makes without asking the ShapeEnv (``compiler/widen/lowered_sizes.py``
+and the range reads of ``compiler/widen/recompute.py``): every size the generic artifact computes
 with must stay at least 1 at 1, and the lowering's direct range reads see a kept size's
 range from 1.  Unit tests first, then the programs that made widening wrong (slow)."""
 
@@ -14,7 +14,7 @@ from torch.utils._sympy.functions import FloorDiv, ModularIndexing
 from torch.utils._sympy.value_ranges import ValueRanges
 
 import verishape
-from verishape.compiler import lowered_sizes, questions, recompute
+from verishape.compiler.widen import lowered_sizes, questions, recompute
 from verishape.fuzz.widen_check import run_sweep
 
 s = sympy.Symbol("s", integer=True, positive=True)
@@ -151,8 +151,8 @@ def test_a_size_that_divides_by_zero_at_1_is_a_named_refusal_not_an_internal_err
     """Seen on an H200 (torch 2.11, Triton): ``h[:, :-1] - h[:, 1:]`` left an index
     ``FloorDiv(i, s - 1)`` whose substitution at s = 1 raised ZeroDivisionError inside
     SymPy, and the reuse was refused as "the proof failed".  It is a reason of its own."""
-    from verishape.compiler.canon import NotWidened
-    from verishape.compiler.sizes import at_one
+    from verishape.compiler.widen.canon import NotWidened
+    from verishape.compiler.widen.sizes import at_one
 
     s = sympy.Symbol("s0", integer=True, positive=True)
     i = sympy.Symbol("i0", integer=True, nonnegative=True)

@@ -18,11 +18,11 @@ the repository keeps in its top-level folders ``compiler/``, ``solvers/``, ``pro
 from __future__ import annotations
 
 # No torch check here: ``import verishape`` (and ``verishape --version``) must work on any
-# torch.  The probe of torch's internals (verishape.torch_seam) runs when the first module
+# torch.  The probe of torch's internals (verishape.core.torch_seam) runs when the first module
 # that needs them is imported, and refuses in one line (UnsupportedTorch).
 from ._version import __version__
-from .errors import VerishapeError
-from .torch_seam import UnsupportedTorch
+from verishape.core.errors import VerishapeError
+from verishape.core.torch_seam import UnsupportedTorch
 
 __all__ = ["UnsupportedTorch", "VeriShapeEnv", "VerishapeError", "__version__", "compile", "disable", "enable", "explain", "export",
            "export_decisions"]
@@ -30,7 +30,7 @@ __all__ = ["UnsupportedTorch", "VeriShapeEnv", "VerishapeError", "__version__", 
 
 def __getattr__(name: str):  # lazy: `verishape --version` should not import torch
     if name == "VeriShapeEnv":
-        from .shape_env import VeriShapeEnv
+        from verishape.core.shape_env import VeriShapeEnv
 
         return VeriShapeEnv
     if name == "compile":
@@ -40,7 +40,7 @@ def __getattr__(name: str):  # lazy: `verishape --version` should not import tor
     if name in ("export", "export_decisions"):
         import importlib
 
-        return getattr(importlib.import_module("verishape.compiler.export"), name)
+        return getattr(importlib.import_module("verishape.compiler.export.program"), name)
     if name in ("enable", "disable"):
         from verishape.compiler import switch
 

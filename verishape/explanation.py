@@ -13,7 +13,7 @@ from typing import Any
 
 import sympy
 
-from . import sources
+from verishape.core import sources
 
 
 def _frame_text(index: int, env: Any) -> list[str]:
@@ -63,7 +63,7 @@ def _timing(result: Any) -> str:
 
 def recompile_reasons(co_name: str) -> list[str]:
     """Dynamo's recompile reasons for frames named ``co_name``, oldest first."""
-    from .torch_seam import recompiles
+    from verishape.core.torch_seam import recompiles
 
     return [f"compile {r.compile_id}: recompiled because the guard {r.guard!r} of an earlier compile failed"
             for r in recompiles(co_name)]
@@ -109,12 +109,12 @@ def explain_script(script: str, script_args: list[str]) -> tuple[str, int, str |
 
 def explain_export(ep: Any) -> str:
     """The decisions of ``ep``'s export (``ep`` from ``verishape.export`` in this process)."""
-    from verishape.compiler.export import export_env
+    from verishape.compiler.export.program import export_env
 
     env = export_env(ep)
     if env is None:
         return "exported program: its export traced no symbolic shapes (nothing to decide)"
-    from verishape.compiler.export import export_program_checks
+    from verishape.compiler.export.program import export_program_checks
 
     name = (env.co_fields or {}).get("co_name", "forward")
     checks = [f"  program checks: {c.origin} {c.fact} ({c.why})" for c in export_program_checks(ep)]
@@ -134,7 +134,7 @@ def explain(compiled_fn: Any) -> str:
     if isinstance(compiled_fn, ExportedProgram):
         return explain_export(compiled_fn)
     if isinstance(compiled_fn, BaseException):
-        from verishape.compiler import compile_dde
+        from verishape.compiler.export import compile_dde
 
         # an error of torch.compile(backend="verishape") or under verishape.enable() has not
         # been looked at yet (no wrapper of verishape.compile saw it leave): look now

@@ -16,12 +16,12 @@ from typing import Any
 import sympy
 from torch.utils._sympy import functions as tf
 
-from verishape import solvers
+import verishape.solvers as solvers
 from verishape.solvers import concrete
 from verishape.proofs.result import SolveResult
-from verishape import premises as premises_mod
-from verishape.cli_errors import UsageError
-from verishape.sources import describe, symbol_sources
+from verishape.core import premises as premises_mod
+from verishape.core.errors import UsageError
+from verishape.core.sources import describe, symbol_sources
 
 from .frame import NOT_COMPILED, Frame
 from .records import Check, Finding, FrameAudit

@@ -24,8 +24,8 @@ from typing import Any
 from torch._guards import CompileContext
 
 from verishape.compiler import frames
-from verishape import torch_seam
-from verishape.cli_errors import UsageError, check_script
+from verishape.core import torch_seam
+from verishape.core.errors import UsageError, check_script
 
 from .frame import GRAPH_PREFIX, NOT_COMPILED, Artifact, Frame, _compile_error_types, classify_compile_error
 

@@ -31,12 +31,10 @@ import torch
 import torch.utils._pytree as pytree
 
 from verishape.compiler import frames as frames_mod
+from verishape.core import torch_seam
 
 from .frame import Frame, classify_compile_error
 from .space import DEFAULT_BACKED, Bounds, linear_bound, parse_source, source_for
-
-#: what ``torch.export.export`` and ``verishape.export`` both call (``torch/export/_trace.py``)
-_TRACE_MODULE = "torch.export._trace"
 
 
 @dataclasses.dataclass
@@ -161,7 +159,7 @@ def declared_dims(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
     """Source -> bounds of every dimension ``dynamic_shapes`` makes dynamic.  Walks the
     spec alongside the forward's arguments (a dict keyed by parameter name, or one entry
     per argument in signature order); a derived dim (``2 * d``) declares its own range."""
-    from verishape.compiler.export_checks import resolve_spec
+    from verishape.compiler.export.checks import resolve_spec
 
     # A ShapesCollection / AdditionalInputs resolved as torch.export and verishape.export
     # resolve it (iterating one would index it by position, adding entries torch then
@@ -208,7 +206,7 @@ def program_sources(frame: ExportFrame) -> dict[str, list[str]]:
     user-input placeholders (the same names in strict and non-strict export, whose
     ShapeEnvs name sources differently).  Falls back to the ShapeEnv's own sources
     when the program is missing or its inputs do not line up with the leaves."""
-    from verishape.sources import symbol_sources
+    from verishape.core.sources import symbol_sources
 
     ep = frame.program
     if ep is None:
@@ -300,8 +298,9 @@ def capturing(script: str, add: Callable[[ExportFrame], None]) -> Iterator[None]
     calls (an export inside an export) belong to the outer one."""
     import importlib
 
-    trace = importlib.import_module(_TRACE_MODULE)
-    original = trace._export
+    module_name, _, name = torch_seam.EXPORT_ENTRY.rpartition(".")
+    trace = importlib.import_module(module_name)
+    original = getattr(trace, name)
     signature = inspect.signature(original)
 
     def _export(*a: Any, **k: Any) -> Any:
@@ -335,11 +334,11 @@ def capturing(script: str, add: Callable[[ExportFrame], None]) -> Iterator[None]
             add(frame)
         return frame.program
 
-    trace._export = _export
+    setattr(trace, name, _export)
     try:
         yield
     finally:
-        trace._export = original
+        setattr(trace, name, original)
 
 
 def _current_export_envs() -> list[Any] | None:
@@ -356,8 +355,8 @@ def _as_verishape_export(envs: list[Any]) -> Iterator[None]:
     """A plain ``torch.export.export`` of the audited script runs as ``verishape.export``
     runs it: the export's own VeriShapeEnv (premises only what an exported program checks),
     no guard minimization."""
-    from verishape.compiler.export import ExportShapeEnv
-    from verishape.shape_env import guard_minimization
+    from verishape.compiler.export.program import ExportShapeEnv
+    from verishape.core.shape_env import guard_minimization
 
     with frames_mod.exporting(envs, ExportShapeEnv), guard_minimization(False):
         yield
@@ -387,7 +386,7 @@ def _program_env(ep: Any) -> Any:
 
 
 def _last_verishape(envs: list[Any]) -> Any:
-    from verishape.shape_env import VeriShapeEnv
+    from verishape.core.shape_env import VeriShapeEnv
 
     mine = [e for e in envs if isinstance(e, VeriShapeEnv)]
     return mine[-1] if mine else None

@@ -67,5 +67,5 @@ class FrameAudit:
     #: scale), kept apart from shape guards: see :meth:`FrameAuditor.value_guards`
     value_guards: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     #: 0/1 specializations the compile widened on a proof of specialization equivalence
-    #: (``compiler/widen.py``), with their evidence: see :meth:`FrameAuditor.widenings`
+    #: (``compiler/widen/reuse.py``), with their evidence: see :meth:`FrameAuditor.widenings`
     widenings: list[dict[str, Any]] = dataclasses.field(default_factory=list)

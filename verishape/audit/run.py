@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from verishape import solvers
+import verishape.solvers as solvers
 
-from verishape.cli_errors import UsageError, check_script, check_writable
-from verishape.premises import Premises
+from verishape.core.errors import UsageError, check_script, check_writable
+from verishape.core.premises import Premises
 
 from .analyze import FrameAuditor
 from .capture import run_script

@@ -20,7 +20,7 @@ from typing import Any
 
 import sympy
 
-from verishape.cli_errors import UsageError
+from verishape.core.errors import UsageError
 
 _SOURCE = re.compile(r"^L\['(?P<name>[A-Za-z_]\w*)'\]\.size\(\)\[(?P<dim>\d+)\]$")
 #: A size of a tensor inside an argument: ``L['kwargs']['input_ids'].size()[0]``,
@@ -312,7 +312,7 @@ def contradiction(labelled: list[tuple[str, sympy.Basic]],
     """The labels of a minimal set of facts that no input satisfies, or None when the
     solver does not prove them contradictory (satisfiable, or unknown).
 
-    ``empty`` is :meth:`verishape.premises.Premises.empty` over the caller's symbols
+    ``empty`` is :meth:`verishape.core.premises.Premises.empty` over the caller's symbols
     (passed in so that parsing stays light).  The solver reads a fact that has no value at
     a point (a zero divisor) as false there, so an undefined fact shows up here as a
     contradiction too."""

@@ -13,7 +13,7 @@ from typing import Any
 
 import sympy
 
-from verishape import solvers
+import verishape.solvers as solvers
 
 from .records import Finding
 from .space import DEFAULT_BACKED, Bounds

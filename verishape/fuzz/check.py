@@ -227,7 +227,7 @@ def pinned_symbols(trace: Trace) -> dict[sympy.Symbol, int]:
     symbols is missed, never invented); a second admitted value up to ``MAX_SIDE`` refutes a
     pin at once, and a candidate pin is confirmed by the solver over all sizes.
     """
-    from verishape.premises import Premises
+    from verishape.core.premises import Premises
 
     pins: dict[sympy.Symbol, int] = {}
     for sym in sorted(trace.dims, key=str):

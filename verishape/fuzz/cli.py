@@ -1,7 +1,7 @@
 """``verishape fuzz-meta``: property-based fuzzing of meta/fake implementations.
 
 Exit status: 1 when there are findings, 0 when none, 2 for usage errors (one line on
-stderr).  ``add_parser`` and ``run`` are the hooks ``verishape/cli.py`` calls; heavy imports
+stderr).  ``add_parser`` and ``run`` are the hooks ``verishape/cli/main.py`` calls; heavy imports
 (torch, hypothesis, the OpInfo database) wait until ``run`` so other commands stay fast.
 """
 
@@ -15,7 +15,7 @@ import os
 import sys
 from typing import Any
 
-from ..cli_errors import UsageError, check_writable
+from verishape.core.errors import UsageError, check_writable
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:

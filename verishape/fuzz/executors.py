@@ -27,7 +27,7 @@ import traceback
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..cli_errors import UsageError
+from verishape.core.errors import UsageError
 
 if TYPE_CHECKING:   # the fuzzer imports torch and hypothesis: not for ``--help`` and usage checks
     from .fuzzer import FuzzConfig

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from verishape.errors import VerishapeError
+from verishape.core.errors import VerishapeError
 
 from .inputs import Case, TensorSpec, UnsupportedSample, from_sample
 

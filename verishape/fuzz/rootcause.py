@@ -28,7 +28,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from verishape.errors import VerishapeError
+from verishape.core.errors import VerishapeError
 
 _PREFIXES = ("nn.functional.", "special.", "linalg.", "masked.", "fft.", "sparse.")
 #: Blame of a root cause: the most serious of its witnesses' (a real meta bug is not hidden by

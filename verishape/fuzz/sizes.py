@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 
 import sympy
 
-from verishape import solvers
+import verishape.solvers as solvers
 from verishape.solvers import concrete
 
 from .inputs import MAX_NUMEL

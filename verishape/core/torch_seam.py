@@ -67,12 +67,33 @@ AOT_MODULE_SIMPLIFIED = "torch._dynamo.backends.common.aot_module_simplified"
 #: Read, not patched: backend lookup (compiler/backend.py, demo), the tracing and compile
 #: contexts (locations.py, audit/capture.py), Dynamo's thread-local current translator
 #: (the frame being traced: compiler/backend.py, and the inputs of a frame whose trace
-#: stops on a data-dependent question, for the proved check of compiler/compile_dde.py).
+#: stops on a data-dependent question, for the proved check of compiler/export/compile_dde.py).
 DYNAMO_TLS = "torch._dynamo.symbolic_convert.tls"
 READ_NAMES = ("torch._dynamo.backends.registry.lookup_backend", "torch._guards.TracingContext",
               "torch._guards.CompileContext", DYNAMO_TLS)
+#: Wrapped while ``verishape verify-guards`` runs a script (verishape/audit/exports.py): every
+#: export reaches it, so each is captured with the ShapeEnvs it builds.
+EXPORT_ENTRY = "torch.export._trace._export"
+#: The private vocabulary the layers read as data: the sympy functions and numbers of shape
+#: expressions, symbol kinds, input sources, the assert ops, FX and AOT helpers widening
+#: traces with, the recording decorator VeriShapeEnv's replays rely on, and the config flags
+#: switched for a compile.  Probed like every name above, so a torch that renamed one is
+#: refused in one line instead of failing deep inside a compile.
+VOCABULARY = ("torch.utils._sympy.functions.FloorDiv", "torch.utils._sympy.functions.Mod",
+              "torch.utils._sympy.numbers.int_oo", "torch.utils._sympy.numbers.IntInfinity",
+              "torch.utils._sympy.numbers.NegativeIntInfinity", "torch.utils._sympy.printers.PythonPrinter",
+              "torch.utils._sympy.symbol.SymT", "torch.utils._sympy.symbol.symbol_is_type",
+              "torch.utils._pytree.tree_leaves", "torch.utils._pytree.SequenceKey",
+              "torch._dynamo.source.TensorProperty", "torch._dynamo.source.TensorPropertySource",
+              "torch._dynamo.exc.TorchDynamoException", "torch._ops.HigherOrderOperator", "torch._ops.OpOverload",
+              "torch._ops.OpOverloadPacket", "torch._subclasses.fake_tensor.FakeTensorMode",
+              "torch._subclasses.fake_tensor.unset_fake_temporarily",
+              "torch._functorch._aot_autograd.schemas.SerializableAOTDispatchCompiler",
+              "torch._functorch.aot_autograd.aot_module_simplified", "torch._functorch.config.enable_autograd_cache",
+              "torch._dynamo.config.capture_scalar_outputs", "torch._dynamo.config.capture_dynamic_output_shape_ops",
+              "torch.fx.experimental.recording.ShapeEnvEvent", "torch.fx.experimental.recording.record_shapeenv_event")
 
-#: Wrapped, while widening lowers a generic compile, by compiler/recompute.py (module,
+#: Wrapped, while widening lowers a generic compile, by compiler/widen/recompute.py (module,
 #: attribute path): layout computations recomputed at 1, Inductor's hint reads and its
 #: scheduler's code generation.  Optional: on a torch without one (2.11 lacks the two hint
 #: readers), the answers asked in it are not recomputed at size 1, so a size-1 call that
@@ -92,7 +113,7 @@ WIDENING_HOOKS = (("torch._subclasses.fake_impls", "_compute_stride"),
 #: indexing, bounds checks of indirect loads, reduction heuristics
 RANGE_READER = ("torch.utils._sympy.value_ranges", "bound_sympy")
 #: The graph Inductor is lowering (its ``sizevars`` hold the ShapeEnv), read after its
-#: scheduler generated code (compiler/questions.py); not probed at import, which would
+#: scheduler generated code (compiler/widen/questions.py); not probed at import, which would
 #: import Inductor for every user: a torch without it fails that lowering loudly.
 INDUCTOR_VIRTUALIZED = "torch._inductor.virtualized.V"
 
@@ -202,7 +223,8 @@ def _check_export_sites(lookup: Callable[[str], Any], shape_env: Any) -> str | N
 def _check_hooked_functions(lookup: Callable[[str], Any]) -> list[str]:
     missing = [f"{m}.insert_deferred_runtime_asserts" for m in ASSERT_PASS_MODULES
                if lookup(m + ".insert_deferred_runtime_asserts") is _MISSING]
-    missing += [name for name in (DEDUPE_SYMINTS, INDUCTOR_WRAPPER, CACHE_ENTRIES, COMPILATION_METRICS, *READ_NAMES)
+    missing += [name for name in (DEDUPE_SYMINTS, INDUCTOR_WRAPPER, CACHE_ENTRIES, COMPILATION_METRICS, *READ_NAMES,
+                                  EXPORT_ENTRY, *VOCABULARY)
                 if lookup(name) is _MISSING]
     aot = lookup(AOT_MODULE_SIMPLIFIED)
     if aot is _MISSING or "bw_compiler" not in inspect.signature(aot).parameters:

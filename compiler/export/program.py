@@ -35,12 +35,13 @@ from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.symbol import SymT, symbol_is_type
 from torch.utils._sympy.value_ranges import ValueRanges
 
-from verishape import locations, sources
-from verishape.decisions import DecisionLog
-from verishape.premises import newest_unbacked, relevant, unbacked_index
-from verishape.shape_env import VeriShapeEnv, guard_minimization
+from verishape.core import locations, sources
+from verishape.core.decisions import DecisionLog
+from verishape.core.premises import newest_unbacked, relevant, unbacked_index
+from verishape.core.shape_env import VeriShapeEnv, guard_minimization
 
-from . import export_checks, export_reasons, frames
+from .. import frames
+from . import checks as export_checks, reasons as export_reasons
 
 log = logging.getLogger("verishape")
 
@@ -50,7 +51,7 @@ class ExportShapeEnv(VeriShapeEnv):
 
     A compiled frame installs its guards, including the ``2 <= s`` of 0/1 specialization;
     an exported program installs none, and checks of its inputs only what
-    :mod:`verishape.compiler.export_checks` measured (an AOTInductor package: nothing).  Its
+    :mod:`verishape.compiler.export.checks` measured (an AOTInductor package: nothing).  Its
     checks are the runtime asserts in its graph (deferred asserts, and the range asserts
     emitted where an unbacked symbol is bound), and the graph checks ``verishape.export``
     adds.  So here:
@@ -386,7 +387,7 @@ def export_decisions(ep: ExportedProgram) -> DecisionLog:
 def _add_suggestion(exc: BaseException, envs: list[VeriShapeEnv], mod: Any, args: tuple[Any, ...],
                     kwargs: Mapping[str, Any] | None) -> None:
     """Name, in a data-dependent error, the proved ``torch._check`` that settles it (see
-    :mod:`verishape.compiler.suggest`): appended to stock's message, and kept on the error
+    :mod:`verishape.compiler.export.suggest`): appended to stock's message, and kept on the error
     as ``verishape_suggestion`` (None when nothing was proved)."""
     from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 

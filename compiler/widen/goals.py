@@ -1,6 +1,6 @@
 """What a size-1 call must prove before it runs a generic artifact: the generic frame's
 guards, the generic ranges of its other sizes and every recorded lowering answer, all at
-1, from the guards and ranges the size-1 trace installs (:mod:`verishape.compiler.widen`)."""
+1, from the guards and ranges the size-1 trace installs (:mod:`verishape.compiler.widen.reuse`)."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def prove_at_one(k: Any, group: Group, nested_env: Any, names: dict[str, str], p
     input symbols and every recorded lowering answer, all at ``group = 1``.  Returns the
     proof record of the guards (None when there was nothing to prove); raises
     :class:`NotWidened` naming the first goal not proved."""
-    from verishape.premises import range_facts
+    from verishape.core.premises import range_facts
 
     env = k.env
     by_name = {}
@@ -107,7 +107,7 @@ def prove_at_one(k: Any, group: Group, nested_env: Any, names: dict[str, str], p
 def size_goals(k: Any, merged: set[sympy.Symbol], sub: dict[sympy.Symbol, sympy.Basic],
                ranges: dict[sympy.Symbol, Any]) -> list[tuple[sympy.Basic, str]]:
     """For an Inductor artifact: every size it computes with is at least 1 at 1
-    (:mod:`verishape.compiler.lowered_sizes`); those that value ranges of the size-1
+    (:mod:`verishape.compiler.widen.lowered_sizes`); those that value ranges of the size-1
     trace already bound are dropped here (a cheap tier), the rest join the proof.  Raises
     :class:`NotWidened` where the lowering's sizes were not all read."""
     from torch.utils._sympy.value_ranges import bound_sympy
@@ -137,7 +137,7 @@ def size_goals(k: Any, merged: set[sympy.Symbol], sub: dict[sympy.Symbol, sympy.
 def _prove_one(prover: Any, goal: sympy.Basic, premises: list[sympy.Basic], hints: dict[sympy.Symbol, int],
                what: str) -> Any:
     """A proof record when ``premises`` imply ``goal`` (not vacuously), else None."""
-    from verishape.premises import Premises, plain_symbols
+    from verishape.core.premises import Premises, plain_symbols
 
     to_plain = plain_symbols([goal, *premises], None) or {}
     return Premises.stated(premises, to_plain, hints).ask(goal, "specialization_widened", where=what, prover=prover)

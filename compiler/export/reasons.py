@@ -19,12 +19,12 @@ from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.printers import PythonPrinter
 from torch.utils._sympy.value_ranges import ValueRanges
 
-from verishape import sources
+from verishape.core import sources
 from verishape.solvers import concrete
-from verishape.premises import Premises, range_facts, relevant
-from verishape.shape_env import VeriShapeEnv
+from verishape.core.premises import Premises, range_facts, relevant
+from verishape.core.shape_env import VeriShapeEnv
 
-from . import export_checks
+from . import checks as export_checks
 
 log = logging.getLogger("verishape")
 

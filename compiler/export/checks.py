@@ -40,7 +40,7 @@ import torch
 from torch.utils._sympy.functions import FloorDiv, Mod
 from torch.utils._sympy.printers import PythonPrinter
 
-from verishape.errors import VerishapeError
+from verishape.core.errors import VerishapeError
 
 #: SymPy relations -> the Python operator a graph node applies to SymInts.
 _RELATIONS: dict[type, Callable[[Any, Any], Any]] = {

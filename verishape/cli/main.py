@@ -10,11 +10,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from ._version import __version__
-
-
-from .cli_errors import check_script, check_writable
-from .errors import VerishapeError, render
+from verishape._version import __version__
+from verishape.core.errors import VerishapeError, check_script, check_writable, render
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -52,10 +49,10 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     explain.add_argument("script", help="the Python script to run")
     explain.add_argument("script_args", nargs="*", help="arguments for the script, after --")
-    from .fuzz.cli import add_parser as add_fuzz_meta_parser
+    from verishape.fuzz.cli import add_parser as add_fuzz_meta_parser
 
     add_fuzz_meta_parser(sub)
-    from .proofs_cli import add_parser as add_proofs_parser
+    from .proofs import add_parser as add_proofs_parser
 
     add_proofs_parser(sub)
     return parser
@@ -72,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # bad input is refused at once, and never after the work it would spoil.
         if args.command == "explain":
             check_script(args.script)
-            from .explanation import explain_script
+            from verishape.explanation import explain_script
 
             text, status, stopped = explain_script(args.script, args.script_args)
             print(text)
@@ -83,15 +80,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             check_script(args.script)
             if args.json is not None:
                 check_writable(args.json, "--json")
-            from .audit.run import main as verify_main
+            from verishape.audit.run import main as verify_main
 
             return verify_main(args)
         if args.command == "fuzz-meta":
-            from .fuzz.cli import run as run_fuzz_meta
+            from verishape.fuzz.cli import run as run_fuzz_meta
 
             return run_fuzz_meta(args)
         if args.command == "proofs":
-            from .proofs_cli import run as run_proofs
+            from .proofs import run as run_proofs
 
             return run_proofs(args)
         if args.command == "demo":

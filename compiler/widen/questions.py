@@ -12,10 +12,10 @@ evaluation again with the candidates' lower bounds lowered from 2 to 1: when the
 the same, it holds at 1 by construction and nothing is kept; otherwise the question, its
 answer, its extra premises (index-variable bounds and axioms the caller passed) and where it
 was asked are kept, to be decided at 1 when size 1 arrives
-(:func:`verishape.compiler.widen.reuse`).  Guards a lowering adds land in the env's guard
+(:func:`verishape.compiler.widen.reuse.reuse`).  Guards a lowering adds land in the env's guard
 list, which that proof checks at 1 as a whole.  Answers asked inside a layout computation
 (a view's strides, a convolution's layout, an extern kernel's outputs) are moot where the
-computation's result is the same at 1 (:mod:`verishape.compiler.recompute`).  Size hints are
+computation's result is the same at 1 (:mod:`verishape.compiler.widen.recompute`).  Size hints are
 counted as heuristics, or kept as answers, by where they are read (:func:`_observe_hint`).
 """
 
@@ -30,7 +30,7 @@ from typing import Any
 import sympy
 from torch.utils._sympy.value_ranges import ValueRanges
 
-from verishape import torch_seam
+from verishape.core import torch_seam
 
 from . import lowered_sizes, recompute
 
@@ -131,7 +131,7 @@ class QuestionLog:
     #: reads of a kept size's optimization hint, per Inductor function: heuristics (torch
     #: documents ``optimization_hint`` as for non-guarding optimizations), counted, not checked
     heuristic_hints: dict[str, int] = dataclasses.field(default_factory=dict)
-    #: the sizes the lowered code computes with (:mod:`verishape.compiler.lowered_sizes`)
+    #: the sizes the lowered code computes with (:mod:`verishape.compiler.widen.lowered_sizes`)
     sizes: lowered_sizes.SizeUses = dataclasses.field(default_factory=lowered_sizes.SizeUses)
     #: the candidates' ranges with the lower bound 1: what the lowering's direct range
     #: reads (``bound_sympy``) see while the log is installed (:func:`recording`)

@@ -9,7 +9,7 @@ batch-1 trace computes.  The proof is made lazily, when size 1 arrives:
    of its Dynamo graph and of the AOTAutograd inference graph the backend lowers (taken
    before any pass rewrites them), the compiled artifact, its inputs, its guards, and every
    static shape answer the lowering acted on that holds only because a size is at least 2
-   (:mod:`verishape.compiler.questions`).  Nothing is traced at size 1: a program that never
+   (:mod:`verishape.compiler.widen.questions`).  Nothing is traced at size 1: a program that never
    sees size 1 pays for two graph copies and the question log.
 2. The call that misses the cache because kept sizes are 1 is traced by Dynamo as stock
    traces it.  Before the user's backend is asked to compile that trace, :func:`reuse`
@@ -17,7 +17,7 @@ batch-1 trace computes.  The proof is made lazily, when size 1 arrives:
 
    * the size-1 Dynamo graph equals the generic one with those sizes set to 1, and so does
      its AOTAutograd inference graph (traced, never lowered), in the canonical form of
-     :mod:`verishape.compiler.canon`; input sizes and strides agree;
+     :mod:`verishape.compiler.widen.canon`; input sizes and strides agree;
    * the size-1 trace's guards imply the generic frame's guards at 1 (those the lowering
      added included), the generic ranges of the other sizes, and every recorded answer of
      the lowering at 1 (a broadcast's "not size 1" is harmless where the two sizes it
@@ -54,7 +54,7 @@ from . import questions as questions_
 from .canon import Canon, Canonicalizer, NotWidened, canonical, first_difference, is_size_only, returned_sizes
 from .sizes import Group, at_one, bound_sources, eligible, group_name, merged_group, source_names
 from .snapshot import Snapshot
-from .widen_goals import prove_at_one
+from .goals import prove_at_one
 
 log = logging.getLogger("verishape")
 
@@ -177,7 +177,7 @@ def keep(rec: _Recording, tx: Any, compiled: Callable[..., Any], backend_name: s
 def _alive(code: types.CodeType) -> list[Kept]:
     """The kept compiles of ``code`` whose cache entry Dynamo still holds (a reset or an
     evicted entry drops them)."""
-    from verishape import torch_seam
+    from verishape.core import torch_seam
 
     with _kept_lock:
         kept = list(_kept.get(code, ()))

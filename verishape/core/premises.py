@@ -30,7 +30,7 @@ from typing import Any
 import sympy
 from torch.utils._sympy.numbers import IntInfinity, NegativeIntInfinity
 
-from verishape import solvers
+import verishape.solvers as solvers
 from verishape.proofs import Obligation, ProofRecord
 
 _UNBACKED = re.compile(r"^u(\d+)$")

@@ -4,7 +4,7 @@ Inductor decides some things about a size without asking the ShapeEnv: plain Sym
 such as ``reduction_numel == 0`` in ``Reduction.create``, ``is_zero_elements()`` or
 ``size == 1``.  On an expression of a kept size these are structural: ``s - 1 == 0`` is
 False whatever ``s`` is, so the lowering takes its general path, and nothing reaches
-:mod:`verishape.compiler.questions`.  The general path is what a compile at 1 would do
+:mod:`verishape.compiler.widen.questions`.  The general path is what a compile at 1 would do
 wherever the size stays positive: a loop of one iteration, a reduction over one element, a
 stride that addresses one element (torch's size-oblivious rules rest on the same fact; the
 decisions that do differ at 1, broadcasting and layout, go through the ShapeEnv and are
@@ -14,7 +14,7 @@ value where eager raises, and an index divided by a size that is 0 is undefined.
 
 So every size the generic artifact computes with that holds a kept size, taken where it
 is final, must be at least 1 at 1, proved from the size-1 trace's guards like the other
-goals (:mod:`verishape.compiler.widen_goals`), or the reuse is refused:
+goals (:mod:`verishape.compiler.widen.goals`), or the reuse is refused:
 
 * the AOT graph the backend lowers: every dimension of every tensor value, and every
   size-derived divisor of a division node;

@@ -5,7 +5,7 @@ Everything goes through one choke point, ``_maybe_evaluate_static``, which
 ``guard_or_defer_runtime_assert``, ``statically_known_*`` and Inductor's size queries all
 consult.  The override calls stock first; only when stock returns "undecided" for a
 boolean does it build a query from facts the artifact really checks and ask the solver
-(:class:`verishape.premises.Premises`; sizes near the real ones are tried before Z3).
+(:class:`verishape.core.premises.Premises`; sizes near the real ones are tried before Z3).
 A proof changes the answer; anything else (refuted both ways, unknown, a translation gap,
 an exception) returns stock's "undecided", so torch proceeds exactly as it would have.
 
@@ -34,7 +34,7 @@ from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, S
 from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.value_ranges import ValueRanges
 
-from verishape import solvers
+import verishape.solvers as solvers
 
 from . import locations, replacement_asserts, torch_seam
 from .premises import Premises, current_prover, newest_unbacked, unbacked_index
@@ -73,7 +73,7 @@ class VeriShapeEnv(ShapeEnv):
     """
 
     #: a data-dependent error raised in a Dynamo trace keeps the frame's inputs (see
-    #: :mod:`verishape.compiler.compile_dde`); an export finds its check its own way
+    #: :mod:`verishape.compiler.export.compile_dde`); an export finds its check its own way
     replays_data_dependent_errors = True
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -85,7 +85,7 @@ class VeriShapeEnv(ShapeEnv):
         self._vs_kind: str | tuple[sympy.Basic, bool | None] | None = None  # see _kind
         self._vs_busy = False
         self._vs_minimized: dict[tuple[Any, ...], tuple[list[Any], list[Tightening]]] = {}
-        #: set by ``verishape.compiler.questions`` while a generic compile is lowered:
+        #: set by ``verishape.compiler.widen.questions`` while a generic compile is lowered:
         #: it is shown every static answer (see :meth:`_maybe_evaluate_static`)
         self._vs_questions: Any = None
         self._vs_last_open: sympy.Basic | None = None
@@ -128,7 +128,7 @@ class VeriShapeEnv(ShapeEnv):
 
     def _set_replacement(self, a: sympy.Symbol, tgt: sympy.Expr, msg: str) -> None:
         """Stock replacement; a data value replaced by a size keeps its runtime check
-        (see :mod:`verishape.replacement_asserts`)."""
+        (see :mod:`verishape.core.replacement_asserts`)."""
         super()._set_replacement(a, tgt, msg)
         replacement_asserts.note_replacement(self, a, tgt, msg)
 
@@ -141,7 +141,7 @@ class VeriShapeEnv(ShapeEnv):
             self._vs_kind = saved
 
     def _kind(self) -> str:
-        """Why the question being decided was asked (:data:`verishape.decisions.KINDS`).
+        """Why the question being decided was asked (:data:`verishape.core.decisions.KINDS`).
         For ``evaluate_expr``, from its arguments, kept unresolved until now: whether the
         question mentions only backed symbols cannot have changed in between, since
         torch adds a backed symbol's entry when it creates the symbol and never removes
@@ -204,7 +204,7 @@ class VeriShapeEnv(ShapeEnv):
         if not goal.free_symbols:
             return None  # replacements decide it; leave that to stock's next pass
         #: the newest question left open, unhinted (a data-dependent error's ``cond`` has the
-        #: sizes' hints substituted); read by ``verishape.compiler.suggest``
+        #: sizes' hints substituted); read by ``verishape.compiler.export.suggest``
         self._vs_last_open = goal
         premises = self._premises(goal, kind, axioms, var_to_range, size_oblivious)
         if premises is None:

@@ -19,7 +19,7 @@ import time
 
 import torch
 
-from . import sources
+from verishape.core import sources
 
 
 def pack_rows(x: torch.Tensor, k: torch.Tensor) -> torch.Tensor:

@@ -2,7 +2,7 @@
 
 A non-strict ``verishape.export`` runs the user's code itself, so when it stops on
 ``GuardOnDataDependentSymNode`` the user's frame is on the stack and
-:mod:`verishape.compiler.suggest` names a check in the user's variables.  Dynamo runs no user
+:mod:`verishape.compiler.export.suggest` names a check in the user's variables.  Dynamo runs no user
 frame: it interprets the bytecode symbolically, and the error reaches the caller as Dynamo's
 ``UserError`` with the data-dependent error as its context.  What Dynamo does have is the
 frame it started tracing and the real values it was entered with.  So:
@@ -101,7 +101,7 @@ def _frame_inputs(exc: BaseException) -> Any:
 
 def replay(inputs: Any) -> Any:
     """The suggestion a non-strict export of the traced frame finds, or None."""
-    from .export import export
+    from .program import export
 
     built = _rebuild(inputs)
     if built is None:

@@ -6,7 +6,7 @@ layout (``conv_layout``), a stride-order check (``Layout.is_stride_ordered``), a
 kernel's outputs (``ExternKernel.process_kernel``), a dense-layout check
 (``is_non_overlapping_and_dense_or_false``).  Each call is recorded with its operands
 and result; at size 1 the same torch function is run again on integers, and an answer asked
-inside it is moot where the result agrees (:mod:`verishape.compiler.questions`).
+inside it is moot where the result agrees (:mod:`verishape.compiler.widen.questions`).
 
 :func:`tracking` wraps those functions, and Inductor's size-hint reads, for one block where
 Inductor looks them up at each call.  A missing one is said once and left alone (its answers
@@ -26,7 +26,7 @@ from typing import Any
 import sympy
 import torch
 
-from verishape import torch_seam
+from verishape.core import torch_seam
 
 #: where hint reads go: (sizevars, "optimization" | "guarding", expr, value, calling function)
 HintSink = Callable[[Any, str, Any, Any, str], None]

@@ -1,9 +1,9 @@
 """A comparable form of what Dynamo made for a frame: its FX graphs (:func:`canonical`).
 (The bytecode around the graph is not compared: the size-1 call runs its own, see
-:mod:`verishape.compiler.widen`.)
+:mod:`verishape.compiler.widen.reuse`.)
 
 Two traces of one frame (the generic one and one at a specialized size) are compared in
-these forms by :mod:`verishape.compiler.widen`: size-only nodes are folded to their
+these forms by :mod:`verishape.compiler.widen.reuse`: size-only nodes are folded to their
 values, symbols are renamed by input source, and names and offsets that only say *when*
 Dynamo generated something are normalised, so that what remains differs only where the
 computation does.

@@ -45,7 +45,7 @@ import sympy
 import torch
 from torch.utils._sympy.printers import PythonPrinter
 
-from verishape import locations
+from verishape.core import locations
 
 log = logging.getLogger("verishape")
 

@@ -28,8 +28,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
-from . import proofs_check as pc
-from .cli_errors import UsageError, check_writable
+from verishape.core import proof_check as pc
+from verishape.core.errors import UsageError, check_writable
 
 _VERDICTS = ("proved", "refuted", "unknown")
 _KINDS = ("compile", "export", "audit", "fuzz", "minimize", "query")

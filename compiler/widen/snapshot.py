@@ -1,7 +1,7 @@
 """A graph's nodes copied as plain records before a backend's passes rewrite the graph in
 place (:class:`Snapshot`), and the helpers that treat them like FX nodes: what widening keeps
-of a dynamic compile's Dynamo and AOT graphs (:mod:`verishape.compiler.widen`) and compares
-later in canonical form (:mod:`verishape.compiler.canon`)."""
+of a dynamic compile's Dynamo and AOT graphs (:mod:`verishape.compiler.widen.reuse`) and compares
+later in canonical form (:mod:`verishape.compiler.widen.canon`)."""
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 import sympy
 from torch.utils._sympy import functions as tf
 
-from verishape import solvers
+import verishape.solvers as solvers
 from verishape.proofs import ProofRecord
 from verishape.solvers import concrete
 
@@ -87,7 +87,7 @@ def divisor_symbols(exprs: Sequence[sympy.Basic], prover: solvers.Prover,
                     size_like: set[sympy.Symbol] | frozenset[sympy.Symbol] = frozenset()) -> set[sympy.Symbol]:
     """Symbols of divisors that might be zero.  A divisor that the installed range
     checks (``ranges``) and its symbols' own assumptions keep nonzero needs no guard in
-    front of it; callers pass plain symbols (:func:`verishape.premises.plain_symbols`) wherever the
+    front of it; callers pass plain symbols (:func:`verishape.core.premises.plain_symbols`) wherever the
     range check may admit 0."""
     out: set[sympy.Symbol] = set()
     for e in exprs:

@@ -1,9 +1,20 @@
-"""Errors the ``verishape`` command reports as one line (no traceback), and the checks of
-user input that can run before anything heavy is imported.
+"""The one base of the errors verishape raises to a user on purpose, and the one place that
+renders them.
 
-Everything here uses the standard library only: a missing script or an unwritable report
-path must be refused in a fraction of a second, not after importing torch (seconds) or,
-worse, after running a whole audit whose report would then be lost.
+A :class:`VerishapeError` is bad input or an unusable environment, never a bug: its message
+is one line that names what was wrong (the argument, its value) and what to do instead.  The
+command line prints it with :func:`render` and exits 2, without a traceback; a program that
+catches ``VerishapeError`` catches every such refusal and nothing else.  Each subclass keeps
+the standard type it also is (``ImportError`` for a torch verishape cannot use,
+``ValueError`` for a bad option), so code written against those keeps working.
+
+Signals verishape raises and catches inside itself (a refused widening, an opaque term, an
+undefined value in concrete evaluation) are not errors to a user and do not derive from it.
+
+The checks of a user's input that can run before anything heavy is imported live here too,
+next to the error they raise: a missing script or an unwritable report path must be
+refused in a fraction of a second, not after importing torch (seconds) or, worse, after
+running a whole audit whose report would then be lost.  Standard library only.
 """
 
 from __future__ import annotations
@@ -11,7 +22,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .errors import VerishapeError
+
+class VerishapeError(Exception):
+    """Bad input or an unusable environment, said in one line with its fix."""
+
+
+def render(exc: BaseException) -> str:
+    """The line the command prints for ``exc`` (a :class:`VerishapeError`)."""
+    return f"verishape: error: {exc}"
 
 
 class UsageError(VerishapeError):
