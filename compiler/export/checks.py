@@ -262,13 +262,23 @@ class _Emitter:
 @dataclasses.dataclass(frozen=True)
 class Declared:
     """What ``dynamic_shapes`` declares for one input dimension: its bounds (None: not
-    declared), how it was declared (``Dim 'b'``, ``Dim.AUTO``, ...) and, for a named ``Dim``,
-    its name (what torch's ``Constraints violated (b)`` names)."""
+    declared), how it was declared (``Dim 'b'``, ``Dim.AUTO``, ...), for a named ``Dim`` its
+    name (what torch's ``Constraints violated (b)`` names), where it is (``path``: the
+    parameter's name, then list indices and dict keys; ``dim``) and the spec as written.
+
+    The one parse of ``dynamic_shapes`` for export, its program checks and the audit.  What
+    an undeclared range means is each one's own question, answered where it is asked: the
+    export assumes only what its program checks (a size is at least 0), the audit holds a
+    program against stock torch's ``[2, oo)``."""
 
     low: int | None
     high: int | None
     label: str
     name: str | None = None
+    path: tuple[Any, ...] = ()
+    dim: int = 0
+    spec: Any = None
+    derived: bool = False  # ``2 * d``: its range follows from its root's
 
 
 def resolve_spec(mod: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any] | None, dynamic_shapes: Any) -> Any:
@@ -280,51 +290,67 @@ def resolve_spec(mod: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any] | No
     return dynamic_shapes
 
 
-def declared_space(mod: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any] | None,
-                   dynamic_shapes: Any) -> dict[str, Declared]:
-    """Input dimension, by the source name torch gives its size (``L['x'].size()[0]``) ->
-    what the spec declares for it, for every dimension given a ``Dim`` or a ``Dim`` hint."""
+def declared_dims(mod: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any] | None,
+                  dynamic_shapes: Any) -> list[Declared]:
+    """Every input dimension the spec gives a ``Dim``, a derived ``Dim`` or a ``Dim`` hint,
+    walking the spec alongside the inputs (a dict keyed by parameter name, or one entry per
+    argument in signature order)."""
     from torch.export.dynamic_shapes import Dim, _combine_args, _DimHint
 
     spec = resolve_spec(mod, args, kwargs, dynamic_shapes)
     if spec is None:
-        return {}
-    combined = _combine_args(mod, args, kwargs or {})
-    out: dict[str, Declared] = {}
+        return []
+    try:
+        combined = _combine_args(mod, args, kwargs or {})
+    except (TypeError, ValueError):
+        return []  # the inputs do not bind: torch.export says so itself
+    out: list[Declared] = []
 
-    def entry(value: Any) -> Declared | None:
-        if isinstance(value, Dim) and not hasattr(value, "fn"):
+    def entry(value: Any, path: tuple[Any, ...], dim: int) -> Declared | None:
+        if isinstance(value, Dim):
             high = value.max if isinstance(value.max, int) and value.max < 2**62 else None
-            return Declared(int(value.min), high, f"Dim {value.__name__!r}", value.__name__)
+            return Declared(int(value.min), high, f"Dim {value.__name__!r}", value.__name__, path, dim, value,
+                            hasattr(value, "fn"))
         if isinstance(value, _DimHint):
-            label = f"Dim.{value.type.name}"
-            return Declared(value.min, value.max, label)
+            return Declared(value.min, value.max, f"Dim.{value.type.name}", None, path, dim, value)
         return None
 
-    def walk(value: Any, shape: Any, path: str) -> None:
+    def walk(value: Any, shape: Any, path: tuple[Any, ...]) -> None:
         if shape is None:
             return
         if isinstance(value, torch.Tensor):
             dims = shape.items() if isinstance(shape, Mapping) else enumerate(shape) if isinstance(shape, (list, tuple)) else ()
-            for d, dim_spec in dims:
-                declared = entry(dim_spec)
-                if declared is not None:
-                    out[f"{path}.size()[{d}]"] = declared
+            out.extend(d for k, dim_spec in dims if (d := entry(dim_spec, path, int(k))) is not None)
         elif isinstance(value, (list, tuple)) and isinstance(shape, (list, tuple)):
             for k, (v, s) in enumerate(zip(value, shape)):
-                walk(v, s, f"{path}[{k}]")
+                walk(v, s, (*path, k))
         elif isinstance(value, Mapping) and isinstance(shape, Mapping):
             for k, v in value.items():
-                walk(v, shape.get(k), f"{path}[{k!r}]")
+                walk(v, shape.get(k), (*path, k))
 
     if isinstance(spec, Mapping):
         for name, value in combined.items():
-            walk(value, spec.get(name), f"L[{name!r}]")
+            walk(value, spec.get(name), (name,))
     elif isinstance(spec, (list, tuple)):
         for (name, value), shape in zip(combined.items(), spec):
-            walk(value, shape, f"L[{name!r}]")
+            walk(value, shape, (name,))
+    return out
+
+
+def declared_space(mod: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any] | None,
+                   dynamic_shapes: Any) -> dict[str, Declared]:
+    """Input dimension, by the source name torch gives its size (``L['x'].size()[0]``) ->
+    what the spec declares for it, for every dimension given a ``Dim`` or a ``Dim`` hint
+    (a derived ``Dim`` is checked through its root)."""
+    out: dict[str, Declared] = {}
+    for d in declared_dims(mod, args, kwargs, dynamic_shapes):
+        if not d.derived:
+            keys = "".join(f"[{k!r}]" for k in d.path[1:])
+            out[f"L[{d.path[0]!r}]{keys}.size()[{d.dim}]"] = d
     # A strict export's Dynamo frame names its inputs by their flat position.
-    by_id = {id(t): path for path, t in _tensor_paths(combined, "L")}
+    from torch.export.dynamic_shapes import _combine_args
+
+    by_id = {id(t): path for path, t in _tensor_paths(_combine_args(mod, args, kwargs or {}), "L")} if out else {}
     flat = torch.utils._pytree.tree_leaves((args, kwargs or {}))
     for k, leaf in enumerate(flat):
         path = by_id.get(id(leaf)) if isinstance(leaf, torch.Tensor) else None

@@ -145,60 +145,20 @@ def _finite(value: Any) -> bool:
     return isinstance(value, (int, sympy.Integer)) and not isinstance(value, bool)
 
 
-def _tensor_specs(spec: Any, rank: int) -> dict[int, Any]:
-    """A tensor's dynamic-shape spec (dict by dim, or one entry per dim) as dim -> spec."""
-    if isinstance(spec, dict):
-        return {int(d): s for d, s in spec.items()}
-    if isinstance(spec, (list, tuple)) and len(spec) == rank:
-        return dict(enumerate(spec))
-    return {}
-
-
 def declared_dims(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
                   dynamic_shapes: Any) -> dict[str, Bounds]:
-    """Source -> bounds of every dimension ``dynamic_shapes`` makes dynamic.  Walks the
-    spec alongside the forward's arguments (a dict keyed by parameter name, or one entry
-    per argument in signature order); a derived dim (``2 * d``) declares its own range."""
-    from verishape.compiler.export.checks import resolve_spec
+    """Source -> bounds of every dimension ``dynamic_shapes`` makes dynamic, read off the
+    one parse of the spec that ``verishape.export`` also uses (a ``ShapesCollection`` or
+    ``AdditionalInputs`` resolved as torch resolves it); a derived dim (``2 * d``) declares
+    its own range here.  A list's element is named ``xs_1``, a dict's entry ``d_k``."""
+    from verishape.compiler.export.checks import declared_dims as parse
 
-    # A ShapesCollection / AdditionalInputs resolved as torch.export and verishape.export
-    # resolve it (iterating one would index it by position, adding entries torch then
-    # cannot find among the inputs: the user's export failed under the audit).
-    dynamic_shapes = resolve_spec(module, args, kwargs, dynamic_shapes)
-    if dynamic_shapes is None:
-        return {}
-    fn = getattr(module, "forward", module)
-    try:
-        bound = inspect.signature(fn).bind(*args, **(kwargs or {}))
-    except (TypeError, ValueError):
-        return {}
-    combined = dict(bound.arguments)
-    if isinstance(dynamic_shapes, dict):
-        pairs = [(n, combined[n], s) for n, s in dynamic_shapes.items() if n in combined]
-    else:
-        pairs = list(zip(combined, combined.values(), dynamic_shapes))
     out: dict[str, Bounds] = {}
-    for name, value, spec in pairs:
-        _declare(name, value, spec, out)
+    for d in parse(module, args, kwargs, dynamic_shapes):
+        bounds = _bounds_of(d.spec)
+        if bounds is not None:
+            out[source_for("_".join(str(k) for k in d.path), d.dim)] = bounds
     return out
-
-
-def _declare(name: str, value: Any, spec: Any, out: dict[str, Bounds]) -> None:
-    if spec is None:
-        return
-    if isinstance(value, torch.Tensor):
-        for dim, s in _tensor_specs(spec, value.dim()).items():
-            b = _bounds_of(s)
-            if b is not None:
-                out[source_for(name, dim)] = b
-        return
-    if isinstance(value, (list, tuple)) and isinstance(spec, (list, tuple)):
-        for i, (v, s) in enumerate(zip(value, spec)):
-            _declare(f"{name}_{i}", v, s, out)
-    elif isinstance(value, dict) and isinstance(spec, dict):
-        for k, v in value.items():
-            if k in spec:
-                _declare(f"{name}_{k}", v, spec[k], out)
 
 
 def program_sources(frame: ExportFrame) -> dict[str, list[str]]:

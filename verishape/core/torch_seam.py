@@ -91,7 +91,8 @@ VOCABULARY = ("torch.utils._sympy.functions.FloorDiv", "torch.utils._sympy.funct
               "torch._functorch._aot_autograd.schemas.SerializableAOTDispatchCompiler",
               "torch._functorch.aot_autograd.aot_module_simplified", "torch._functorch.config.enable_autograd_cache",
               "torch._dynamo.config.capture_scalar_outputs", "torch._dynamo.config.capture_dynamic_output_shape_ops",
-              "torch.fx.experimental.recording.ShapeEnvEvent", "torch.fx.experimental.recording.record_shapeenv_event")
+              "torch.fx.experimental.recording.ShapeEnvEvent", "torch.fx.experimental.recording.record_shapeenv_event",
+              "torch.export.dynamic_shapes._combine_args", "torch.export.dynamic_shapes._DimHint")
 
 #: Wrapped, while widening lowers a generic compile, by compiler/widen/recompute.py (module,
 #: attribute path): layout computations recomputed at 1, Inductor's hint reads and its
