@@ -442,16 +442,24 @@ class _Unrecorded:
 UNRECORDED = _Unrecorded()
 
 
+def _node_layout(node: Any) -> tuple[Any, ...]:
+    """An Inductor IR node's sizes, strides (contiguous where it has no layout yet), dtype
+    and device."""
+    from torch._inductor import ir
+
+    size = tuple(sympy.sympify(e) for e in node.get_size())
+    stride = (node.get_layout().stride if ir.is_storage_and_layout(node)
+              else ir.FlexibleLayout.contiguous_strides(list(size)))
+    return size, tuple(sympy.sympify(e) for e in stride), node.get_dtype(), node.get_device()
+
+
 def _tracked_process_kernel(original: Any) -> Any:
     from torch._inductor import ir
     from torch.utils import _pytree as pytree
 
     def tensor_spec(node: Any) -> Any:
         try:
-            size = tuple(sympy.sympify(e) for e in node.get_size())
-            stride = (node.get_layout().stride if ir.is_storage_and_layout(node)
-                      else ir.FlexibleLayout.contiguous_strides(list(size)))
-            return ("tensor", size, tuple(sympy.sympify(e) for e in stride), node.get_dtype(), node.get_device())
+            return ("tensor", *_node_layout(node))
         except (AttributeError, NotImplementedError, TypeError):
             return None
 
@@ -471,54 +479,40 @@ def _tracked_process_kernel(original: Any) -> Any:
     return process_kernel
 
 
-def _tracked_stride_order(original: Any) -> Any:
-    def is_stride_ordered(*args: Any, **kwargs: Any) -> bool:
+def _tracked_predicate(original: Any, record: Callable[..., Any]) -> Any:
+    """``original`` (a yes/no layout check) recording each call as ``record(*args)`` made
+    it; a call ``record`` does not know (another signature, a sparse tensor) is not
+    recomputed (refused)."""
+    def check(*args: Any, **kwargs: Any) -> bool:
         try:
-            layout, order = args[:2]
-            call: StrideOrder | None = StrideOrder(tuple(sympy.sympify(e) for e in layout.size),
-                                                   tuple(sympy.sympify(e) for e in layout.stride),
-                                                   tuple(int(i) for i in order))
-        except (ValueError, TypeError, AttributeError, sympy.SympifyError):
-            call = None  # not the signature this knows: not recomputed (refused)
+            call = record(*args)
+        except (ValueError, TypeError, AttributeError, RuntimeError, sympy.SympifyError):
+            call = None
         out = _inside(call, original, args, kwargs)
         if call is not None:
             call.result, call.done = bool(out), True
         return out
 
-    is_stride_ordered._verishape_original = original  # type: ignore[attr-defined]
-    return is_stride_ordered
+    check._verishape_original = original  # type: ignore[attr-defined]
+    return check
+
+
+def _tracked_stride_order(original: Any) -> Any:
+    return _tracked_predicate(original, lambda layout, order, *_: StrideOrder(
+        tuple(map(sympy.sympify, layout.size)), tuple(map(sympy.sympify, layout.stride)), tuple(map(int, order))))
 
 
 def _tracked_dense(original: Any) -> Any:
-    def is_dense(*args: Any, **kwargs: Any) -> bool:
-        try:
-            (a,) = args
-            call: DenseCheck | None = DenseCheck(_exprs(a.shape), _exprs(a.stride()))
-        except (ValueError, TypeError, AttributeError, RuntimeError):
-            call = None  # not the signature this knows (or a sparse tensor): not recomputed (refused)
-        out = _inside(call, original, args, kwargs)
-        if call is not None:
-            call.result, call.done = bool(out), True
-        return out
-
-    is_dense._verishape_original = original  # type: ignore[attr-defined]
-    return is_dense
+    return _tracked_predicate(original, lambda a: DenseCheck(_exprs(a.shape), _exprs(a.stride())))
 
 
 def _tracked_conv_layout(original: Any) -> Any:
     import inspect
 
-    from torch._inductor import ir
-
     signature = inspect.signature(original)
 
     def operand(node: Any) -> Any:
-        if node is None:
-            return None
-        size = tuple(sympy.sympify(e) for e in node.get_size())
-        stride = (node.get_layout().stride if ir.is_storage_and_layout(node)
-                  else ir.FlexibleLayout.contiguous_strides(list(size)))
-        return size, tuple(sympy.sympify(e) for e in stride), node.get_dtype(), node.get_device()
+        return None if node is None else _node_layout(node)
 
     def record(args: Any, kwargs: Any) -> ConvLayout | None:
         try:

@@ -36,7 +36,8 @@ _MODS = (tf.Mod, tf.PythonMod, tf.ModularIndexing)
 SMALL_BOUNDS = (8, 16, 64, 256, 1024, 4096)
 
 
-def _where(sloc: Any) -> str | None:
+def user_line(sloc: Any) -> str | None:
+    """The user's line a guard was recorded at."""
     if sloc is None:
         return None
     return getattr(sloc, "maybe_user_loc", None) or str(sloc)
@@ -217,12 +218,7 @@ class FrameAuditor(StockFindings):
     def space_facts(self) -> list[sympy.Basic]:
         facts: list[sympy.Basic] = []
         for src, b in self.declared_bounds.items():
-            sym = self.symbol_of_source[src]
-            # Unevaluated: SymPy would fold 0 <= s to True for a positive s (see _plain_symbols).
-            if b.lower is not None:
-                facts.append(sympy.Le(b.lower, sym, evaluate=False))
-            if b.upper is not None:
-                facts.append(sympy.Le(sym, b.upper, evaluate=False))
+            facts += b.facts(self.symbol_of_source[src])  # see _plain_symbols
         for sym in self.env.var_to_range:
             # A data-dependent size (no input source) that torch knows is a size.
             if str(sym) not in self.sources and self._is_size(sym):
@@ -375,7 +371,7 @@ class FrameAuditor(StockFindings):
         for g in self.env.guards:
             if self.is_value_guard(g.expr):
                 srcs = sorted({src for sym in g.expr.free_symbols for src in names.get(str(sym), [])})
-                out.append({"guard": self.describe(g.expr), "source_line": _where(g.sloc), "sources": srcs})
+                out.append({"guard": self.describe(g.expr), "source_line": user_line(g.sloc), "sources": srcs})
         return out
 
     def _states_replacement(self, expr: sympy.Basic) -> bool:
@@ -405,7 +401,7 @@ class FrameAuditor(StockFindings):
         checks: list[Check] = []
         findings: list[Finding] = []
         index = self.frame.index
-        guards = [(g.expr, _where(g.sloc)) for g in self.env.guards if not self.is_value_guard(g.expr)]
+        guards = [(g.expr, user_line(g.sloc)) for g in self.env.guards if not self.is_value_guard(g.expr)]
         for expr, where in guards:
             rewritten = self.env.replace(expr)
             if rewritten.is_Boolean and not rewritten.free_symbols and expr.free_symbols:

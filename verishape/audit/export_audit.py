@@ -8,7 +8,7 @@ from typing import Any
 
 import sympy
 
-from .analyze import FrameAuditor
+from .analyze import FrameAuditor, user_line
 from .records import Check, Finding, FrameAudit
 from .exports import ExportFrame, is_range_guard, program_sources, range_facts, runtime_asserts
 from .space import Bounds
@@ -67,7 +67,7 @@ class ExportAuditor(FrameAuditor):
             expr = self.env.replace(g.expr)
             if expr is sympy.true or (is_range_guard(expr) and ep is not None):
                 continue  # folded into range_constraints, checked above
-            c = self.check("guard", g.expr, _where(g.sloc), space, self.other_guards(expr))
+            c = self.check("guard", g.expr, user_line(g.sloc), space, self.other_guards(expr))
             checks.append(c)
             findings += self._finding("guard_not_implied", c, c.isolation_note or
                                       "the exported program checks this guard and rejects these declared inputs")
@@ -103,9 +103,3 @@ class ExportAuditor(FrameAuditor):
             kind = kind.replace("_not_implied", "_undecided")
         return [Finding(kind, self.frame.index, c.expr, c.source_line, c.counterexample, detail=detail,
                         isolation=c.isolation, also_breaks=c.also_breaks, isolation_note=c.isolation_note)]
-
-
-def _where(sloc: Any) -> str | None:
-    if sloc is None:
-        return None
-    return getattr(sloc, "maybe_user_loc", None) or str(sloc)

@@ -62,6 +62,12 @@ class Bounds:
     upper: int | None
     origin: str
 
+    def facts(self, sym: sympy.Symbol) -> list[sympy.Basic]:
+        """``lower <= sym <= upper`` as facts, unevaluated: SymPy would fold ``0 <= s`` to True
+        for a positive ``s``."""
+        return ([] if self.lower is None else [sympy.Le(self.lower, sym, evaluate=False)]) + \
+            ([] if self.upper is None else [sympy.Le(sym, self.upper, evaluate=False)])
+
     def describe(self, source: str) -> str:
         lo = "" if self.lower is None else f"{self.lower} <= "
         hi = "" if self.upper is None else f" <= {self.upper}"

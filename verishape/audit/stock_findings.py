@@ -142,11 +142,7 @@ class StockFindings:
         and the ``--assume`` facts whose sources are all in ``own``."""
         facts: list[sympy.Basic] = []
         for src, sym in own.items():
-            b = self.declared_bounds.get(src, DEFAULT_BACKED)
-            if b.lower is not None:
-                facts.append(sympy.Le(b.lower, sym, evaluate=False))
-            if b.upper is not None:
-                facts.append(sympy.Le(sym, b.upper, evaluate=False))
+            facts += self.declared_bounds.get(src, DEFAULT_BACKED).facts(sym)
         for a, _ in self.frame_assumptions:
             if all(src in own for src in a.sources.values()):
                 facts.append(a.expr.xreplace({ph: own[src] for ph, src in a.sources.items()}))

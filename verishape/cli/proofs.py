@@ -33,7 +33,6 @@ from verishape.core.errors import UsageError, check_writable
 
 _VERDICTS = ("proved", "refuted", "unknown")
 _KINDS = ("compile", "export", "audit", "fuzz", "minimize", "query")
-_OFF = frozenset({"off", "0", "", "none"})
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
@@ -124,16 +123,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def store_path(explicit: str | None) -> Path:
-    """--store, else $VERISHAPE_PROOF_STORE, else the user's cache folder (as the store does)."""
+    """--store, else the store's own rule ($VERISHAPE_PROOF_STORE, else the cache folder)."""
     if explicit is not None:
         return Path(explicit).expanduser()
-    env = os.environ.get("VERISHAPE_PROOF_STORE")
-    if env is not None:
-        if env.strip().lower() in _OFF:
-            raise UsageError(f"the proof store is off (VERISHAPE_PROOF_STORE={env!r}); pass --store PATH")
-        return Path(env).expanduser()
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "verishape" / "proofs.sqlite"
+    from verishape.proofs import store
+
+    path = store.configured_path()
+    if path is None:
+        raise UsageError(f"the proof store is off ({store.ENV_VAR}={os.environ.get(store.ENV_VAR)!r}); "
+                         "pass --store PATH")
+    return path
 
 
 @contextmanager
