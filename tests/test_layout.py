@@ -103,6 +103,20 @@ def test_every_folder_is_a_layer_or_a_front_door():
     assert set(FOLDERS.values()) == {"verishape", *(f"verishape.{name}" for name in LAYERS if name != "core")}
 
 
+def test_no_module_over_600_lines_and_no_function_over_80():
+    """Sizes a reader can hold: a longer module or function is split where it has two jobs."""
+    too_long = []
+    for path in _modules().values():
+        source = path.read_text()
+        if source.count("\n") > 600:
+            too_long.append(f"{path.relative_to(ROOT)}: {source.count(chr(10))} lines")
+        too_long += [f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {node.end_lineno - node.lineno + 1} lines"
+                     for node in ast.walk(ast.parse(source))
+                     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                     and node.end_lineno - node.lineno + 1 > 80]
+    assert too_long == []
+
+
 def test_imports_go_down_the_layers(graph):
     upward = sorted(f"{a} ({layer(a)[1]}) imports {b} ({layer(b)[1]})"
                     for a, targets in graph.items() for b in targets
