@@ -10,7 +10,7 @@ import sympy
 
 from .analyze import FrameAuditor, user_line
 from .records import Check, Finding, FrameAudit
-from .exports import ExportFrame, is_range_guard, program_sources, range_facts, runtime_asserts
+from .exports import ExportFrame, is_range_guard, program_sources, program_range_facts, runtime_asserts
 from .space import Bounds
 
 
@@ -58,7 +58,7 @@ class ExportAuditor(FrameAuditor):
         findings: list[Finding] = []
         ep = self.frame.program
         if ep is not None:
-            for _sym, fact in range_facts(ep, self.sources):
+            for _sym, fact in program_range_facts(ep, self.sources):
                 c = self.check("range_constraint", fact, None, space)
                 checks.append(c)
                 findings += self._finding("range_not_implied", c,

@@ -122,22 +122,15 @@ def _dim_words(spec: Any) -> str:
     return str(spec)
 
 
-def _bounds_of(spec: Any) -> Bounds | None:
-    """A ``Dim`` / ``Dim.AUTO(min=..)`` as declared bounds; None for a static dimension.
-    Without a range, a dynamic dimension is undeclared: stock torch's ``[2, oo)``."""
-    if spec is None:
+def _bounds_of(d: Any) -> Bounds | None:
+    """A declared dimension (:class:`verishape.compiler.export.checks.Declared`) as the
+    audit's bounds; None for a static one.  Without a range, a dynamic dimension is
+    undeclared: stock torch's ``[2, oo)``."""
+    if d.label == "Dim.STATIC":
         return None
-    hint = getattr(spec, "type", None)
-    if hint is not None and getattr(hint, "name", "") == "STATIC":
-        return None
-    if isinstance(spec, int):
-        return None
-    lo, hi = getattr(spec, "min", None), getattr(spec, "max", None)
-    hi = None if hi is None or not _finite(hi) else int(hi)
-    lo = None if lo is None else int(lo)
-    if lo is None and hi is None:
-        return Bounds(DEFAULT_BACKED.lower, None, f"{_dim_words(spec)}: undeclared range, stock torch's [2, oo)")
-    return Bounds(lo if lo is not None else DEFAULT_BACKED.lower, hi, _dim_words(spec))
+    if d.low is None and d.high is None:
+        return Bounds(DEFAULT_BACKED.lower, None, f"{_dim_words(d.spec)}: undeclared range, stock torch's [2, oo)")
+    return Bounds(d.low if d.low is not None else DEFAULT_BACKED.lower, d.high, _dim_words(d.spec))
 
 
 def _finite(value: Any) -> bool:
@@ -155,7 +148,7 @@ def declared_dims(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
 
     out: dict[str, Bounds] = {}
     for d in parse(module, args, kwargs, dynamic_shapes):
-        bounds = _bounds_of(d.spec)
+        bounds = _bounds_of(d)
         if bounds is not None:
             out[source_for("_".join(str(k) for k in d.path), d.dim)] = bounds
     return out
@@ -210,7 +203,7 @@ def runtime_asserts(ep: Any) -> list[sympy.Basic]:
     return out
 
 
-def range_facts(ep: Any, sources: dict[str, list[str]]) -> list[tuple[sympy.Symbol, sympy.Basic]]:
+def program_range_facts(ep: Any, sources: dict[str, list[str]]) -> list[tuple[sympy.Symbol, sympy.Basic]]:
     """Each finite bound of ``range_constraints`` on an input size, as a fact."""
     out = []
     for sym, vr in ep.range_constraints.items():
