@@ -12,19 +12,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .prover import (
-        Prover,
-        Stats,
-        asked_by,
-        current_asker,
-        decide,
-        default_prover,
-        prove,
-        recheck,
-        smtlib,
-        stats,
-    )
     from verishape.proofs.result import PROVED, REFUTED, UNKNOWN, Limits, SolveResult
+
+    from .prover import (Prover, Stats, asked_by, current_asker, decide, default_prover, prove, recheck, smtlib,
+                         stats)
 
 #: Exported name -> the module defining it, imported on first use (PEP 562): importing
 #: ``verishape.solvers`` for its result types (which live in the standard-library-only
@@ -45,20 +36,5 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-__all__ = [
-    "PROVED",
-    "REFUTED",
-    "UNKNOWN",
-    "Limits",
-    "Prover",
-    "SolveResult",
-    "Stats",
-    "asked_by",
-    "current_asker",
-    "decide",
-    "default_prover",
-    "prove",
-    "recheck",
-    "smtlib",
-    "stats",
-]
+__all__ = ["PROVED", "REFUTED", "UNKNOWN", "Limits", "Prover", "SolveResult", "Stats", "asked_by", "current_asker",
+           "decide", "default_prover", "prove", "recheck", "smtlib", "stats"]

@@ -296,7 +296,9 @@ class Prover:
                 script.append(to_smtlib(query, solver=s))
             answer = s.check()
             if answer == z3.unsat:
-                vacuous = not _satisfied_by(assumptions, witness) and self._is_vacuous(query, limits)
+                # A witness that satisfies the assumptions shows them consistent: no second solve.
+                consistent = witness is not None and concrete.holds(assumptions, witness)
+                vacuous = not consistent and self._is_vacuous(query, limits)
                 return SolveResult(PROVED, vacuous=vacuous, exact=exact, time_s=time.perf_counter() - start)
             if answer == z3.sat:
                 return self._refutation(query, s.model(), ctx, exact, start)
@@ -350,11 +352,6 @@ def _texts(goal: sympy.Basic, assumptions: tuple[sympy.Basic, ...]) -> tuple[str
     from verishape.proofs.record import dump_expr
 
     return dump_expr(goal), [dump_expr(a) for a in assumptions]
-
-
-def _satisfied_by(assumptions: tuple[sympy.Basic, ...], witness: dict[sympy.Symbol, Value] | None) -> bool:
-    """Whether ``witness`` makes every assumption true (so they are not contradictory)."""
-    return witness is not None and concrete.holds(assumptions, witness)
 
 
 def _model_value(model: z3.ModelRef, var: z3.ExprRef) -> Value:

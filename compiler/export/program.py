@@ -37,7 +37,7 @@ from torch.utils._sympy.value_ranges import ValueRanges
 
 from verishape.core import locations, sources
 from verishape.core.decisions import DecisionLog
-from verishape.core.premises import newest_unbacked, relevant, unbacked_index
+from verishape.core.premises import finite, relevant
 from verishape.core.shape_env import VeriShapeEnv, guard_minimization
 
 from .. import frames
@@ -101,19 +101,6 @@ class ExportShapeEnv(VeriShapeEnv):
             yield
         finally:
             self._vs_extra = saved
-
-    def _emitted_asserts(self, goal: sympy.Basic, kind: str) -> list[sympy.Basic]:
-        """The deferred runtime asserts (the graph's ``_assert_scalar`` nodes); when an
-        assert is being discharged, only those emitted no later than it (rule 4)."""
-        limit = newest_unbacked(goal) if kind == "assert_discharged" else None
-        pool: list[sympy.Basic] = []
-        for key, asserts in self.deferred_runtime_asserts.items():
-            if limit is not None and key is not None:
-                index = unbacked_index(key)
-                if index is None or index > limit:
-                    continue
-            pool.extend(ra.expr for ra in asserts)
-        return pool
 
     def _checked_range(self, symbol: sympy.Symbol, vr: Any) -> Any:
         if getattr(vr, "is_bool", False) or not symbol_is_type(symbol, (SymT.SIZE, SymT.FLOAT)):
@@ -228,16 +215,16 @@ class ExportShapeEnv(VeriShapeEnv):
         out = []
         for s, vr in bounds.items():
             checked = self._checked_range(s, self.var_to_range.get(s, vr))
-            if _finite_number(vr.lower) and vr.lower != checked.lower:
+            if finite(vr.lower) and vr.lower != checked.lower:
                 out.append(sympy.Ge(s, vr.lower, evaluate=False))
-            if _finite_number(vr.upper) and vr.upper != checked.upper:
+            if finite(vr.upper) and vr.upper != checked.upper:
                 out.append(sympy.Le(s, vr.upper, evaluate=False))
         return out
 
 
 def _weaker_lower(traced: Any, checked: Any) -> list[Any]:
     """Ranges between the checked and the traced one, weakest first (lower bound 1 before 2)."""
-    if not (_finite_number(traced.lower) and _finite_number(checked.lower)):
+    if not (finite(traced.lower) and finite(checked.lower)):
         return []
     return [ValueRanges(b, traced.upper) for b in range(int(checked.lower) + 1, int(traced.lower))]
 
@@ -255,10 +242,6 @@ def declared_for(env: Any, symbol: sympy.Symbol,
         if found is not None:
             return found
     return None
-
-
-def _finite_number(bound: Any) -> bool:
-    return isinstance(bound, sympy.Integer)
 
 
 _envs_lock = threading.Lock()

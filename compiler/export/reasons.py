@@ -168,7 +168,7 @@ def _proved_core(env: VeriShapeEnv, goal: sympy.Basic, chosen: list[sympy.Basic]
     if len(core) <= _CORE_LIMIT:
         for fact in list(core):
             trial = [f for f in core if f is not fact]
-            if premises.narrowed(trial).ask(goal, "constraint_reason") is not None:
+            if dataclasses.replace(premises, facts=trial).ask(goal, "constraint_reason") is not None:
                 core = trial
     # Shown as the recorded facts, then the range facts in symbol order (a recorded fact
     # that is also a range fact is shown among the ranges).

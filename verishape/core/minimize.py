@@ -93,8 +93,10 @@ def divisor_symbols(exprs: Sequence[sympy.Basic], prover: solvers.Prover,
     for e in exprs:
         for node in e.atoms(*_DIVIDING):
             for divisor in node.args[1:]:
+                if not divisor.free_symbols:
+                    continue
                 premises = Premises(range_facts(divisor.free_symbols, ranges or {}, size_like=size_like))
-                if divisor.free_symbols and premises.ask(sympy.Ne(divisor, 0), "divisor_nonzero", prover=prover) is None:
+                if premises.ask(sympy.Ne(divisor, 0), "divisor_nonzero", prover=prover) is None:
                     out |= divisor.free_symbols
     return out
 

@@ -216,10 +216,6 @@ class Premises:
             witness = {to_plain.get(s, s): int(hints[s]) for s in symbols}
         return cls(list(dict.fromkeys(f for f in renamed + ranged if f is not sympy.true)), to_plain, witness)
 
-    def narrowed(self, facts: Iterable[sympy.Basic]) -> Premises:
-        """These premises with only ``facts`` (already over the plain symbols)."""
-        return Premises(list(facts), self.to_plain, self.witness)
-
     @contextlib.contextmanager
     def assuming(self, *extra: sympy.Basic) -> Iterator[Premises]:
         """Inside the block, ``extra`` (over the caller's symbols) are premises too."""

@@ -109,12 +109,6 @@ def _origin(env: ShapeEnv, symbol: sympy.Symbol) -> sympy.Symbol:
 _install_lock = threading.Lock()
 _installed = False
 
-#: Modules that bound ``insert_deferred_runtime_asserts`` at import time (Dynamo's output
-#: graph, export's final pass, ``run_decompositions``), and the defining module for
-#: callers that import it at call time; the list lives in the seam, which probes it.
-_ASSERT_PASS_USERS = torch_seam.ASSERT_PASS_MODULES
-
-
 def install() -> None:
     """Hook the two torch steps involved (idempotent).  Both hooks call stock first and
     change nothing for a ShapeEnv without recorded replacements (every stock env).
@@ -136,7 +130,7 @@ def install() -> None:
 
         stock_pass = runtime_assert.insert_deferred_runtime_asserts
         wrapped_pass = _with_replacement_asserts(stock_pass)
-        for name in _ASSERT_PASS_USERS:
+        for name in torch_seam.ASSERT_PASS_MODULES:
             module = importlib.import_module(name)
             if getattr(module, "insert_deferred_runtime_asserts", None) is stock_pass:
                 module.insert_deferred_runtime_asserts = wrapped_pass  # type: ignore[attr-defined]

@@ -228,13 +228,6 @@ class VeriShapeEnv(ShapeEnv):
         self.verishape_log.undecided += 1
         return None
 
-    def _size_hints(self, exprs: list[sympy.Basic]) -> dict[sympy.Symbol, int] | None:
-        """The current size hints, when they cover every symbol of ``exprs``: real
-        inputs satisfy every guard, so they show the guards are consistent."""
-        symbols = set().union(*(e.free_symbols for e in exprs)) if exprs else set()
-        hints = self.backed_var_to_val
-        return {s: int(hints[s]) for s in symbols} if symbols <= hints.keys() else None
-
     def _candidates(self, goal: sympy.Basic) -> list[tuple[bool, sympy.Basic]]:
         """What to try proving.  With every symbol backed, the hint tells which answer
         could possibly be proved, so one query suffices (refute cheaply at the hints)."""
@@ -252,20 +245,26 @@ class VeriShapeEnv(ShapeEnv):
         """The facts that may be assumed for ``goal`` (see :meth:`Premises.gather`), with the
         size hints as witness.  None when nothing may be decided."""
         if axioms is None:
-            pool = [g.expr for g in self.guards]
-            limit = newest_unbacked(goal) if kind == "assert_discharged" else None
-            for key, asserts in self.deferred_runtime_asserts.items():
-                # Rule 4: an assert may lean only on asserts emitted no later than itself.
-                if limit is not None and key is not None:
-                    index = unbacked_index(key)
-                    if index is None or index > limit:  # unknown order (e.g. a float symbol): not a premise
-                        continue
-                pool.extend(ra.expr for ra in asserts)
+            pool = [*(g.expr for g in self.guards), *self._emitted_asserts(goal, kind)]
         else:
             pool = list(axioms)
         ranges = dict(var_to_range) if var_to_range is not None else self.var_to_range
         return Premises.gather(goal, (self.replace(p) for p in pool), ranges, size_like=self.size_like,
                                size_oblivious=size_oblivious, hints=self.backed_var_to_val)
+
+    def _emitted_asserts(self, goal: sympy.Basic, kind: str) -> list[sympy.Basic]:
+        """The deferred runtime asserts (the graph's ``_assert_scalar`` nodes); when an
+        assert is being discharged, only those emitted no later than it (rule 4; an assert
+        of unknown order, such as one on a float symbol, is not a premise then)."""
+        limit = newest_unbacked(goal) if kind == "assert_discharged" else None
+        pool: list[sympy.Basic] = []
+        for key, asserts in self.deferred_runtime_asserts.items():
+            if limit is not None and key is not None:
+                index = unbacked_index(key)
+                if index is None or index > limit:
+                    continue
+            pool.extend(ra.expr for ra in asserts)
+        return pool
 
     def _source_line(self) -> str | None:
         """The user's line that asked (never a torch or verishape frame; see ``locations``)."""
@@ -334,8 +333,11 @@ class VeriShapeEnv(ShapeEnv):
                 # Only input symbols get a range check in the installed guard code, so only
                 # their ranges may serve as premises.
                 installed_ranges = {s: r for s, r in self.var_to_range.items() if self.var_to_sources.get(s)}
+                # The real sizes satisfy every guard (a symbol they leave out: no shortcut).
+                hints = {s: int(v) for s, v in self.backed_var_to_val.items()
+                         if isinstance(v, (int, sympy.Integer))}
                 result = minimize_guards(exprs, installed_ranges, current_prover(), size_like=self.size_like,
-                                         witness=self._size_hints(exprs), tighten_ranges=tighten)
+                                         witness=hints, tighten_ranges=tighten)
             except Exception as exc:  # noqa: BLE001 - logged as a bug; the stock list is installed
                 log.warning("verishape: guard minimization failed, installing stock guards "
                             "(this is a verishape bug): %r", exc)
