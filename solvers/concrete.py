@@ -81,6 +81,26 @@ def _is_float(v: Number) -> bool:
     return isinstance(v, float)
 
 
+#: The largest exact result (in bits) a power or a shift is computed to.  Points come from
+#: solver models and from the refutation tier, which tries sizes past int64 (``2**64``):
+#: ``2 ** 2**64`` would take the process's memory and hang the compile that asked.  Past
+#: this the value is Unevaluable, which decides nothing (stock behaviour).
+MAX_BITS = 1 << 16
+
+
+def _sized(bits: int) -> None:
+    if bits > MAX_BITS:
+        raise Unevaluable(f"a result of about {bits} bits is not computed here (more than {MAX_BITS})")
+
+
+def _natural_power(b: int | fractions.Fraction, n: int) -> int | fractions.Fraction:
+    """``b ** n`` for ``n >= 0``, refusing results larger than :data:`MAX_BITS`."""
+    if b not in (0, 1, -1):
+        f = fractions.Fraction(b)
+        _sized(n * max(abs(f.numerator).bit_length(), f.denominator.bit_length()))
+    return b**n
+
+
 def _require(cond: bool, why: str) -> None:
     if not cond:
         raise Undefined(why)
@@ -170,8 +190,8 @@ class _Evaluator:
         b = _exact(self.eval(base))
         if n < 0:
             _require(b != 0, "zero to a negative power")
-            return _norm(fractions.Fraction(1) / (fractions.Fraction(b) ** -n))
-        return b**n
+            return _norm(fractions.Fraction(1) / _natural_power(fractions.Fraction(b), -n))
+        return _natural_power(b, n)
 
     def _function(self, e: sympy.Basic) -> Number:
         for handler in (self._division, self._choice, self._real, self._powers_and_bits):
@@ -263,10 +283,12 @@ class _Evaluator:
         if isinstance(e, tf.PowByNatural):
             b, n = (self._int(x) for x in args)
             _require(n >= 0, "PowByNatural with a negative exponent")
-            return b**n
+            return _natural_power(b, n)
         if isinstance(e, tf.LShift):
             a, s = (self._int(x) for x in args)
             _require(s >= 0, "negative shift count")
+            if a:
+                _sized(a.bit_length() + s)
             return a << s
         if isinstance(e, tf.RShift):
             a, s = (self._int(x) for x in args)

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import pytest
 import sympy
 from torch._dynamo.source import ConstantSource
 from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
@@ -118,3 +119,24 @@ def test_evaluate_expr_adds_no_traversal_to_a_cached_answer(monkeypatch):
         counts[cls.__name__] = calls["n"]
         monkeypatch.undo()
     assert counts["VeriShapeEnv"] == counts["ShapeEnv"]
+
+
+def test_a_huge_power_or_shift_at_a_tried_point_is_unevaluable_not_a_hang():
+    """The first tier tries sizes past int64 (2**64): ``2**s`` or ``x << s`` there would take
+    the process's memory.  Such a result is Unevaluable (decides nothing) and refutation
+    moves on to a point it can evaluate."""
+    import time
+
+    from torch.utils._sympy.functions import LShift, PowByNatural
+
+    from verishape.solvers import concrete
+
+    s = sympy.Symbol("s", integer=True)
+    start = time.perf_counter()
+    for expr in (PowByNatural(2, s), LShift(3, s), sympy.Pow(sympy.Rational(1, 2), s)):
+        with pytest.raises(concrete.Unevaluable):
+            concrete.evaluate(expr, {s: 2**64})
+    assert concrete.evaluate(PowByNatural(2, s), {s: 100}) == 2**100
+    point = refute.counterexample(sympy.Lt(PowByNatural(2, s), 10**9), [sympy.Ge(s, 0)], {s: 3})
+    assert point is not None and 2 ** point[s] >= 10**9
+    assert time.perf_counter() - start < 5
