@@ -32,6 +32,7 @@ import torch.utils._pytree as pytree
 
 from verishape.compiler import frames as frames_mod
 from verishape.core import torch_seam
+from verishape.core.premises import finite
 
 from .frame import Frame, classify_compile_error
 from .space import DEFAULT_BACKED, Bounds, linear_bound, parse_source, source_for
@@ -133,11 +134,6 @@ def _bounds_of(d: Any) -> Bounds | None:
     return Bounds(d.low if d.low is not None else DEFAULT_BACKED.lower, d.high, _dim_words(d.spec))
 
 
-def _finite(value: Any) -> bool:
-    """An integer bound (torch's ``int_oo`` and SymPy's infinities are not)."""
-    return isinstance(value, (int, sympy.Integer)) and not isinstance(value, bool)
-
-
 def declared_dims(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
                   dynamic_shapes: Any) -> dict[str, Bounds]:
     """Source -> bounds of every dimension ``dynamic_shapes`` makes dynamic, read off the
@@ -211,7 +207,7 @@ def program_range_facts(ep: Any, sources: dict[str, list[str]]) -> list[tuple[sy
             continue
         for bound, make in ((vr.lower, lambda b: sympy.Le(b, sym, evaluate=False)),
                             (vr.upper, lambda b: sympy.Le(sym, b, evaluate=False))):
-            if _finite(bound):
+            if finite(bound):
                 out.append((sym, make(sympy.Integer(int(bound)))))
     return out
 
