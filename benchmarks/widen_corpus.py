@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -33,10 +34,16 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--backend", choices=("inductor", "aot_eager", "both"), default="both")
     ap.add_argument("--only", default="", help="comma-separated program names (default: all)")
-    ap.add_argument("--device", default=None, help="cuda: inputs and created tensors on the GPU (default: CPU)")
+    ap.add_argument("--device", default=None, help="cuda: inputs and created tensors on the GPU; triton-cpu: on the CPU with Inductor's "
+                    "Triton codegen, kernels in Triton's interpreter (default: CPU, C++ codegen)")
     ap.add_argument("--shard", default="0/1", help="i/n: every n-th program from the i-th (default 0/1: all)")
     ap.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "widen_corpus.json")
     args = ap.parse_args(argv)
+    if args.device == "triton-cpu":
+        if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
+            print("widen_corpus: --device triton-cpu needs TRITON_INTERPRET=1 before Triton is imported", file=sys.stderr)
+            return 2
+        os.environ["TRITON_INTERPRET"] = "1"  # before torch imports Triton: its library is interpreted
     try:
         shard, shards = (int(p) for p in args.shard.split("/"))
         if not 0 <= shard < shards:
@@ -60,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     cases = [c for i, c in enumerate(CASES) if i % shards == shard and (not only or c.name in only)]
     skipped: dict[str, str] = {}
-    if args.device not in (None, "cpu"):
+    if args.device is not None and args.device.startswith("cuda"):
         for c in list(cases):
             why = _raises_on_cpu(c)
             if why:
@@ -113,6 +120,8 @@ def _raises_on_cpu(case: object) -> str | None:
 def _device_name(device: str | None) -> str:
     import torch
 
+    if device == "triton-cpu":
+        return "cpu (Inductor's Triton codegen, kernels in Triton's interpreter)"
     return torch.cuda.get_device_name() if device and device.startswith("cuda") else "cpu"
 
 

@@ -136,8 +136,13 @@ def size_goals(k: Any, merged: set[sympy.Symbol], sub: dict[sympy.Symbol, sympy.
 
 def _prove_one(prover: Any, goal: sympy.Basic, premises: list[sympy.Basic], hints: dict[sympy.Symbol, int],
                what: str) -> Any:
-    """A proof record when ``premises`` imply ``goal`` (not vacuously), else None."""
+    """A proof record when ``premises`` imply ``goal`` (not vacuously), else None: also when
+    the symbols cannot be renamed to plain integers without merging two of them
+    (:func:`~verishape.core.premises.plain_symbols` says "must not decide"), as every other
+    door of :class:`~verishape.core.premises.Premises` does."""
     from verishape.core.premises import Premises, plain_symbols
 
-    to_plain = plain_symbols([goal, *premises], None) or {}
+    to_plain = plain_symbols([goal, *premises], None)
+    if to_plain is None:
+        return None
     return Premises.stated(premises, to_plain, hints).ask(goal, "specialization_widened", where=what, prover=prover)

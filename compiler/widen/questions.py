@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -80,6 +81,29 @@ SITES: dict[str, tuple[str, Any]] = {
 }
 
 
+#: Functions whose own branch conditions (a question asked directly in them, the innermost
+#: site; questions of the functions they call are not covered) only choose among results
+#: that are each right wherever their own checks hold: why.
+DIRECT_SITES: dict[str, str] = {
+    # torch 2.11's pattern-matcher recheck (``register_replacement``'s check_fn) asks
+    # ``statically_known_true(v != a)`` of its arguments' sizes, as 2.13's ``refresh_arg``
+    # does (:data:`SITES`): only to choose which sizes the retraced search pattern takes as
+    # inputs, so it decides whether a replacement matches, and a matched replacement computes
+    # what it replaces at every size.  Only the questions asked in check_fn's own body: its
+    # ``extra_check`` and the retrace ask their own
+    "register_replacement.<locals>.check_fn": SITES["refresh_arg"][0],
+    # Triton/SIMD tiling: "is this size larger than the group?" and "is it 1?" pick how a
+    # node's iteration space is split across the kernel's groups; every branch builds an
+    # exact decomposition index = size2*i1 + i2 of the same space.  What makes one valid at a
+    # point is checked on its own: each factor divides (``add_range``'s
+    # statically_known_multiple_of, recorded and proved at 1 where its answer changes), the
+    # groups are used up (the final ``guarding_hint_or_throw(remaining) == 1``, a guarding
+    # hint: an answer proved at 1), and every loop range is at least 1 (the size rule)
+    "_split_iteration_ranges": "a tiling split (which exact decomposition of the iteration space; its divisors, "
+                               "its use of every group and its sizes are checked at 1 on their own)",
+}
+
+
 @dataclasses.dataclass(frozen=True)
 class Question:
     """One static answer that needed a lower bound of 2."""
@@ -97,6 +121,8 @@ class Question:
     #: the layout computation (a view's strides, a convolution's output layout) the
     #: question was asked in, if any: the answer is moot where its result is right at 1
     computed_in: Any = None
+    #: how the caller reads the answer (a value of :data:`NON_GUARDING_READS`; None: as given)
+    reading: str | None = None
 
     def describe(self) -> str:
         where = " <- ".join(self.site[:3]) or "?"
@@ -110,6 +136,8 @@ class Question:
             if self.computed_in.right_at(sub):
                 return self.computed_in.why, sympy.true
             return None
+        if self.site and self.site[0] in DIRECT_SITES:
+            return DIRECT_SITES[self.site[0]], sympy.true
         for name in self.site:
             if name in SITES:
                 why, names = SITES[name]
@@ -145,7 +173,8 @@ class QuestionLog:
         """Called with every static answer of the env while the log is installed."""
         if self._busy or not (expr.free_symbols & self.candidates):
             return
-        key = (expr, size_oblivious, axioms, var_to_range)
+        reading = _reading()
+        key = (expr, size_oblivious, axioms, var_to_range, reading)
         if key in self._seen:
             return
         self._seen.add(key)
@@ -162,12 +191,69 @@ class QuestionLog:
                                 var_to_range=tuple(widened.items()))
         finally:
             self._busy = False
-        if again == answer:
-            return
+        if again == answer or (reading is not None and _same_action(reading, again, answer)):
+            return  # the caller acts the same on both answers: the same decision with the lower bound 1
         extra = tuple((s, vr) for s, vr in ranges.items() if s not in env.var_to_range)
         site, operands = _site()
         self.questions.append(Question(expr, answer, extra, tuple(axioms or ()), site, operands,
-                                       recompute.current_call()))
+                                       recompute.current_call(), reading))
+
+
+#: Callers of ``_maybe_evaluate_static`` that never guard, and which answers they act on
+#: (the seam's registry names them, ``torch_seam.WIDENING_REGISTRY``): (file tail, function)
+#: -> "true" (only a True answer acts: ``statically_known_*``, ``_simplify_with_ranges``'s
+#: ``statically_known``, and ``guard_or_false`` under backed-size-oblivious, which falls back
+#: to False), "false" (only False acts) or "not_false" (``guard_or_true``: only False acts,
+#: unknown falls back to True).  A static answer that is False with the lower bound 2 and
+#: unknown with the lower bound 1 is read as False by a "true" caller both ways: the lowering
+#: decides the same with sizes from 1, so its branch (the general one: ``ModularIndexing``
+#: rather than ``FloorDiv``, a looped rather than a persistent reduction, no split) holds at 1
+#: by construction, with nothing trusted beyond what every other unchanged answer trusts.
+NON_GUARDING_READS: dict[tuple[str, str], str] = {
+    ("_inductor/sizevars.py", "statically_known_true"): "true",
+    ("_inductor/sizevars.py", "statically_known"): "true",
+    ("_inductor/sizevars.py", "guard_or_false"): "true",
+    ("_inductor/sizevars.py", "guard_or_true"): "not_false",
+    ("experimental/symbolic_shapes.py", "statically_known_true"): "true",
+    ("experimental/symbolic_shapes.py", "statically_known_false"): "false",
+}
+#: functions between such a caller and the static evaluation that pass the answer through
+_PASS_THROUGH = ("_static_eval_sym_bool",)
+
+
+def _reading() -> str | None:
+    """How the caller of the static evaluation being observed reads its answer (a value of
+    :data:`NON_GUARDING_READS`), or None: every answer counts as given."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_name != "_maybe_evaluate_static":
+        frame = frame.f_back
+    while frame is not None and frame.f_code.co_name in ("_maybe_evaluate_static", *_PASS_THROUGH):
+        frame = frame.f_back
+    if frame is None:
+        return None
+    filename = frame.f_code.co_filename.replace("\\", "/")
+    for (tail, name), reading in NON_GUARDING_READS.items():
+        if frame.f_code.co_name == name and filename.endswith(tail):
+            return reading
+    return None
+
+
+def _same_action(reading: str, a: Any, b: Any) -> bool:
+    """Whether a caller reading answers as ``reading`` acts the same on ``a`` and ``b``
+    (both truth values or unknown; anything else is not read as a truth value: False)."""
+    truth = (None, sympy.true, sympy.false, True, False)
+    if a not in truth or b not in truth:
+        return False
+    return _acts(reading, a) == _acts(reading, b)
+
+
+def _acts(reading: str, answer: Any) -> bool:
+    """Whether a caller reading answers as ``reading`` takes its acting branch on ``answer``."""
+    if reading == "true":
+        return answer is not None and bool(answer)
+    if reading == "false":
+        return answer is not None and not bool(answer)
+    return answer is None or bool(answer)  # not_false
 
 
 #: Inductor functions (the innermost one asking) whose guarding-hint reads only steer a
@@ -177,6 +263,10 @@ HEURISTIC_HINT_SITES = ("expand", "repeat", "unfold")
 #: ``sizevars`` functions whose hint read decides nothing: ``to_symint_or_int`` attaches the
 #: hint to a new SymInt, whose every use guards or is answered statically (both checked at 1)
 HINT_ATTACHING = ("to_symint_or_int",)
+#: Inductor's 32-bit indexing check (``utils.expr_fits_within_32bit``): its hint read answers
+#: "does this index fit in 32 bits", which is what must hold at 1 (:func:`_observe_hint`)
+INDEX_WIDTH_SITE = "expr_fits_within_32bit"
+INT32_MAX = 2**31 - 1
 
 
 def _on_hint(sizevars: Any, kind: str, expr: Any, value: Any, caller: str) -> None:
@@ -214,6 +304,15 @@ def _observe_hint(log: QuestionLog, kind: str, expr: Any, value: Any, caller: st
         return
     site, _ = _site()
     where = site[0] if site else "?"
+    if where == INDEX_WIDTH_SITE and kind == "guarding" and isinstance(value, (int, sympy.Integer)):
+        # ``hint <= INT32_MAX`` chooses 32-bit indexing (the caller then guards ``expr <=
+        # INT32_MAX``); above it, 64-bit indexing, right at every size.  What the kernel relies
+        # on is the bound, not the hint: that is the answer that must hold at 1.
+        if int(value) <= INT32_MAX:
+            log.questions.append(Question(sympy.Le(expr, INT32_MAX), sympy.true, (), (), (f"{kind} hint", *site)))
+        else:
+            log.heuristic_hints[where] = log.heuristic_hints.get(where, 0) + 1
+        return
     if kind == "optimization" or where in HEURISTIC_HINT_SITES or (
             where == "maybe_copy_cpu_scalar" and _copies_nothing(_locals_of("maybe_copy_cpu_scalar"))):
         log.heuristic_hints[where] = log.heuristic_hints.get(where, 0) + 1
@@ -252,7 +351,7 @@ def _site() -> tuple[tuple[str, ...], tuple[Any, Any] | None]:
         if "_inductor" in code.co_filename and not code.co_filename.endswith("sizevars.py"):
             holder = frame.f_back if code.co_name == "<genexpr>" and frame.f_back is not None else frame
             qualified = getattr(holder.f_code, "co_qualname", holder.f_code.co_name)
-            site = qualified if qualified in SITES else holder.f_code.co_name
+            site = qualified if qualified in SITES or qualified in DIRECT_SITES else holder.f_code.co_name
             if site in SITES and not names and operands is None:  # a genexpr's locals come first
                 wanted = SITES[site][1]
                 operands = _operands(wanted, frame.f_locals) if wanted is not None else None
@@ -273,9 +372,18 @@ def _operands(wanted: Any, local: dict[str, Any]) -> tuple[Any, Any] | None:
     return None
 
 
+_said: set[str] = set()
+
+
 @contextlib.contextmanager
 def recording(env: Any, candidates: frozenset[sympy.Symbol]) -> Iterator[QuestionLog]:
-    """Install a :class:`QuestionLog` on ``env`` (a VeriShapeEnv) for one block."""
+    """Install a :class:`QuestionLog` on ``env`` (a VeriShapeEnv) for one block.  On a torch
+    that lacks a required interception (``torch_seam.widening_refused``) this is said once,
+    in one line; the size-1 calls of such a compile are then refused with that line."""
+    refused = torch_seam.widening_refused()
+    if refused and refused not in _said:
+        _said.add(refused)
+        logging.getLogger("verishape").warning(refused)
     log = QuestionLog(candidates)
     for s in candidates:
         vr = env.var_to_range.get(s)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import functools
 import logging
 import sys
 from collections.abc import Callable, Iterator
@@ -287,8 +288,10 @@ def _compute_stride_original(fake_impls: Any) -> Any:
 
 
 #: the torch internals wrapped while a generic compile is lowered, and Inductor's range
-#: reader: named in the seam (``torch_seam.WIDENING_HOOKS``, ``torch_seam.RANGE_READER``);
-#: a missing one is said once, and answers asked in it are then not recomputed (refused)
+#: reader: named once, in the seam's registry (``torch_seam.WIDENING_REGISTRY``,
+#: ``torch_seam.RANGE_READER``); a missing optional one is said once, and answers asked in
+#: it are then not recomputed (refused); a missing required one refuses widening
+#: (``torch_seam.widening_refused``, checked by :mod:`verishape.compiler.widen.reuse`)
 HOOKED = torch_seam.WIDENING_HOOKS
 RANGE_READER = torch_seam.RANGE_READER
 _missing_said: set[str] = set()
@@ -300,6 +303,12 @@ def _say_missing(where: str) -> None:
         logging.getLogger("verishape").warning(
             "verishape: this torch has no %s; shape answers asked in it are not recomputed at size 1, so a "
             "size-1 call that depends on them compiles as stock", where)
+
+
+#: the guarding-hint readers of each torch release (one registry row; see the seam)
+_GUARDING_HINTS = ("SizeVarAllocator.guarding_hint_or_throw", "SizeVarAllocator.replace_backed_symbols_with_hints",
+                   "SizeVarAllocator.size_hint", "SizeVarAllocator.size_hint_or_throw",
+                   "SizeVarAllocator.symbolic_hint")
 
 
 @contextlib.contextmanager
@@ -315,34 +324,25 @@ def tracking(on_hint: HintSink, on_scheduled: ScheduledSink, widened: WidenedRan
     makers = {"_compute_stride": _tracked_compute_stride, "conv_layout": _tracked_conv_layout,
               "Layout.is_stride_ordered": _tracked_stride_order, "ExternKernel.process_kernel": _tracked_process_kernel,
               "SizeVarAllocator.optimization_hint": _tracked_hint("optimization", on_hint),
-              "SizeVarAllocator.guarding_hint_or_throw": _tracked_hint("guarding", on_hint),
-              "SizeVarAllocator.replace_backed_symbols_with_hints": _tracked_hint("guarding", on_hint),
+              **{path: _tracked_hint("guarding", on_hint) for path in _GUARDING_HINTS},
               "Scheduler.codegen": _tracked_codegen(on_scheduled),
               "is_non_overlapping_and_dense_or_false": _tracked_dense}
     restore = []
     try:
-        restore += _widening_range_reads(widened)
+        restore += [functools.partial(setattr, *undo) for undo in _widening_range_reads(widened)]
         for module_name, path in HOOKED:
-            module = sys.modules.get(module_name)
-            if module is None:
+            if module_name not in sys.modules:
                 continue
-            *owners, name = path.split(".")
-            owner = module
-            for o in owners:
-                owner = getattr(owner, o, None)
-            raw = owner.__dict__.get(name) if owner is not None else None
-            if raw is None:
-                _say_missing(f"{module_name}.{path}")
+            undo = torch_seam.wrap(module_name, path, lambda original, path=path: makers[path](original))
+            if undo is None:
+                if path not in _GUARDING_HINTS:  # that row names every release's readers
+                    _say_missing(f"{module_name}.{path}")
                 continue
-            is_classmethod = isinstance(raw, classmethod)
-            fn = raw.__func__ if is_classmethod else raw
-            wrapped = makers[path](getattr(fn, "_verishape_original", fn))
-            setattr(owner, name, classmethod(wrapped) if is_classmethod else wrapped)
-            restore.append((owner, name, raw))
+            restore.append(undo)
         yield
     finally:
-        for owner, name, raw in reversed(restore):
-            setattr(owner, name, raw)
+        for undo in reversed(restore):
+            undo()
 
 
 def _widening_range_reads(widened: WidenedRanges) -> list[tuple[Any, str, Any]]:
@@ -399,10 +399,21 @@ def _inside(call: Any, original: Any, args: Any, kwargs: Any) -> Any:
         _computing.reset(token)
 
 
+#: set while a hint reader runs: a reader called by another (2.11's ``size_hint`` calls
+#: ``symbolic_hint``) is the outer read, reported once, by the outer one
+_reading_hint: contextvars.ContextVar[bool] = contextvars.ContextVar("verishape_hint_read", default=False)
+
+
 def _tracked_hint(kind: str, on_hint: HintSink) -> Any:
     def make(original: Any) -> Any:
         def hint(*args: Any, **kwargs: Any) -> Any:
-            out = original(*args, **kwargs)
+            if _reading_hint.get():
+                return original(*args, **kwargs)
+            token = _reading_hint.set(True)
+            try:
+                out = original(*args, **kwargs)
+            finally:
+                _reading_hint.reset(token)
             if len(args) > 1:  # (sizevars, expr): the caller is the function that read it
                 on_hint(args[0], kind, args[1], out, sys._getframe(1).f_code.co_name)
             return out

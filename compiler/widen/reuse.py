@@ -50,6 +50,8 @@ from typing import Any
 import sympy
 import torch
 
+from verishape.core import torch_seam
+
 from . import questions as questions_
 from .canon import Canon, Canonicalizer, NotWidened, canonical, first_difference, is_size_only, returned_sizes
 from .sizes import Group, at_one, bound_sources, eligible, group_name, merged_group, source_names
@@ -177,8 +179,6 @@ def keep(rec: _Recording, tx: Any, compiled: Callable[..., Any], backend_name: s
 def _alive(code: types.CodeType) -> list[Kept]:
     """The kept compiles of ``code`` whose cache entry Dynamo still holds (a reset or an
     evicted entry drops them)."""
-    from verishape.core import torch_seam
-
     with _kept_lock:
         kept = list(_kept.get(code, ()))
     if not kept:
@@ -248,6 +248,8 @@ def reuse(env: Any, tx: Any, gm: torch.fx.GraphModule, example_inputs: Any, back
             continue
         start = time.perf_counter()
         try:
+            if backend_name == "inductor" and (why := torch_seam.widening_refused()):
+                raise NotWidened(why)
             if backend_name == "inductor" and k.questions is None:
                 raise NotWidened("the generic graph was served from Inductor's FX graph cache: the shape answers "
                                  "its lowering acted on were not seen")

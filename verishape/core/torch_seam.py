@@ -94,25 +94,127 @@ VOCABULARY = ("torch.utils._sympy.functions.FloorDiv", "torch.utils._sympy.funct
               "torch.fx.experimental.recording.ShapeEnvEvent", "torch.fx.experimental.recording.record_shapeenv_event",
               "torch.export.dynamic_shapes._combine_args", "torch.export.dynamic_shapes._DimHint")
 
-#: Wrapped, while widening lowers a generic compile, by compiler/widen/recompute.py (module,
-#: attribute path): layout computations recomputed at 1, Inductor's hint reads and its
-#: scheduler's code generation.  Optional: on a torch without one (2.11 lacks the two hint
-#: readers), the answers asked in it are not recomputed at size 1, so a size-1 call that
-#: depends on them compiles as stock; said once, in one line, when a lowering first needs it.
-#: Only modules Inductor has loaded are touched, so nothing here is imported to check it.
-WIDENING_HOOKS = (("torch._subclasses.fake_impls", "_compute_stride"),
-                  ("torch._inductor.kernel.conv", "conv_layout"),
-                  ("torch._inductor.ir", "Layout.is_stride_ordered"),
-                  ("torch._inductor.ir", "ExternKernel.process_kernel"),
-                  ("torch._inductor.sizevars", "SizeVarAllocator.optimization_hint"),
-                  ("torch._inductor.sizevars", "SizeVarAllocator.guarding_hint_or_throw"),
-                  ("torch._inductor.sizevars", "SizeVarAllocator.replace_backed_symbols_with_hints"),
-                  ("torch._inductor.scheduler", "Scheduler.codegen"),
-                  ("torch._prims_common", "is_non_overlapping_and_dense_or_false"))
+#: Every Inductor (and Triton-codegen) function that widening wraps while it lowers a generic
+#: compile (compiler/widen/recompute.py), or recognises on the stack of a question
+#: (compiler/widen/questions.py): the interception registry of issue 37, one row each.
+#: ``alternatives``: the same role under other names on other torch releases (2.11 reads
+#: guarding hints through ``size_hint``/``size_hint_or_throw``/``symbolic_hint``; 2.13 through
+#: ``guarding_hint_or_throw``/``replace_backed_symbols_with_hints``): every one that exists is
+#: wrapped.  ``required``: without one of the row's names widening would be unsound (a hint
+#: read or a range read it cannot see), so widening is refused on that torch, in one line
+#: (:func:`widening_missing`); an optional row's absence only loses reuse (answers asked in
+#: it are not tied to a recomputation: refused).  Probed when widening first lowers a
+#: generic compile, not at ``import verishape``: probing imports Inductor (about 2 s), which
+#: a user of ``verishape.export`` or ``verify-guards`` should not pay.
+@dataclasses.dataclass(frozen=True)
+class Interception:
+    """One row of :data:`WIDENING_REGISTRY`."""
+
+    module: str
+    #: attribute paths in ``module`` (``Class.method``); at least one must exist
+    paths: tuple[str, ...]
+    #: "wrap": replaced while a generic compile is lowered; "frame": a function whose frame
+    #: on a question's stack decides how its answer is read
+    kind: str
+    why: str
+    required: bool = False
+
+    def present(self, lookup: Callable[[str], Any]) -> list[str]:
+        return [p for p in self.paths if lookup(f"{self.module}.{p}") is not _MISSING]
+
+
+WIDENING_REGISTRY: tuple[Interception, ...] = (
+    # layout computations recomputed at 1 (compiler/widen/recompute.py)
+    Interception("torch._subclasses.fake_impls", ("_compute_stride",), "wrap", "a view's strides, recomputed at 1"),
+    Interception("torch._inductor.kernel.conv", ("conv_layout",), "wrap", "a convolution's layout, recomputed at 1"),
+    Interception("torch._inductor.ir", ("Layout.is_stride_ordered",), "wrap", "a stride-order check, recomputed at 1"),
+    Interception("torch._inductor.ir", ("ExternKernel.process_kernel",), "wrap",
+                 "an extern kernel's output layouts, recomputed at 1"),
+    Interception("torch._prims_common", ("is_non_overlapping_and_dense_or_false",), "wrap",
+                 "a dense-layout check, recomputed at 1"),
+    # size hints: heuristics, or answers that must hold at 1
+    Interception("torch._inductor.sizevars", ("SizeVarAllocator.optimization_hint",), "wrap",
+                 "optimization hints (heuristics, counted)", required=True),
+    Interception("torch._inductor.sizevars", ("SizeVarAllocator.guarding_hint_or_throw",
+                                              "SizeVarAllocator.replace_backed_symbols_with_hints",
+                                              "SizeVarAllocator.size_hint", "SizeVarAllocator.size_hint_or_throw",
+                                              "SizeVarAllocator.symbolic_hint"), "wrap",
+                 "guarding hints (answers at the hint, proved at 1)", required=True),
+    # the sizes the generated code computes with, read after code generation
+    Interception("torch._inductor.scheduler", ("Scheduler.codegen",), "wrap",
+                 "the scheduled nodes' sizes, read after code generation", required=True),
+    # questions read by how their caller uses the answer (compiler/widen/questions.py)
+    Interception("torch._inductor.sizevars", ("statically_known_true", "SizeVarAllocator.statically_known_true"),
+                 "frame", "a no-guard query: only a True answer acts"),
+    Interception("torch._inductor.sizevars", ("SizeVarAllocator._simplify_with_ranges",), "frame",
+                 "its statically_known: only a True answer acts"),
+    Interception("torch._inductor.sizevars", ("SizeVarAllocator.guard_or_false", "SizeVarAllocator.guard_or_true"),
+                 "frame", "backed-size-oblivious guard_or_*: the fallback acts where unknown"),
+    Interception("torch.fx.experimental.symbolic_shapes", ("statically_known_true", "statically_known_false"),
+                 "frame", "no-guard queries on SymBools"),
+    Interception("torch._inductor.utils", ("expr_fits_within_32bit",), "frame",
+                 "32-bit indexing: the hint read stands for index <= INT32_MAX"),
+)
 #: Inductor reads value ranges directly through ``bound_sympy`` (imported by name into its
 #: modules; its ranges default to the tracing context's ShapeEnv): index bounds, int32
-#: indexing, bounds checks of indirect loads, reduction heuristics
+#: indexing, bounds checks of indirect loads, reduction heuristics.  Required: a range read
+#: widening cannot widen would hold only for sizes >= 2.
 RANGE_READER = ("torch.utils._sympy.value_ranges", "bound_sympy")
+#: (module, path) of every "wrap" row's names, in registry order (what recompute wraps)
+WIDENING_HOOKS = tuple((row.module, path) for row in WIDENING_REGISTRY if row.kind == "wrap" for path in row.paths)
+
+
+def wrap(module_name: str, path: str, make: Callable[[Any], Any]) -> Callable[[], None] | None:
+    """Replace ``module_name.path`` (a function, method, classmethod or staticmethod) by
+    ``make(original)`` and return the undo, or None where the module or name is absent.
+    ``original`` is torch's own function even when a wrapper is already installed (the
+    ``_verishape_original`` attribute each wrapper carries), so wrappers never stack."""
+    import sys
+
+    module = sys.modules.get(module_name)
+    if module is None:
+        return None
+    *owners, name = path.split(".")
+    owner: Any = module
+    for o in owners:
+        owner = getattr(owner, o, None)
+    raw = owner.__dict__.get(name) if owner is not None else None
+    if raw is None:
+        return None
+    kind = type(raw) if isinstance(raw, (classmethod, staticmethod)) else None
+    fn = raw.__func__ if kind is not None else raw
+    wrapped = make(getattr(fn, "_verishape_original", fn))
+    setattr(owner, name, kind(wrapped) if kind is not None else wrapped)
+    return lambda: setattr(owner, name, raw)
+
+
+def widening_missing(lookup: Callable[[str], Any] | Mapping[str, Any] | None = None) -> list[str]:
+    """The required rows of :data:`WIDENING_REGISTRY` (and the range reader) this torch lacks
+    entirely; empty when widening can run.  Imports Inductor's modules."""
+    if lookup is None:
+        lookup = resolve
+    elif isinstance(lookup, Mapping):
+        lookup = functools.partial(lambda table, name: table.get(name, _MISSING), dict(lookup))
+    missing = [f"{row.module}.{' or '.join(row.paths)}" for row in WIDENING_REGISTRY
+               if row.required and not row.present(lookup)]
+    if lookup(".".join(RANGE_READER)) is _MISSING:
+        missing.append(".".join(RANGE_READER))
+    return missing
+
+
+@functools.cache
+def widening_refused() -> str | None:
+    """Why widening cannot run on the installed torch (one line), or None; probed once."""
+    missing = widening_missing()
+    if not missing:
+        return None
+    import torch
+
+    return (f"verishape cannot widen on torch {torch.__version__}: missing {', '.join(missing)} "
+            f"(without them a size-1 call could run an artifact whose decisions it cannot see); "
+            f"size-1 calls compile as stock")
+
+
 #: The graph Inductor is lowering (its ``sizevars`` hold the ShapeEnv), read after its
 #: scheduler generated code (compiler/widen/questions.py); not probed at import, which would
 #: import Inductor for every user: a torch without it fails that lowering loudly.

@@ -87,7 +87,14 @@ def run_sweep(fn: Callable[..., Any], make_args: Callable[[int], Sequence[Any]],
     sight), so with them on the outcome would depend on what ran on this machine before.
 
     ``device`` (``"cuda"``): the inputs ``make_args`` builds on the CPU are moved there, and
-    the program runs with it as the default device (tensors it creates land there too)."""
+    the program runs with it as the default device (tensors it creates land there too).
+    ``"triton-cpu"``: on the CPU, with Inductor's Triton codegen and Triton's interpreter
+    running the kernels (:mod:`verishape.fuzz.triton_cpu`)."""
+    if device == "triton-cpu":
+        from .triton_cpu import triton_on_cpu
+
+        with triton_on_cpu():
+            return run_sweep(fn, make_args, sizes, backend, check_stock, None, **compile_kwargs)
     if device is not None:
         on_cpu = make_args
 
