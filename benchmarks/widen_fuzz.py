@@ -20,6 +20,7 @@ import argparse
 import collections
 import concurrent.futures as cf
 import json
+import os
 import multiprocessing
 import sys
 import time
@@ -66,7 +67,7 @@ def draw(n: int, seed: int, max_ops: int) -> list[Any]:
     return out
 
 
-def run_one(program: Any, backend: str) -> dict[str, Any]:
+def run_one(program: Any, backend: str, device: str | None = None) -> dict[str, Any]:
     """Worker: one program's sweep on one backend."""
     import warnings
 
@@ -80,20 +81,21 @@ def run_one(program: Any, backend: str) -> dict[str, Any]:
     start = time.perf_counter()
     if not eager_accepts(program):
         return {"status": "invalid"}
-    sweep = run_sweep(program.function(), program.make_args, program.sweep, backend=backend)
+    sweep = run_sweep(program.function(), program.make_args, program.sweep, backend=backend, device=device)
     out = sweep.to_dict()
     out.update(status="ran", seconds=time.perf_counter() - start,
                refusal_kinds=sorted({reason_class(r) for r in sweep.refusals}))
     return out
 
 
-def campaign(programs: list[Any], backends: tuple[str, ...], jobs: int) -> dict[str, list[dict[str, Any]]]:
+def campaign(programs: list[Any], backends: tuple[str, ...], jobs: int,
+             device: str | None = None) -> dict[str, list[dict[str, Any]]]:
     results: dict[str, list[dict[str, Any]]] = {b: [None] * len(programs) for b in backends}  # type: ignore[list-item]
     todo = [(i, b) for b in backends for i in range(len(programs))]
     ctx = multiprocessing.get_context("spawn")
     while todo:
         with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-            futures = {pool.submit(run_one, programs[i], b): (i, b) for i, b in todo}
+            futures = {pool.submit(run_one, programs[i], b, device): (i, b) for i, b in todo}
             todo = []
             broken = False
             for fut in cf.as_completed(futures):
@@ -110,7 +112,7 @@ def campaign(programs: list[Any], backends: tuple[str, ...], jobs: int) -> dict[
                 for i, b in retry:
                     with cf.ProcessPoolExecutor(max_workers=1, mp_context=ctx) as solo:
                         try:
-                            results[b][i] = solo.submit(run_one, programs[i], b).result()
+                            results[b][i] = solo.submit(run_one, programs[i], b, device).result()
                         except cf.process.BrokenProcessPool:
                             results[b][i] = {"status": "crash"}
     return results
@@ -145,20 +147,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-ops", type=int, default=6)
     ap.add_argument("--backend", choices=(*BACKENDS, "both"), default="both")
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--device", choices=("cpu", "cuda", "triton-cpu"), default="cpu",
+                    help="cuda: Triton kernels on the GPU; triton-cpu: Inductor's Triton codegen on the CPU, kernels "
+                         "in Triton's interpreter")
     ap.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "widen_fuzz.json")
     args = ap.parse_args(argv)
     if args.programs < 1 or args.jobs < 1:
         print(f"widen_fuzz: --programs and --jobs must be at least 1 (got {args.programs}, {args.jobs})",
               file=sys.stderr)
         return 2
+    if args.device == "triton-cpu":
+        os.environ["TRITON_INTERPRET"] = "1"  # the workers import Triton: interpreted (verishape.fuzz.triton_cpu)
     import torch
 
     backends = BACKENDS if args.backend == "both" else (args.backend,)
     start = time.perf_counter()
     programs = draw(args.programs, args.seed, args.max_ops)
-    results = campaign(programs, backends, args.jobs)
+    results = campaign(programs, backends, args.jobs, None if args.device == "cpu" else args.device)
     summary = summarize(programs, results)
-    report = {"torch": torch.__version__, "seed": args.seed, "max_ops": args.max_ops, "jobs": args.jobs,
+    report = {"torch": torch.__version__, "device": args.device, "seed": args.seed, "max_ops": args.max_ops,
+              "jobs": args.jobs,
               "wall_s": time.perf_counter() - start, "summary": summary,
               "programs": [{"source": p.source, "sweep": p.sweep,
                             **{b: results[b][i] for b in backends}} for i, p in enumerate(programs)]}

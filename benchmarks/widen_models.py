@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
+import contextlib
 import json
 import multiprocessing
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -124,8 +126,9 @@ def _first_tensor(out: Any) -> Any:
     return None
 
 
-def run(family: str, sweep: str) -> dict[str, Any]:
-    """One (model, sweep) in this process."""
+def run(family: str, sweep: str, device: str = "cpu") -> dict[str, Any]:
+    """One (model, sweep) in this process.  ``device``: cpu (C++ kernels), cuda (Triton
+    kernels on the GPU) or triton-cpu (Triton kernels on the CPU, in Triton's interpreter)."""
     import logging
     import warnings
 
@@ -145,11 +148,20 @@ def run(family: str, sweep: str) -> dict[str, Any]:
         return {"family": family, "sweep": sweep, "status": f"not built: {type(exc).__name__}: {exc}"[:300]}
     torch._dynamo.reset()
     counters.clear()
-    with torch._inductor.config.patch(fx_graph_cache=False), torch._functorch.config.patch(enable_autograd_cache=False):
+    target = "cuda" if device == "cuda" else "cpu"
+    model = model.to(target)
+    if device == "triton-cpu":
+        from verishape.fuzz.triton_cpu import triton_on_cpu
+
+        codegen: Any = triton_on_cpu()
+    else:
+        codegen = contextlib.nullcontext()
+    with torch._inductor.config.patch(fx_graph_cache=False), torch._functorch.config.patch(enable_autograd_cache=False), \
+            codegen:
         compiled = verishape.compile(model)
         max_diff, calls, error = 0.0, [], None
         for batch, seq in SWEEPS[sweep]:
-            kwargs = make(batch, seq)
+            kwargs = {k: v.to(target) if isinstance(v, torch.Tensor) else v for k, v in make(batch, seq).items()}
             reused = counters["verishape"]["reused_at_size_1"]
             try:
                 with torch.no_grad():
@@ -169,7 +181,12 @@ def run(family: str, sweep: str) -> dict[str, Any]:
             "compiles": compiles, "reused_at_1": any(c["reused"] for c in at_one),
             "reused_calls": sum(c["reused"] for c in calls), "max_abs_diff": max_diff,
             "refusal_kinds": sorted({reason_class(r) for r in refusals}), "refusals": [r[:400] for r in refusals[:3]],
-            "seconds": time.perf_counter() - start, "torch": torch.__version__}
+            "seconds": time.perf_counter() - start, "torch": torch.__version__, "device": device}
+
+
+def _write(path: Path, device: str, rows: list[dict[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"device": device, "rows": rows}, indent=1))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -177,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", default=",".join(FAMILIES))
     ap.add_argument("--sweeps", default="batch,seq")
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--device", choices=("cpu", "cuda", "triton-cpu"), default="cpu",
+                    help="cuda: Triton kernels on the GPU; triton-cpu: Triton kernels on the CPU, in Triton's interpreter")
     ap.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "widen_models.json")
     args = ap.parse_args(argv)
     models = [m for m in args.models.split(",") if m]
@@ -186,11 +205,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"widen_models: unknown model or sweep {bad}; models: {', '.join(FAMILIES)}; sweeps: batch, seq",
               file=sys.stderr)
         return 2
+    if args.device == "triton-cpu":
+        os.environ["TRITON_INTERPRET"] = "1"  # the workers import Triton: interpreted (verishape.fuzz.triton_cpu)
     todo = [(m, s) for m in models for s in sweeps if not (s == "seq" and FAMILIES[m][0] in ("vision", "conv"))]
     rows = []
     ctx = multiprocessing.get_context("spawn")
     with cf.ProcessPoolExecutor(max_workers=args.jobs, mp_context=ctx, max_tasks_per_child=1) as pool:
-        futures = {pool.submit(run, m, s): (m, s) for m, s in todo}
+        futures = {pool.submit(run, m, s, args.device): (m, s) for m, s in todo}
         for fut in cf.as_completed(futures):
             m, s = futures[fut]
             try:
@@ -198,11 +219,11 @@ def main(argv: list[str] | None = None) -> int:
             except Exception as exc:  # noqa: BLE001 - a crashed child is a row
                 row = {"family": m, "sweep": s, "status": f"crashed: {exc!r}"}
             rows.append(row)
+            _write(args.json, args.device, rows)  # as it goes: a run stopped at its time budget keeps its rows
             print(f"{m:12s} {s:5s} {row['status']:6s} compiles={row.get('compiles')} reused_at_1={row.get('reused_at_1')} "
                   f"diff={row.get('max_abs_diff', float('nan')):.1e} {row.get('refusal_kinds', '')}", flush=True)
     rows.sort(key=lambda r: (list(FAMILIES).index(r["family"]), r["sweep"]))
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"rows": rows}, indent=1))
+    _write(args.json, args.device, rows)
     for kind in ("decoder", "encoder", "enc_dec", "vision", "conv"):
         for s in sweeps:
             ran = [r for r in rows if r.get("kind") == kind and r["sweep"] == s and r["status"] == "ran"]

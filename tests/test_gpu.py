@@ -80,3 +80,41 @@ def test_a_reused_artifact_under_cuda_graphs_does_not_replay_another_size():
     sweep = run_sweep(f, lambda n: [torch.randn(n, 16, generator=torch.Generator().manual_seed(n))],
                       [2, 3, 1, 3, 1, 4], backend="inductor", device="cuda", mode="reduce-overhead")
     assert sweep.wrong == [] and sweep.other_differences == [], sweep.to_dict()
+
+
+#: programs an H200 refused at 1 on a question of Triton's codegen before issue 37 (persistent
+#: reductions, tiling splits, the range tree, strides, pattern checks): with those questions
+#: accounted for, each reuses the generic artifact at 1 with Triton kernels
+TRITON_REFUSED = ["batch_max", "batch_argmax", "expand_batch", "sdpa_plain", "contiguous_of_contiguous", "bmm_self",
+                  "manual_causal_softmax", "cumsum_last", "last_token", "transpose_contiguous", "channels_last",
+                  "mutates_input", "gather_argmax", "full_sum_wide"]
+
+
+@pytest.mark.parametrize("name", TRITON_REFUSED)
+def test_programs_refused_on_a_triton_question_reuse_now(name):
+    case = next(c for c in CASES if c.name == name)
+    sweep = run_sweep(case.fn, case.make, case.sweep, backend="inductor", device="cuda")
+    assert sweep.wrong == [], sweep.to_dict()
+    assert sweep.reuses > 0, sweep.refusals
+
+
+@pytest.mark.parametrize("sweep_kind", ["batch", "seq"])
+def test_a_tiny_decoder_reuses_at_batch_one_and_at_the_decode_step_with_triton_kernels(sweep_kind):
+    """GPT-2 (tiny config) at batch 1 and at sequence length 1 reuses the generic artifact
+    on CUDA, within float tolerance of eager."""
+    from transformers import GPT2Config, GPT2Model
+
+    torch.manual_seed(0)
+    model = GPT2Model(GPT2Config(n_layer=2, n_head=4, n_embd=32, vocab_size=128, n_positions=64)).eval().cuda()
+    sizes = [(2, 8), (3, 8), (1, 8), (4, 8)] if sweep_kind == "batch" else [(2, 8), (2, 12), (2, 1), (2, 5)]
+
+    def make(i):
+        b, n = sizes[i]
+        return [torch.randint(0, 128, (b, n), generator=torch.Generator().manual_seed(i))]
+
+    def fn(ids):
+        return model(input_ids=ids, use_cache=False).last_hidden_state
+
+    sweep = run_sweep(fn, make, list(range(len(sizes))), backend="inductor", device="cuda")
+    assert sweep.wrong == [], sweep.to_dict()
+    assert sweep.reuses >= 1, sweep.refusals

@@ -220,3 +220,21 @@ def test_triton_kernels_on_the_cpu_reuse_where_the_gpu_refused_and_agree_with_ea
     assert not any("_split_iteration_ranges" in r or "_get_persistent_RBLOCK" in r or "lookup" in r
                    for rs in not_reused.values() for r in rs), not_reused
     assert summary["reused"] >= len(refused_on_triton) - len(not_reused) >= 10
+
+
+def test_every_site_a_rule_names_is_a_function_of_this_torch():
+    """The rules recognise Inductor's functions by name on a question's stack: a name torch
+    renamed would silently stop matching (sound: its answers then count as given and refuse,
+    but the reuse is lost).  Every name must still be defined in torch's Inductor or FX source."""
+    import pathlib
+
+    import torch as torch_pkg
+
+    root = pathlib.Path(torch_pkg.__file__).parent
+    source = "\n".join(p.read_text(errors="replace") for folder in ("_inductor", "fx/experimental", "_subclasses")
+                       for p in (root / folder).rglob("*.py"))
+    names = {*questions.SITES, *questions.DIRECT_SITES, *questions.HEURISTIC_HINT_SITES, *questions.HINT_ATTACHING,
+             questions.INDEX_WIDTH_SITE, *(name for _, name in questions.NON_GUARDING_READS)}
+    missing = sorted(n for n in names if f"def {n.split('.')[-1]}(" not in source)
+    # 2.11's pattern-matcher check_fn is nested in register_replacement on 2.11 only
+    assert set(missing) <= {"register_replacement.<locals>.check_fn"}, missing
