@@ -10,7 +10,8 @@ Builds ``tests/data/triton_questions.json`` (``tests/triton_replay.py`` replays 
   its caller reads the answer.
 
 Each record gets the outcome today's rules give it at 1 (replayed, not copied from the
-run), so a change to a rule shows up as a changed outcome in the test.
+run), so a change to a rule shows up as a changed outcome in the test.  Records of the CPU
+runs on other torch releases are kept (replayed again): run it once per release.
 
     python benchmarks/triton_questions.py            # rewrites tests/data/triton_questions.json
 """
@@ -128,8 +129,14 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["TRITON_INTERPRET"] = "1"  # before torch imports Triton (verishape.fuzz.triton_cpu)
     from triton_replay import Record, replay
 
+    import torch
+
+    # the CPU records of other torch releases stay (run this once per release, e.g. 2.11, the
+    # GPU machines' torch, then 2.13); this release's are made anew
+    kept = [r.to_dict() for r in (Record.load_all(args.out) if args.out.is_file() else [])
+            if r.source.startswith("cpu") and not r.source.endswith(f"torch {torch.__version__}")]
     records, seen = [], set()
-    for raw in gpu_records(args.gpu_json) + cpu_records():
+    for raw in gpu_records(args.gpu_json) + kept + cpu_records():
         key = (tuple(raw["site"][:3]), raw["expr"], raw["answer"], raw["ask"])
         if key in seen:
             continue

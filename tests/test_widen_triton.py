@@ -71,6 +71,10 @@ def test_a_no_guard_answer_is_kept_only_where_its_caller_would_act_differently()
 def test_a_tiling_split_branch_is_moot_only_where_asked_in_the_split_itself():
     split = ("_split_iteration_ranges", "try_split")
     assert replay(Record("t", "p", split, "2*s0 > 2", "True", "statically_known_true", "")) == "moot"
+    # "this size is 1" drops its index variable: right only where the size is 1 at 1 too
+    # (Max(1, 3 - s) is 1 for every s >= 2, and 2 at s = 1)
+    assert replay(Record("t", "p", split, "Eq(Max(1, 3 - s0), 1)", "True", "statically_known_true", "")) == \
+        "refused"
     # a divisibility asked by add_range inside the split is proved at 1 on its own
     divides = ("add_range", "_split_iteration_ranges")
     assert replay(Record("t", "p", divides, "Eq(Mod(4*s0 - 4, s0 - 1), 0)", "True", "statically_known_true",

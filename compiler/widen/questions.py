@@ -25,7 +25,7 @@ import contextlib
 import dataclasses
 import logging
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import sympy
@@ -81,26 +81,39 @@ SITES: dict[str, tuple[str, Any]] = {
 }
 
 
+def _not_an_equality_held(q: Question) -> bool:
+    return not (isinstance(q.expr, sympy.Eq) and q.answer is sympy.true)
+
+
+def _always(q: Question) -> bool:
+    return True
+
+
 #: Functions whose own branch conditions (a question asked directly in them, the innermost
 #: site; questions of the functions they call are not covered) only choose among results
-#: that are each right wherever their own checks hold: why.
-DIRECT_SITES: dict[str, str] = {
+#: that are each right wherever their own checks hold: why, and which of its questions that
+#: covers.
+DIRECT_SITES: dict[str, tuple[str, Callable[[Question], bool]]] = {
     # torch 2.11's pattern-matcher recheck (``register_replacement``'s check_fn) asks
     # ``statically_known_true(v != a)`` of its arguments' sizes, as 2.13's ``refresh_arg``
     # does (:data:`SITES`): only to choose which sizes the retraced search pattern takes as
     # inputs, so it decides whether a replacement matches, and a matched replacement computes
     # what it replaces at every size.  Only the questions asked in check_fn's own body: its
     # ``extra_check`` and the retrace ask their own
-    "register_replacement.<locals>.check_fn": SITES["refresh_arg"][0],
+    "register_replacement.<locals>.check_fn": (SITES["refresh_arg"][0], _always),
     # Triton/SIMD tiling: "is this size larger than the group?" and "is it 1?" pick how a
     # node's iteration space is split across the kernel's groups; every branch builds an
     # exact decomposition index = size2*i1 + i2 of the same space.  What makes one valid at a
     # point is checked on its own: each factor divides (``add_range``'s
     # statically_known_multiple_of, recorded and proved at 1 where its answer changes), the
     # groups are used up (the final ``guarding_hint_or_throw(remaining) == 1``, a guarding
-    # hint: an answer proved at 1), and every loop range is at least 1 (the size rule)
-    "_split_iteration_ranges": "a tiling split (which exact decomposition of the iteration space; its divisors, "
-                               "its use of every group and its sizes are checked at 1 on their own)",
+    # hint: an answer proved at 1), and every loop range is at least 1 (the size rule).  Not
+    # "this size is 1" held True: that drops the size's index variable, which only the size
+    # being 1 makes right (a size 1 for every s >= 2 need not be 1 at s = 1: ``Max(1, 3 - s)``),
+    # so that answer is proved at 1 like any other
+    "_split_iteration_ranges": ("a tiling split (which exact decomposition of the iteration space; its divisors, "
+                                "its use of every group and its sizes are checked at 1 on their own)",
+                                _not_an_equality_held),
 }
 
 
@@ -136,8 +149,8 @@ class Question:
             if self.computed_in.right_at(sub):
                 return self.computed_in.why, sympy.true
             return None
-        if self.site and self.site[0] in DIRECT_SITES:
-            return DIRECT_SITES[self.site[0]], sympy.true
+        if self.site and self.site[0] in DIRECT_SITES and DIRECT_SITES[self.site[0]][1](self):
+            return DIRECT_SITES[self.site[0]][0], sympy.true
         for name in self.site:
             if name in SITES:
                 why, names = SITES[name]
@@ -259,7 +272,21 @@ def _acts(reading: str, answer: Any) -> bool:
 #: Inductor functions (the innermost one asking) whose guarding-hint reads only steer a
 #: heuristic: ``mark_reuse`` decides whether to realize an input buffer before broadcasting,
 #: repeating or unfolding it (speed only; the values computed are the same)
-HEURISTIC_HINT_SITES = ("expand", "repeat", "unfold")
+HEURISTIC_HINT_SITES = ("expand", "repeat", "unfold",
+                        # torch 2.11 reads these through ``size_hint``, which 2.13 split into
+                        # ``optimization_hint`` (non-guarding) and ``guarding_hint_or_throw``: 2.13
+                        # reads each of them as an optimization hint (torch's own classification):
+                        # a reduction's split factor, the memory planner's buffer sizes, a layout's
+                        # fill order, the loop order, the generated benchmark harness, a Triton
+                        # kernel's autotuning size hints, the tiling candidates' stride scores
+                        "num_splits", "_compute_and_update_buf_size", "get_fill_order", "_apply_loop_reordering",
+                        "benchmark_compiled_module", "codegen_kernel", "tile_ranges",
+                        # 2.11's reshape index walk compares hints to choose which sizes to merge
+                        # next; every branch ends in check_equals guards on the merged sizes (generic
+                        # guards, proved at 1), as 2.13's compare_sizes (:data:`SITES`)
+                        "_dynamic_reshape_indexer")
+#: frames of comprehensions: their locals are the holder's business, their name is not a site
+_COMPREHENSIONS = ("<genexpr>", "<listcomp>", "<dictcomp>", "<setcomp>")
 #: ``sizevars`` functions whose hint read decides nothing: ``to_symint_or_int`` attaches the
 #: hint to a new SymInt, whose every use guards or is answered statically (both checked at 1)
 HINT_ATTACHING = ("to_symint_or_int",)
@@ -349,13 +376,13 @@ def _site() -> tuple[tuple[str, ...], tuple[Any, Any] | None]:
     while frame is not None and len(names) < 6:
         code = frame.f_code
         if "_inductor" in code.co_filename and not code.co_filename.endswith("sizevars.py"):
-            holder = frame.f_back if code.co_name == "<genexpr>" and frame.f_back is not None else frame
+            holder = frame.f_back if code.co_name in _COMPREHENSIONS and frame.f_back is not None else frame
             qualified = getattr(holder.f_code, "co_qualname", holder.f_code.co_name)
             site = qualified if qualified in SITES or qualified in DIRECT_SITES else holder.f_code.co_name
             if site in SITES and not names and operands is None:  # a genexpr's locals come first
                 wanted = SITES[site][1]
                 operands = _operands(wanted, frame.f_locals) if wanted is not None else None
-            if code.co_name != "<genexpr>":
+            if code.co_name not in _COMPREHENSIONS:
                 names.append(site)
         frame = frame.f_back
     return tuple(names), operands
