@@ -9,8 +9,11 @@ and result; at size 1 the same torch function is run again on integers, and an a
 inside it is moot where the result agrees (:mod:`verishape.compiler.widen.questions`).
 
 :func:`tracking` wraps those functions, and Inductor's size-hint reads, for one block where
-Inductor looks them up at each call.  A missing one is said once and left alone (its answers
-are then not recomputed: refused); arguments pass through untouched.
+Inductor looks them up at each call, each named once in the seam's registry
+(``torch_seam.WIDENING_REGISTRY``) and installed with its one ``wrap()``.  A missing optional
+one is said once and left alone (its answers are then not recomputed: refused); a missing
+required one (a hint reader, the scheduler's code generation, ``bound_sympy``) refuses
+widening on that torch (``torch_seam.widening_refused``).  Arguments pass through untouched.
 """
 
 from __future__ import annotations
