@@ -83,6 +83,14 @@ def test_a_tiling_split_branch_is_moot_only_where_asked_in_the_split_itself():
         "unchanged", "proved")
 
 
+def test_the_kernel_memory_statistics_are_moot_only_in_their_own_body():
+    """DeBERTa-v2's stride question in simd_kernel_features (a heuristic's statistics)."""
+    stats = ("StatsForReadsOrWrites.compute", "compute", "memory_stats")
+    question = "Eq(ModularIndexing(1, s0, 4), 0)"
+    assert replay(Record("t", "p", stats, question, "True", "statically_known_true", "")) == "moot"
+    assert replay(Record("t", "p", ("other", *stats), question, "True", "statically_known_true", "")) == "refused"
+
+
 def test_thirty_two_bit_indexing_answers_the_bound_not_the_hint():
     s = sympy.Symbol("s", integer=True, positive=True)
     log = questions.QuestionLog(frozenset({s}))

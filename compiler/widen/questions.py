@@ -101,6 +101,12 @@ DIRECT_SITES: dict[str, tuple[str, Callable[[Question], bool]]] = {
     # what it replaces at every size.  Only the questions asked in check_fn's own body: its
     # ``extra_check`` and the retrace ask their own
     "register_replacement.<locals>.check_fn": (SITES["refresh_arg"][0], _always),
+    # the SIMD kernel's memory statistics (bytes and accesses per thread, split by whether a
+    # stride is 1 or 0): read only by ``add_persistent_rblock``, which adds an autotuning
+    # config whose block covers the reduction to a looped reduction kernel, and that kernel
+    # loops over any length whatever block it runs with (speed only)
+    "StatsForReadsOrWrites.compute": ("memory statistics for a kernel heuristic (an extra autotuning config of a "
+                                      "looped reduction, which loops over any length)", _always),
     # Triton/SIMD tiling: "is this size larger than the group?" and "is it 1?" pick how a
     # node's iteration space is split across the kernel's groups; every branch builds an
     # exact decomposition index = size2*i1 + i2 of the same space.  What makes one valid at a
@@ -111,12 +117,6 @@ DIRECT_SITES: dict[str, tuple[str, Callable[[Question], bool]]] = {
     # "this size is 1" held True: that drops the size's index variable, which only the size
     # being 1 makes right (a size 1 for every s >= 2 need not be 1 at s = 1: ``Max(1, 3 - s)``),
     # so that answer is proved at 1 like any other
-    # the SIMD kernel's memory statistics (bytes and accesses per thread, split by whether a
-    # stride is 1 or 0): read only by ``add_persistent_rblock``, which adds an autotuning
-    # config whose block covers the reduction to a looped reduction kernel, and that kernel
-    # loops over any length whatever block it runs with (speed only)
-    "StatsForReadsOrWrites.compute": ("memory statistics for a kernel heuristic (an extra autotuning config of a "
-                                      "looped reduction, which loops over any length)", _always),
     "_split_iteration_ranges": ("a tiling split (which exact decomposition of the iteration space; its divisors, "
                                 "its use of every group and its sizes are checked at 1 on their own)",
                                 _not_an_equality_held),
