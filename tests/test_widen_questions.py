@@ -10,6 +10,7 @@ import torch
 from torch.utils._sympy.value_ranges import ValueRanges
 
 from verishape.compiler.widen import questions, recompute
+from verishape.compiler.widen.kernel_call import KernelCall
 
 
 def test_question_sites_that_are_moot():
@@ -81,14 +82,14 @@ def test_an_extern_kernel_layout_is_moot_only_where_torchs_fake_kernel_agrees_at
     flat, spec = pytree.tree_flatten({"args": ("a", "b"), "kwargs": {}})
     assert flat == ["a", "b"]
     mm = torch.ops.aten.mm.default
-    right = recompute.KernelCall(mm, [a, b], spec, [("tensor", (s, 3), (3, 1), torch.float32, cpu)], done=True)
+    right = KernelCall(mm, [a, b], spec, [("tensor", (s, 3), (3, 1), torch.float32, cpu)], done=True)
     assert right.right_at({s: 1})
     # (1, s) differs from (3, 1) only on the dimension of size 1 at s = 1: moot there
-    assert recompute.KernelCall(mm, [a, b], spec, [("tensor", (s, 3), (1, s), torch.float32, cpu)],
+    assert KernelCall(mm, [a, b], spec, [("tensor", (s, 3), (1, s), torch.float32, cpu)],
                                 done=True).right_at({s: 1})
-    padded = recompute.KernelCall(mm, [a, b], spec, [("tensor", (s, 3), (6, 2), torch.float32, cpu)], done=True)
+    padded = KernelCall(mm, [a, b], spec, [("tensor", (s, 3), (6, 2), torch.float32, cpu)], done=True)
     assert not padded.right_at({s: 1})
-    opaque = recompute.KernelCall(mm, [a, None], spec, right.outputs, done=True)  # an argument not rebuilt
+    opaque = KernelCall(mm, [a, None], spec, right.outputs, done=True)  # an argument not rebuilt
     assert not opaque.right_at({s: 1})
 
 
@@ -149,3 +150,40 @@ def test_an_index_variable_keeps_its_lower_bound_when_the_prover_renames_it():
     ((goal, extra, _),) = widen_goals.answer_goals(kept, {s: sympy.Integer(1)})
     assert any(e == sympy.Ge(sympy.Symbol("q0", integer=True), 0) for e in extra)
     assert widen_goals._prove_one(current_prover(), goal, extra, {}, "test") is not None
+
+
+# ---------------------------------------------------------------------------- sizes that stay symbolic
+
+
+def test_layout_computations_with_a_size_that_stays_symbolic_run_over_its_range():
+    """A decoder whose sequence length goes to 1 while its batch ``b`` stays a symbol: the
+    recorded layout computations run again with ``b`` over its range [2, oo), and are moot
+    only where that decides them and gives the recorded result for every ``b``."""
+    from torch.utils import _pytree as pytree
+    from torch.utils._sympy.numbers import int_oo
+
+    s, b = sympy.symbols("s b", integer=True, positive=True)
+    at_one = {s: 1}
+    ranges = {b: ValueRanges(2, int_oo), s: ValueRanges(2, int_oo)}
+    # a view of a contiguous (b, s, 32) buffer as (b, 32*s): strides (32*s, 1) for every b
+    view = recompute.ViewStrides((b, s, 32), (32 * s, 32, 1), (b, 32 * s), (32 * s, 1), done=True, ranges=ranges)
+    assert view.right_at(at_one)
+    wrong = recompute.ViewStrides((b, s, 32), (32 * s, 32, 1), (b, 32 * s), (64 * s, 1), done=True, ranges=ranges)
+    assert not wrong.right_at(at_one)
+    unranged = recompute.ViewStrides((b, s, 32), (32 * s, 32, 1), (b, 32 * s), (32 * s, 1), done=True)
+    assert not unranged.right_at(at_one)  # no range for b: not decided, refused
+    # a stride order over a symbolic batch: (b, 1, 32) with strides (32*s, 32, 1)
+    order = recompute.StrideOrder((b, s, 32), (32 * s, 32, 1), (2, 1, 0), True, done=True, ranges=ranges)
+    assert order.right_at(at_one)
+    assert not recompute.StrideOrder((b, s, 32), (32 * s, 32, 1), (0, 1, 2), True, done=True,
+                                     ranges=ranges).right_at(at_one)
+    # an extern mm on (b*s, 4) @ (4, 3): its fake run over b's range gives (b, 3), strides (3, 1)
+    cpu = torch.device("cpu")
+    lhs = ("tensor", (b * s, 4), (4, 1), torch.float32, cpu)
+    rhs = ("tensor", (4, 3), (3, 1), torch.float32, cpu)
+    _, spec = pytree.tree_flatten({"args": ("a", "b"), "kwargs": {}})
+    mm = torch.ops.aten.mm.default
+    out = [("tensor", (b * s, 3), (3, 1), torch.float32, cpu)]
+    assert KernelCall(mm, [lhs, rhs], spec, out, done=True, ranges=ranges).right_at(at_one)
+    bad = [("tensor", (b * s, 3), (1, b * s), torch.float32, cpu)]
+    assert not KernelCall(mm, [lhs, rhs], spec, bad, done=True, ranges=ranges).right_at(at_one)

@@ -32,6 +32,9 @@ import torch
 
 from verishape.core import torch_seam
 
+from .kernel_call import KernelCall, spec_of
+from .over_ranges import NotANumber, at_point, exprs, number
+
 #: where hint reads go: (sizevars, "optimization" | "guarding", expr, value, calling function)
 HintSink = Callable[[Any, str, Any, Any, str], None]
 #: called with Inductor's scheduler after it generated code (its sizes are final then)
@@ -53,13 +56,16 @@ class ViewStrides:
     #: the strides it returned (None: not viewable; unset while the call runs)
     result: tuple[sympy.Expr, ...] | None = None
     done: bool = False
+    #: the ranges of the symbols in the sizes and strides, where it was asked
+    ranges: dict[sympy.Symbol, Any] = dataclasses.field(default_factory=dict)
     why = "a view's strides, the same at 1 on every dimension larger than 1"
 
     def right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
         """Whether the recorded strides at ``sub`` are those the same computation gives
         there, on every dimension whose size is not 1 (a size-1 dimension's stride
-        addresses nothing).  Only decided when every size and stride is a number at
-        ``sub``; otherwise False (refused)."""
+        addresses nothing).  Where sizes stay symbolic at ``sub``, the computation runs
+        over their ranges (:mod:`verishape.compiler.widen.over_ranges`) and must be decided
+        by them, with the strides equal for every value; otherwise False (refused)."""
         from torch._subclasses import fake_impls
 
         if not self.done:
@@ -67,34 +73,31 @@ class ViewStrides:
         if self.result is None:
             return True  # reshape index math instead of a view: right for any size
         try:
-            old_size = [_number(e, sub) for e in self.old_size]
-            old_stride = [_number(e, sub) for e in self.old_stride]
-            new_size = [_number(e, sub) for e in self.new_size]
-            generic = [_number(e, sub) for e in self.result]
-        except _NotANumber:
-            return False
+            old_size = [number(e, sub) for e in self.old_size]
+            old_stride = [number(e, sub) for e in self.old_stride]
+            new_size = [number(e, sub) for e in self.new_size]
+            generic = [number(e, sub) for e in self.result]
+        except NotANumber:
+            return self._right_over_ranges(sub)
         exact = _compute_stride_original(fake_impls)(old_size, old_stride, new_size)
         if exact is None:
             return False
         return all(n == 1 or a == b for n, a, b in zip(new_size, generic, exact, strict=True))
 
+    def _right_over_ranges(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
+        from torch._subclasses import fake_impls
 
-class _NotANumber(Exception):
-    pass
+        from . import over_ranges
 
-
-def _number(e: Any, sub: dict[sympy.Symbol, sympy.Basic]) -> int:
-    try:
-        value = sympy.sympify(sympy.sympify(e).xreplace(sub))
-    except ZeroDivisionError:  # divides by a size that is 0 at ``sub``: not a number there
-        raise _NotANumber(e) from None
-    if not value.is_Integer:
-        raise _NotANumber(value)
-    return int(value)
-
-
-def _exprs(values: Any) -> tuple[sympy.Expr, ...]:
-    return tuple(v.node.expr if hasattr(v, "node") else sympy.Integer(v) for v in values)
+        try:
+            at = [[at_point(e, sub) for e in part] for part in (self.old_size, self.old_stride, self.new_size)]
+            generic = [at_point(e, sub) for e in self.result or ()]
+            exact = over_ranges.run(_compute_stride_original(fake_impls), at, self.ranges)
+        except (NotANumber, over_ranges.Undecided):
+            return False
+        if exact is None:
+            return False
+        return all(n == 1 or over_ranges.same(a, b) for n, a, b in zip(at[2], generic, exact, strict=True))
 
 
 @dataclasses.dataclass
@@ -120,11 +123,11 @@ class ConvLayout:
         if not self.done or self.result is None or self.params is None:
             return False
         try:
-            operands = [None if o is None else ([_number(e, sub) for e in o[0]], [_number(e, sub) for e in o[1]],
+            operands = [None if o is None else ([number(e, sub) for e in o[0]], [number(e, sub) for e in o[1]],
                                                  o[2], o[3]) for o in self.operands]
-            sizes = [_number(e, sub) for e in self.result[0]]
-            strides = [_number(e, sub) for e in self.result[1]]
-        except _NotANumber:
+            sizes = [number(e, sub) for e in self.result[0]]
+            strides = [number(e, sub) for e in self.result[1]]
+        except NotANumber:
             return False
         with FakeTensorMode():
             x, w, b = (None if o is None else torch.empty_strided(o[0], o[1], dtype=o[2], device=o[3])
@@ -146,6 +149,8 @@ class StrideOrder:
     order: tuple[int, ...]
     result: bool | None = None
     done: bool = False
+    #: the ranges of the symbols in the sizes and strides, where it was asked
+    ranges: dict[sympy.Symbol, Any] = dataclasses.field(default_factory=dict)
     why = "a stride-order check whose result is the same at 1"
 
     def right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
@@ -155,20 +160,29 @@ class StrideOrder:
         from torch._inductor.sizevars import SizeVarAllocator
         from torch._inductor.virtualized import V
 
+        from . import over_ranges
+
         if not self.done or self.result is None:
             return False
         try:
-            size = [_number(e, sub) for e in self.size]
-            stride = [_number(e, sub) for e in self.stride]
-        except _NotANumber:
+            size = [at_point(e, sub) for e in self.size]
+            stride = [at_point(e, sub) for e in self.stride]
+            # sizes that stay symbolic at ``sub`` range over theirs, and must decide the check
+            symbols = over_ranges.Symbols([*size, *stride], self.ranges)
+        except (NotANumber, over_ranges.Undecided):
             return False
 
         class _Sizes:
-            sizevars = SizeVarAllocator()
+            sizevars = SizeVarAllocator(symbols.env)
 
         with V.set_graph_handler(_Sizes()):  # type: ignore[arg-type]
-            layout = ir.FixedLayout(torch.device("cpu"), torch.float32, size, stride)
-            return _is_stride_ordered_original(ir)(layout, list(self.order)) == self.result
+            layout = ir.FixedLayout(torch.device("cpu"), torch.float32, [symbols.expr(e) for e in size],
+                                    [symbols.expr(e) for e in stride])
+            try:
+                got = over_ranges.decided(lambda: _is_stride_ordered_original(ir)(layout, list(self.order)))
+            except over_ranges.Undecided:
+                return False
+            return got == self.result
 
 
 @dataclasses.dataclass
@@ -189,9 +203,9 @@ class DenseCheck:
         if not self.done or self.result is None:
             return False
         try:
-            size = [_number(e, sub) for e in self.size]
-            stride = [_number(e, sub) for e in self.stride]
-        except _NotANumber:
+            size = [number(e, sub) for e in self.size]
+            stride = [number(e, sub) for e in self.stride]
+        except NotANumber:
             return False
         from torch import _prims_common
 
@@ -203,76 +217,6 @@ class DenseCheck:
 def _is_stride_ordered_original(ir: Any) -> Any:
     fn = ir.Layout.is_stride_ordered
     return getattr(fn, "_verishape_original", fn)
-
-
-@dataclasses.dataclass
-class KernelCall:
-    """One call of Inductor's ``ExternKernel.process_kernel`` during a recorded lowering:
-    an extern (fallback) kernel's fake run on its inputs' layouts, whose outputs' layouts
-    the lowering fixes for the real kernel's results."""
-
-    kernel: Any
-    #: the flattened arguments: ("tensor", sizes, strides, dtype, device), ("size", expr),
-    #: ("value", python value), or None for what cannot be rebuilt (generators, objects)
-    flat: list[Any]
-    spec: Any
-    outputs: list[Any] | None = None
-    done: bool = False
-    why = "an extern kernel's output layout, the same at 1 on every dimension larger than 1"
-
-    def right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
-        """Whether torch's fake kernel, run on the inputs at ``sub``, gives the recorded
-        outputs there (sizes and values equal, strides equal where the size is not 1)."""
-        from torch._subclasses.fake_tensor import FakeTensorMode
-        from torch.utils import _pytree as pytree
-
-        if not self.done or self.outputs is None or any(a is None for a in self.flat):
-            return False
-        try:
-            outputs = [_at(o, sub) for o in self.outputs]
-            with FakeTensorMode():
-                flat = [torch.empty_strided(*_at(a, sub)[1:3], dtype=a[3], device=a[4]) if a[0] == "tensor"
-                        else _at(a, sub)[1] for a in self.flat]
-                bound = pytree.tree_unflatten(flat, self.spec)
-                got = pytree.tree_leaves(self.kernel(*bound["args"], **bound["kwargs"]))
-        except _NotANumber:
-            return False
-        except Exception:  # noqa: BLE001 - the kernel refuses these sizes at 1: not moot (refused)
-            return False
-        got_specs = [_spec(g) for g in got]
-        if len(got_specs) != len(outputs) or any(g is None for g in got_specs):
-            return False
-        for want, have in zip(outputs, got_specs):
-            if want[0] != have[0]:
-                return False
-            if want[0] == "tensor":
-                if list(want[1]) != list(have[1]) or not all(
-                        n == 1 or a == b for n, a, b in zip(want[1], want[2], have[2], strict=True)):
-                    return False
-            elif want[1] != have[1]:
-                return False
-        return True
-
-
-def _spec(value: Any) -> Any:
-    """A flattened argument or output as a spec (see :class:`KernelCall`)."""
-    if isinstance(value, torch.Tensor):
-        return ("tensor", _exprs(value.shape), _exprs(value.stride()), value.dtype, value.device)
-    if isinstance(value, (torch.SymInt, sympy.Expr)):
-        return ("size", value.node.expr if isinstance(value, torch.SymInt) else value)
-    if value is None or isinstance(value, (bool, int, float, str, torch.dtype, torch.device, torch.layout,
-                                           torch.memory_format)):
-        return ("value", value)
-    return None
-
-
-def _at(spec: Any, sub: dict[sympy.Symbol, sympy.Basic]) -> Any:
-    """A spec with its sizes evaluated at ``sub`` (numbers, or :class:`_NotANumber`)."""
-    if spec[0] == "tensor":
-        return ("tensor", [_number(e, sub) for e in spec[1]], [_number(e, sub) for e in spec[2]], *spec[3:])
-    if spec[0] == "size":
-        return ("size", _number(spec[1], sub))
-    return spec
 
 
 _computing: contextvars.ContextVar[Any] = contextvars.ContextVar(
@@ -430,17 +374,29 @@ def _tracked_compute_stride(original: Any) -> Any:
     def tracked(*args: Any, **kwargs: Any) -> Any:
         try:
             old_shape, old_stride, new_shape = args[:3]
-            view: ViewStrides | None = ViewStrides(_exprs(old_shape), _exprs(old_stride), _exprs(new_shape))
+            view: ViewStrides | None = ViewStrides(exprs(old_shape), exprs(old_stride), exprs(new_shape))
+            view.ranges = _ranges_now(view.old_size + view.old_stride + view.new_size)
         except (ValueError, TypeError, AttributeError):
             view = None  # not the signature this knows: the call is not recomputed (refused)
         out = _inside(view, original, args, kwargs)
         if view is not None:
-            view.result = None if out is None else _exprs(out)
+            view.result = None if out is None else exprs(out)
             view.done = True
         return out
 
     tracked._verishape_original = original  # type: ignore[attr-defined]
     return tracked
+
+
+def _ranges_now(exprs: tuple[sympy.Expr, ...]) -> dict[sympy.Symbol, Any]:
+    """The value ranges, in the ShapeEnv being traced or lowered, of the symbols of ``exprs``
+    (those it knows; none outside a trace)."""
+    ctx = torch._guards.TracingContext.try_get()
+    env = getattr(getattr(ctx, "fake_mode", None), "shape_env", None) if ctx is not None else None
+    if env is None:
+        return {}
+    free = set().union(*(e.free_symbols for e in exprs))
+    return {s: env.var_to_range[s] for s in free if s in env.var_to_range}
 
 
 class _Unrecorded:
@@ -479,13 +435,16 @@ def _tracked_process_kernel(original: Any) -> Any:
 
     def process_kernel(cls: Any, kernel: Any, *args: Any, **kwargs: Any) -> Any:
         flat, spec = pytree.tree_flatten({"args": args, "kwargs": kwargs})
-        call = KernelCall(kernel, [tensor_spec(a) if isinstance(a, ir.IRNode) else _spec(a) for a in flat], spec)
+        call = KernelCall(kernel, [tensor_spec(a) if isinstance(a, ir.IRNode) else spec_of(a) for a in flat], spec)
         out = _inside(call, original, (cls, kernel, *args), kwargs)
         try:
-            outputs = [_spec(o) for o in pytree.tree_leaves(out[0])]
+            outputs = [spec_of(o) for o in pytree.tree_leaves(out[0])]
         except (TypeError, IndexError, AttributeError):
             outputs = [None]  # not the return this knows: not recomputed (refused)
         call.outputs = None if any(o is None for o in outputs) else outputs
+        sizes = [e for c in (*call.flat, *outputs) if c is not None and c[0] in ("tensor", "size")
+                 for e in ((*c[1], *c[2]) if c[0] == "tensor" else (c[1],))]
+        call.ranges = _ranges_now(tuple(sympy.sympify(e) for e in sizes))
         call.done = True
         return out
 
@@ -512,12 +471,15 @@ def _tracked_predicate(original: Any, record: Callable[..., Any]) -> Any:
 
 
 def _tracked_stride_order(original: Any) -> Any:
-    return _tracked_predicate(original, lambda layout, order, *_: StrideOrder(
-        tuple(map(sympy.sympify, layout.size)), tuple(map(sympy.sympify, layout.stride)), tuple(map(int, order))))
+    def record(layout: Any, order: Any, *_: Any) -> StrideOrder:
+        size, stride = tuple(map(sympy.sympify, layout.size)), tuple(map(sympy.sympify, layout.stride))
+        return StrideOrder(size, stride, tuple(map(int, order)), ranges=_ranges_now(size + stride))
+
+    return _tracked_predicate(original, record)
 
 
 def _tracked_dense(original: Any) -> Any:
-    return _tracked_predicate(original, lambda a: DenseCheck(_exprs(a.shape), _exprs(a.stride())))
+    return _tracked_predicate(original, lambda a: DenseCheck(exprs(a.shape), exprs(a.stride())))
 
 
 def _tracked_conv_layout(original: Any) -> Any:
