@@ -505,3 +505,26 @@ def test_tiny_gpt2_batch_sweep_reuses_the_generic_graph_and_equals_eager():
                lambda b: (torch.randint(0, 100, (b, 7)), torch.ones(b, 7, dtype=torch.long)), dynamic=None)
     assert _reused() == 1, _refusals(fwd)
     assert any(name in _widened(fwd) for name in ("L['ids'].size()[0]", "L['mask'].size()[0]"))
+
+
+@pytest.mark.slow
+def test_a_decode_sized_step_reuses_while_the_batch_stays_a_symbol():
+    """Batch and length both dynamic (8x16, 9x16, 8x17), then length 1 at batch 8: the
+    layout computations recorded with both symbols are checked over the batch's range (a
+    view's strides, a stride order, the attention kernel), a replaced symbol's generic
+    range is proved in its replacement, and the artifact equals eager (Inductor)."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    model = transformers.GPT2Model(transformers.GPT2Config(n_layer=1, n_head=2, n_embd=32, vocab_size=100)).eval()
+
+    def fwd(ids, mask):
+        return model(input_ids=ids, attention_mask=mask, use_cache=False).last_hidden_state
+
+    shapes = [(8, 16), (9, 16), (8, 17), (8, 1)]
+    with torch.no_grad(), torch._inductor.config.patch(fx_graph_cache=False), \
+            torch._functorch.config.patch(enable_autograd_cache=False):
+        compiled = verishape.compile(fwd)
+        for b, n in shapes:
+            ids, mask = torch.randint(0, 100, (b, n)), torch.ones(b, n, dtype=torch.long)
+            torch.testing.assert_close(compiled(ids, mask), fwd(ids, mask))
+    assert _reused() == 1, _refusals(fwd)

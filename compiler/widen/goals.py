@@ -77,7 +77,10 @@ def prove_at_one(k: Any, group: Group, nested_env: Any, names: dict[str, str], p
     goals: list[tuple[sympy.Basic, str]] = [(at_one(env.replace(g.expr), sub, f"the generic guard {g.expr}"),
                                              f"the generic guard {g.expr}") for g in env.guards]
     others = {s: vr for s, vr in env.var_to_range.items() if s not in merged and env.var_to_sources.get(s)}
-    goals += [(r, f"the generic range {r}") for r in range_facts(others.keys(), others)]
+    # a replaced symbol's range is a fact about what replaced it (the premises name sources
+    # by the symbol that replaced theirs), so it is written in the replacement, as the guards are
+    goals += [(at_one(env.replace(r), sub, f"the generic range {r}"), f"the generic range {r}")
+              for r in range_facts(others.keys(), others)]
     replaced = {**{s: at_one(env.replace(s), sub, f"the replacement of {s}") for s in env.replacements}, **sub}
     answers = answer_goals(k, replaced)
     ev.answers = len(answers)
