@@ -37,7 +37,9 @@ import types
 from collections.abc import Iterator
 from typing import Any
 
-#: what the interpreter lacks from libdevice, written in operations it has
+#: what the interpreter lacks from libdevice, written in operations it has (approximations
+#: where noted: a kernel that uses them differs from eager by rounding, on every call, stock's
+#: too; ``pow`` is right for positive bases only)
 _WRITTEN = {
     "tanh": lambda tl: lambda x: 2 * tl.sigmoid(2 * x) - 1,
     "pow": lambda tl: lambda x, y: tl.math.exp2(tl.math.log2(x) * y),
