@@ -172,12 +172,17 @@ class StrideOrder:
         except (NotANumber, over_ranges.Undecided):
             return False
 
-        class _Sizes:
+        class _Sizes:  # what the check reads of V.graph: 2.13 its sizevars, 2.11 its _shape_env
             sizevars = SizeVarAllocator(symbols.env)
+            _shape_env = symbols.env
+
+        def plain(e: sympy.Expr) -> Any:
+            e = symbols.expr(e)
+            return int(e) if e.is_number else e
 
         with V.set_graph_handler(_Sizes()):  # type: ignore[arg-type]
-            layout = ir.FixedLayout(torch.device("cpu"), torch.float32, [symbols.expr(e) for e in size],
-                                    [symbols.expr(e) for e in stride])
+            layout = ir.FixedLayout(torch.device("cpu"), torch.float32, [plain(e) for e in size],
+                                    [plain(e) for e in stride])
             try:
                 got = over_ranges.decided(lambda: _is_stride_ordered_original(ir)(layout, list(self.order)))
             except over_ranges.Undecided:
