@@ -39,6 +39,9 @@ def test_the_summary_counts_reuse_wrong_and_reasons(fuzz):
     ("widen_models", ["--models", "gpt5"], "unknown model or sweep"),
     ("widen_depth", ["--models", "bert"], "--models takes gpt2,llama"),
     ("widen_corpus", ["--only", "no_such_program"], "--only names no program"),
+    ("serve_loop", ["--families", "gpt5"], "unknown family or cache"),
+    ("serve_loop", ["--requests", "0"], "outside 1..7"),
+    ("triton_questions", ["--gpu-json", "/no/such.json"], "is not a file"),
 ])
 def test_bad_arguments_are_one_line_and_exit_2(name, argv, says, capsys):
     module = next(load_benchmark(name))

@@ -1,0 +1,160 @@
+"""A served decoder loop: ``generate()`` across a request mix, stock ``torch.compile`` vs
+``verishape.compile``, side by side (issue 38's measurement).
+
+A served decoder sees prompts of many lengths, decode steps at length 1 with a growing KV
+cache, and batches from 1 to N.  Each (family, cache, variant) runs in a fresh process: a
+tiny-config Hugging Face causal LM (random weights, built offline), its ``forward`` compiled
+(``model.forward = compile(model.forward)``: Inductor, automatic dynamic shapes, torch's
+caches off), then greedy ``generate()`` for every request of the mix (batch, prompt length),
+``NEW_TOKENS`` new tokens each, with ``disable_compile=True`` so that only this compile runs,
+the dynamic cache (the default) or ``cache_implementation="static"``.  Reported per run:
+Inductor compiles (backend compiles less reuses), Dynamo frames compiled, recompile-limit
+hits (after which the forward runs eagerly), reuses proved by verishape, compile seconds
+(Dynamo's own per-frame total), wall time, and whether every request's tokens equal an eager
+copy's.  JSON output.
+
+    python benchmarks/serve_loop.py --families llama,gpt2,qwen2 --caches dynamic,static --json benchmarks/results/serve_loop.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+#: the issue's request mix: (batch, prompt length)
+MIX = ((2, 7), (1, 11), (3, 5), (1, 9), (4, 13), (1, 6), (2, 10))
+NEW_TOKENS = 5
+VOCAB = 128
+FAMILIES = ("llama", "gpt2", "qwen2", "mistral", "gpt_neox", "phi3")
+_CONFIG = dict(num_hidden_layers=2, n_layer=2, num_attention_heads=4, n_head=4, num_key_value_heads=2,
+               hidden_size=32, n_embd=32, intermediate_size=64, n_inner=64, vocab_size=VOCAB,
+               max_position_embeddings=64, n_positions=64, head_dim=8, pad_token_id=0, bos_token_id=0,
+               eos_token_id=0, rotary_pct=1.0, sliding_window=None)
+
+
+def build(family: str) -> tuple[Any, Any]:
+    """The model and an eager copy with the same weights."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config_class = type(AutoConfig.for_model(family))
+    wanted = {k: v for k, v in _CONFIG.items()
+              if not isinstance(getattr(config_class, k, None), property) or getattr(config_class, k).fset}
+    cfg = AutoConfig.for_model(family, **wanted)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa").eval()
+    reference = AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa").eval()
+    reference.load_state_dict(model.state_dict())
+    return model, reference
+
+
+class _LimitHits(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.hits = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "torch._dynamo hit config." in record.getMessage():
+            self.hits += 1
+
+
+def child(family: str, cache: str, variant: str, mix: tuple[tuple[int, int], ...]) -> dict[str, Any]:
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    import torch
+    from torch._dynamo.utils import counters, get_compilation_metrics
+
+    import verishape
+    from verishape.compiler import frames
+
+    torch._inductor.config.fx_graph_cache = False
+    torch._functorch.config.enable_autograd_cache = False
+    model, reference = build(family)
+    compile_fn = torch.compile if variant == "stock" else verishape.compile
+    model.forward = compile_fn(model.forward)
+    hits = _LimitHits()
+    logging.getLogger("torch._dynamo").addHandler(hits)
+    torch._dynamo.reset()
+    counters.clear()
+    kwargs: dict[str, Any] = {"max_new_tokens": NEW_TOKENS, "do_sample": False, "disable_compile": True}
+    if cache == "static":
+        kwargs["cache_implementation"] = "static"
+    equal, requests = True, []
+    start = time.perf_counter()
+    with torch.no_grad():
+        for i, (batch, length) in enumerate(mix):
+            ids = torch.randint(1, VOCAB, (batch, length), generator=torch.Generator().manual_seed(i))
+            mask = torch.ones_like(ids)
+            t0 = time.perf_counter()
+            got = model.generate(ids, attention_mask=mask, **kwargs)
+            seconds = time.perf_counter() - t0
+            same = torch.equal(got, reference.generate(ids, attention_mask=mask, **kwargs))
+            equal &= same
+            requests.append({"batch": batch, "prompt": length, "seconds": seconds, "tokens_equal": same})
+    wall = time.perf_counter() - start
+    metrics = get_compilation_metrics()
+    reused = counters["verishape"]["reused_at_size_1"]
+    with frames._envs_lock:
+        refusals = [f"{n}: {w}"[:300] for es in frames._envs_by_code.values() for e in es
+                    for n, w in getattr(e, "verishape_log", None) and e.verishape_log.not_widened or ()]
+    return {"family": family, "cache": cache, "variant": variant, "torch": torch.__version__,
+            "inductor_compiles": counters["stats"]["unique_graphs"] - reused, "dynamo_frames": len(metrics),
+            "recompile_limit_hits": hits.hits, "reused": reused,
+            "compile_s": sum(m.entire_frame_compile_time_s or 0.0 for m in metrics), "wall_s": wall,
+            "tokens_equal": equal, "requests": requests, "refusals": refusals[:5]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--families", default="llama,gpt2,qwen2")
+    ap.add_argument("--caches", default="dynamic,static")
+    ap.add_argument("--requests", type=int, default=len(MIX), help="the first N requests of the mix")
+    ap.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "serve_loop.json")
+    ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    mix = MIX[:args.requests]
+    if args.child:
+        print(json.dumps(child(*args.child, mix)))
+        return 0
+    families = [f for f in args.families.split(",") if f]
+    caches = [c for c in args.caches.split(",") if c]
+    bad = [f for f in families if f not in FAMILIES] + [c for c in caches if c not in ("dynamic", "static")]
+    if bad or not 1 <= args.requests <= len(MIX):
+        print(f"serve_loop: unknown family or cache {bad} (families: {', '.join(FAMILIES)}; caches: dynamic, static), "
+              f"or --requests {args.requests} outside 1..{len(MIX)}", file=sys.stderr)
+        return 2
+    rows = []
+    for family in families:
+        for cache in caches:
+            for variant in ("stock", "verishape"):
+                proc = subprocess.run([sys.executable, __file__, "--child", family, cache, variant,
+                                       "--requests", str(args.requests)],
+                                      capture_output=True, text=True, cwd=ROOT, env=dict(os.environ))
+                if proc.returncode != 0:
+                    row = {"family": family, "cache": cache, "variant": variant,
+                           "error": proc.stderr.strip().splitlines()[-3:]}
+                else:
+                    row = json.loads(proc.stdout.strip().splitlines()[-1])
+                rows.append(row)
+                print(f"{family:8s} {cache:7s} {variant:9s} " + (
+                    f"error: {row['error']}" if "error" in row else
+                    f"inductor compiles {row['inductor_compiles']}, frames {row['dynamo_frames']}, "
+                    f"limit hits {row['recompile_limit_hits']}, reused {row['reused']}, "
+                    f"compile {row['compile_s']:.1f} s, wall {row['wall_s']:.1f} s, tokens equal {row['tokens_equal']}"),
+                    flush=True)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps({"mix": mix, "new_tokens": NEW_TOKENS, "rows": rows}, indent=1))
+    return 1 if any("error" in r or not r["tokens_equal"] for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
