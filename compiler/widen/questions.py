@@ -413,7 +413,9 @@ def recording(env: Any, candidates: frozenset[sympy.Symbol]) -> Iterator[Questio
     """Install a :class:`QuestionLog` on ``env`` (a VeriShapeEnv) for one block.  On a torch
     that lacks a required interception (``torch_seam.widening_refused``) this is said once,
     in one line; the size-1 calls of such a compile are then refused with that line."""
-    refused = torch_seam.widening_refused()
+    # probed only where Inductor is loaded (it lowers this compile): an aot_eager user should
+    # not pay for importing Inductor's modules
+    refused = torch_seam.widening_refused() if "torch._inductor.sizevars" in sys.modules else None
     if refused and refused not in _said:
         _said.add(refused)
         logging.getLogger("verishape").warning(refused)

@@ -97,7 +97,7 @@ VOCABULARY = ("torch.utils._sympy.functions.FloorDiv", "torch.utils._sympy.funct
 #: Every Inductor (and Triton-codegen) function that widening wraps while it lowers a generic
 #: compile (compiler/widen/recompute.py), or recognises on the stack of a question
 #: (compiler/widen/questions.py): the interception registry of issue 37, one row each.
-#: ``alternatives``: the same role under other names on other torch releases (2.11 reads
+#: A row's ``paths`` may name the same role under the names of several torch releases (2.11 reads
 #: guarding hints through ``size_hint``/``size_hint_or_throw``/``symbolic_hint``; 2.13 through
 #: ``guarding_hint_or_throw``/``replace_backed_symbols_with_hints``): every one that exists is
 #: wrapped.  ``required``: without one of the row's names widening would be unsound (a hint
