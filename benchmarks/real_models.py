@@ -285,7 +285,7 @@ def _measure(case: ModelCase, compiled: Any, shapes: list[tuple[int, int]], chec
     max_diff = 0.0
     for i, (batch, seq) in enumerate(shapes):
         kwargs = case.inputs(batch, seq)
-        graphs, reused = counters["stats"]["unique_graphs"], counters["verishape"]["reused_at_size_1"]
+        graphs, reused = counters["stats"]["unique_graphs"], counters["verishape"]["reused"]
         with torch.no_grad():
             start, wall = time.process_time(), time.perf_counter()
             got = _first_tensor(compiled(**kwargs))
@@ -293,7 +293,7 @@ def _measure(case: ModelCase, compiled: Any, shapes: list[tuple[int, int]], chec
             want = _first_tensor(case.module(**kwargs))
         call_cpu_s.append(elapsed)
         traced = counters["stats"]["unique_graphs"] - graphs
-        ran_generic = counters["verishape"]["reused_at_size_1"] - reused
+        ran_generic = counters["verishape"]["reused"] - reused
         if traced:  # Dynamo traced: the backend compiled, or a size-1 trace reused a generic artifact
             compiled_calls.append(i)
             compile_cpu_s += elapsed

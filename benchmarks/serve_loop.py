@@ -102,13 +102,15 @@ def child(family: str, cache: str, variant: str, mix: tuple[tuple[int, int], ...
             requests.append({"batch": batch, "prompt": length, "seconds": seconds, "tokens_equal": same})
     wall = time.perf_counter() - start
     metrics = get_compilation_metrics()
-    reused = counters["verishape"]["reused_at_size_1"]
+    reused = counters["verishape"]["reused"]
     with frames._envs_lock:
         refusals = [f"{n}: {w}"[:300] for es in frames._envs_by_code.values() for e in es
                     for n, w in getattr(e, "verishape_log", None) and e.verishape_log.not_widened or ()]
     return {"family": family, "cache": cache, "variant": variant, "torch": torch.__version__,
             "inductor_compiles": counters["stats"]["unique_graphs"] - reused, "dynamo_frames": len(metrics),
             "recompile_limit_hits": hits.hits, "reused": reused,
+            "reused_at_size_1": counters["verishape"]["reused_at_size_1"],
+            "reused_relaid": counters["verishape"]["reused_relaid"],
             "compile_s": sum(m.entire_frame_compile_time_s or 0.0 for m in metrics), "wall_s": wall,
             "tokens_equal": equal, "requests": requests, "refusals": refusals[:5]}
 
@@ -118,10 +120,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--families", default="llama,gpt2,qwen2")
     ap.add_argument("--caches", default="dynamic,static")
     ap.add_argument("--requests", type=int, default=len(MIX), help="the first N requests of the mix")
+    ap.add_argument("--mix", help="another request mix, BATCHxPROMPT,... (e.g. 2x7,3x5); replaces --requests")
     ap.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "serve_loop.json")
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     mix = MIX[:args.requests]
+    if args.mix is not None:
+        try:
+            mix = tuple((int(b), int(n)) for b, n in (item.split("x") for item in args.mix.split(",")))
+            if not mix or any(b < 1 or n < 1 for b, n in mix):
+                raise ValueError
+        except ValueError:
+            print(f"serve_loop: --mix {args.mix!r}: expected BATCHxPROMPT pairs of positive integers, "
+                  f"comma-separated (e.g. 2x7,3x5)", file=sys.stderr)
+            return 2
     if args.child:
         print(json.dumps(child(*args.child, mix)))
         return 0
@@ -137,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         for cache in caches:
             for variant in ("stock", "verishape"):
                 proc = subprocess.run([sys.executable, __file__, "--child", family, cache, variant,
-                                       "--requests", str(args.requests)],
+                                       "--mix", ",".join(f"{b}x{n}" for b, n in mix)],
                                       capture_output=True, text=True, cwd=ROOT, env=dict(os.environ))
                 if proc.returncode != 0:
                     row = {"family": family, "cache": cache, "variant": variant,

@@ -67,7 +67,7 @@ def draw(n: int, seed: int, max_ops: int) -> list[Any]:
     return out
 
 
-def run_one(program: Any, backend: str, device: str | None = None) -> dict[str, Any]:
+def run_one(program: Any, backend: str, device: str | None = None, layouts: bool = False) -> dict[str, Any]:
     """Worker: one program's sweep on one backend."""
     import warnings
 
@@ -76,12 +76,13 @@ def run_one(program: Any, backend: str, device: str | None = None) -> dict[str, 
 
     logging.getLogger("torch").setLevel(logging.CRITICAL)
     from verishape.fuzz.widen_check import reason_class, run_sweep
-    from verishape.fuzz.widen_programs import eager_accepts
+    from verishape.fuzz.widen_programs import eager_accepts, layout_sweep
 
     start = time.perf_counter()
     if not eager_accepts(program):
         return {"status": "invalid"}
-    sweep = run_sweep(program.function(), program.make_args, program.sweep, backend=backend, device=device)
+    make_args, sizes = layout_sweep(program) if layouts else (program.make_args, program.sweep)
+    sweep = run_sweep(program.function(), make_args, sizes, backend=backend, device=device)
     out = sweep.to_dict()
     out.update(status="ran", seconds=time.perf_counter() - start,
                refusal_kinds=sorted({reason_class(r) for r in sweep.refusals}))
@@ -89,13 +90,13 @@ def run_one(program: Any, backend: str, device: str | None = None) -> dict[str, 
 
 
 def campaign(programs: list[Any], backends: tuple[str, ...], jobs: int,
-             device: str | None = None) -> dict[str, list[dict[str, Any]]]:
+             device: str | None = None, layouts: bool = False) -> dict[str, list[dict[str, Any]]]:
     results: dict[str, list[dict[str, Any]]] = {b: [None] * len(programs) for b in backends}  # type: ignore[list-item]
     todo = [(i, b) for b in backends for i in range(len(programs))]
     ctx = multiprocessing.get_context("spawn")
     while todo:
         with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-            futures = {pool.submit(run_one, programs[i], b, device): (i, b) for i, b in todo}
+            futures = {pool.submit(run_one, programs[i], b, device, layouts): (i, b) for i, b in todo}
             todo = []
             broken = False
             for fut in cf.as_completed(futures):
@@ -112,7 +113,7 @@ def campaign(programs: list[Any], backends: tuple[str, ...], jobs: int,
                 for i, b in retry:
                     with cf.ProcessPoolExecutor(max_workers=1, mp_context=ctx) as solo:
                         try:
-                            results[b][i] = solo.submit(run_one, programs[i], b, device).result()
+                            results[b][i] = solo.submit(run_one, programs[i], b, device, layouts).result()
                         except cf.process.BrokenProcessPool:
                             results[b][i] = {"status": "crash"}
     return results
@@ -150,6 +151,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", choices=("cpu", "cuda", "triton-cpu"), default="cpu",
                     help="cuda: Triton kernels on the GPU; triton-cpu: Inductor's Triton codegen on the CPU, kernels "
                          "in Triton's interpreter")
+    ap.add_argument("--layouts", action="store_true",
+                    help="sweep input layouts too: a size -n is n with every input of rank >= 2 in reversed "
+                         "dimension order (first, second, -second, -later, 1, -1)")
     ap.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "widen_fuzz.json")
     args = ap.parse_args(argv)
     if args.programs < 1 or args.jobs < 1:
@@ -163,9 +167,10 @@ def main(argv: list[str] | None = None) -> int:
     backends = BACKENDS if args.backend == "both" else (args.backend,)
     start = time.perf_counter()
     programs = draw(args.programs, args.seed, args.max_ops)
-    results = campaign(programs, backends, args.jobs, None if args.device == "cpu" else args.device)
+    results = campaign(programs, backends, args.jobs, None if args.device == "cpu" else args.device, args.layouts)
     summary = summarize(programs, results)
-    report = {"torch": torch.__version__, "device": args.device, "seed": args.seed, "max_ops": args.max_ops,
+    report = {"torch": torch.__version__, "device": args.device, "layouts": args.layouts, "seed": args.seed,
+              "max_ops": args.max_ops,
               "jobs": args.jobs,
               "wall_s": time.perf_counter() - start, "summary": summary,
               "programs": [{"source": p.source, "sweep": p.sweep,
@@ -175,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     for b, s in summary.items():
         rate = f"{s['reuse_rate']:.0%}" if s["reuse_rate"] is not None else "-"
         print(f"{b}: {s['programs']} programs ({s['invalid']} invalid, {s['crashes']} crashed), "
-              f"{s['compiled']} compiled, reused at 1: {s['reused']} ({rate}), wrong: {len(s['wrong'])}, "
+              f"{s['compiled']} compiled, reused{'' if args.layouts else ' at 1'}: {s['reused']} ({rate}), wrong: {len(s['wrong'])}, "
               f"stock's own differences: {len(s['other_differences'])}")
         for reason, n in list(s["refusal_reasons"].items())[:8]:
             print(f"    {n:4d}  {reason}")

@@ -162,7 +162,7 @@ def run(family: str, sweep: str, device: str = "cpu") -> dict[str, Any]:
         max_diff, calls, error = 0.0, [], None
         for batch, seq in SWEEPS[sweep]:
             kwargs = {k: v.to(target) if isinstance(v, torch.Tensor) else v for k, v in make(batch, seq).items()}
-            reused = counters["verishape"]["reused_at_size_1"]
+            reused = counters["verishape"]["reused"]
             try:
                 with torch.no_grad():
                     got = _first_tensor(compiled(**kwargs))
@@ -172,10 +172,10 @@ def run(family: str, sweep: str, device: str = "cpu") -> dict[str, Any]:
                 break
             diff = (got.double() - want.double()).abs().max().item() if got.numel() else 0.0
             max_diff = max(max_diff, diff)
-            calls.append({"size": (batch, seq), "reused": counters["verishape"]["reused_at_size_1"] > reused})
+            calls.append({"size": (batch, seq), "reused": counters["verishape"]["reused"] > reused})
     with frames._envs_lock:
         refusals = [f"{n}: {w}" for es in frames._envs_by_code.values() for e in es for n, w in e.verishape_log.not_widened]
-    compiles = counters["stats"]["unique_graphs"] - counters["verishape"]["reused_at_size_1"]
+    compiles = counters["stats"]["unique_graphs"] - counters["verishape"]["reused"]
     at_one = [c for c in calls if 1 in (c["size"][0] if sweep == "batch" else c["size"][1],)]
     return {"family": family, "kind": kind, "sweep": sweep, "status": "error" if error else "ran", "error": error,
             "compiles": compiles, "reused_at_1": any(c["reused"] for c in at_one),

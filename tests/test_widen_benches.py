@@ -4,6 +4,8 @@ and exit 2."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from bench_loader import load_benchmark
@@ -41,6 +43,8 @@ def test_the_summary_counts_reuse_wrong_and_reasons(fuzz):
     ("widen_corpus", ["--only", "no_such_program"], "--only names no program"),
     ("serve_loop", ["--families", "gpt5"], "unknown family or cache"),
     ("serve_loop", ["--requests", "0"], "outside 1..7"),
+    ("serve_loop", ["--mix", "2x"], "BATCHxPROMPT"),
+    ("serve_loop", ["--mix", "0x3"], "BATCHxPROMPT"),
     ("triton_questions", ["--gpu-json", "/no/such.json"], "is not a file"),
 ])
 def test_bad_arguments_are_one_line_and_exit_2(name, argv, says, capsys):
@@ -59,3 +63,21 @@ def test_gpu_benchmarks_say_they_need_a_gpu(name, capsys):
     module = next(load_benchmark(name))
     assert module.main([]) == 2
     assert "needs a CUDA device" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_served_decoder_reuses_on_its_caches_layout_and_stays_under_the_limit(tmp_path):
+    """Issue 38's loop, small: tiny LLaMA, the dynamic cache, two requests.  The first decode
+    step of each request reads the cache the prefill returned (transposed), the next ones
+    the cache ``torch.cat`` made (contiguous): on the generic decode compile verishape runs
+    the same artifact on a copy in its layout; stock compiles again.  Both processes, side
+    by side, their tokens equal to eager's."""
+    module = next(load_benchmark("serve_loop"))
+    out = tmp_path / "serve.json"
+    assert module.main(["--families", "llama", "--caches", "dynamic", "--mix", "2x7,3x5", "--json", str(out)]) == 0
+    rows = {r["variant"]: r for r in json.loads(out.read_text())["rows"]}
+    stock, mine = rows["stock"], rows["verishape"]
+    assert stock["tokens_equal"] and mine["tokens_equal"]
+    assert mine["reused_relaid"] >= 1
+    assert mine["inductor_compiles"] == stock["inductor_compiles"] - mine["reused"]
+    assert mine["recompile_limit_hits"] == 0

@@ -96,8 +96,11 @@ class Canonicalizer:
     names its symbols by source).  A symbol ``rename`` does not cover (unbacked, or
     without a source) makes the graph incomparable."""
 
-    def __init__(self, rename: Callable[[sympy.Symbol], sympy.Basic]) -> None:
+    def __init__(self, rename: Callable[[sympy.Symbol], sympy.Basic], relaid: frozenset[int] = frozenset()) -> None:
         self._rename = rename
+        #: positions (among tensor placeholders) of the placeholders whose layout (strides, offset) is not compared: the
+        #: caller copies them into the generic layout (:mod:`verishape.compiler.widen.layout`)
+        self._relaid = relaid
         #: storage of a folded whole-dimension scatter -> the storage of its src
         self._same_storage: dict[Any, Any] = {}
         #: storages some graph output uses (a scatter writing one is never folded)
@@ -323,6 +326,7 @@ class Canonicalizer:
             raise NotWidened(f"cannot compare an argument of type {type(a).__name__}")
 
         returned: tuple[Any, ...] = ()
+        position = -1
         for node in gm.graph.nodes:
             value = _value(node)
             if node.op == "output" and len(node.args) == 1 and isinstance(node.args[0], (tuple, list)):
@@ -353,9 +357,8 @@ class Canonicalizer:
                 # row-major reshape of the input's values
                 target = "reshape"
             if node.op == "placeholder":
-                grapharg = node.meta.get("grapharg")
-                source = grapharg.source.name if grapharg is not None and grapharg.source is not None else None
-                entry = ("placeholder", source, self.meta(value, storages))
+                position += isinstance(value, torch.Tensor)
+                entry = self._placeholder(node, value, storages, position in self._relaid)
             else:
                 args, kwargs = self._moot_causal(node, target)
                 entry = (node.op, target, arg(args), arg(kwargs),
@@ -365,6 +368,15 @@ class Canonicalizer:
             entries.append(entry)
         return Canon(tuple(entries), returned)
 
+
+    def _placeholder(self, node: torch.fx.Node, value: Any, storages: list[Any], relaid: bool) -> tuple[Any, ...]:
+        """An input's entry: its source and metadata (``relaid``: without strides and offset)."""
+        grapharg = node.meta.get("grapharg")
+        source = grapharg.source.name if grapharg is not None and grapharg.source is not None else None
+        meta = self.meta(value, storages)
+        if relaid and isinstance(value, torch.Tensor):
+            meta = (*meta[:2], "relaid", "relaid", *meta[4:])
+        return ("placeholder", source, meta)
 
     def _moot_causal(self, node: torch.fx.Node, target: str) -> tuple[Any, Any]:
         """``node``'s arguments, with ``is_causal`` of an attention call read as False when
@@ -527,7 +539,8 @@ def _target_name(target: Any) -> str:
     return f"{module}.{name}"
 
 
-def canonical(gm: torch.fx.GraphModule, rename: Callable[[sympy.Symbol], sympy.Basic]) -> Canon:
+def canonical(gm: torch.fx.GraphModule, rename: Callable[[sympy.Symbol], sympy.Basic],
+              relaid: frozenset[int] = frozenset()) -> Canon:
     """``gm`` as :class:`Canon`.
 
     Kept, in order: tensor placeholders and every node whose value holds a tensor or
@@ -537,6 +550,8 @@ def canonical(gm: torch.fx.GraphModule, rename: Callable[[sympy.Symbol], sympy.B
     Folded: nodes whose value is a number or a tuple of numbers (SymInt placeholders,
     ``sym_size``, size arithmetic), replaced at each use by their value as an expression.
     Every symbol goes through ``rename``; expressions are expanded, so ``1*s1`` and
-    ``s1`` compare equal.  Raises :class:`NotWidened` for what it cannot compare
-    (submodules, tensor constants, unnamed symbols)."""
-    return Canonicalizer(rename).graph(gm)
+    ``s1`` compare equal.  ``relaid``: positions of the placeholders whose strides and
+    offset are not compared (the caller runs the generic artifact on a copy in its layout).  Raises
+    :class:`NotWidened` for what it cannot compare (submodules, tensor constants, unnamed
+    symbols)."""
+    return Canonicalizer(rename, relaid).graph(gm)

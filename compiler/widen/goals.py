@@ -81,6 +81,7 @@ def prove_at_one(k: Any, group: Group, nested_env: Any, names: dict[str, str], p
     # by the symbol that replaced theirs), so it is written in the replacement, as the guards are
     goals += [(at_one(env.replace(r), sub, f"the generic range {r}"), f"the generic range {r}")
               for r in range_facts(others.keys(), others)]
+    guard_goals = [g for g, _ in goals]  # what may be carried into the new trace's guards
     replaced = {**{s: at_one(env.replace(s), sub, f"the replacement of {s}") for s in env.replacements}, **sub}
     answers = answer_goals(k, replaced)
     ev.answers = len(answers)
@@ -101,10 +102,33 @@ def prove_at_one(k: Any, group: Group, nested_env: Any, names: dict[str, str], p
     record = _prove_one(prover, sympy.And(*ev.shape_guards), premises, hints, ev.describe(timed=False))
     if record is not None:
         return record
-    for g, what in goals:  # name the first goal that fails alone
-        if _prove_one(prover, g, premises, hints, what) is None:
+    carriable = {id(g) for g in guard_goals}
+    to_nested = {g: n for n, g in to_generic.items()}
+    for g, what in goals:  # each alone: carry a generic guard, or name the first goal that fails
+        if _prove_one(prover, g, premises, hints, what) is not None:
+            continue
+        if id(g) not in carriable or not _carry(g, hints, nested_env, to_nested):
             raise NotWidened(f"not implied at size 1 by the size-1 trace's guards: {what}")
+        ev.carried.append(what)
+        premises = [*premises, g]
+    if ev.carried:
+        record = _prove_one(prover, sympy.And(*ev.shape_guards), premises, hints, ev.describe(timed=False))
+        if record is not None:
+            return record
     raise NotWidened("the generic guards and answers at 1 are not proved together (solver unknown)")
+
+
+def _carry(goal: sympy.Basic, hints: dict[sympy.Symbol, int], nested_env: Any,
+           to_nested: dict[sympy.Symbol, sympy.Symbol]) -> bool:
+    """Install a generic guard (or range) the new trace's guards do not imply as a guard
+    of the new trace, where it holds at this call and names only sizes the new trace has:
+    the weakest precondition of running the generic artifact is the generic frame's own
+    guards, so the new cache entry checks it, and a call that fails it misses the entry
+    and compiles as stock.  (A guard Inductor added while lowering the generic graph,
+    ``L + 1 <= 4096``, is one the new trace, never lowered, cannot have.)"""
+    if not goal.free_symbols <= to_nested.keys() or goal.xreplace(hints) is not sympy.true:
+        return False
+    return nested_env.evaluate_expr(goal.xreplace(to_nested)) is sympy.true
 
 
 def size_goals(k: Any, merged: set[sympy.Symbol], sub: dict[sympy.Symbol, sympy.Basic],

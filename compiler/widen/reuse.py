@@ -29,6 +29,16 @@ batch-1 trace computes.  The proof is made lazily, when size 1 arrives:
    1), and the user's backend compiles nothing.  Otherwise the backend compiles the
    size-1 trace as stock would, and the reason is in the frame's decision log.
 
+The same proof serves a call that misses on its inputs' layout rather than a size (a
+served decoder's KV cache: transposed on the first decode step, contiguous after): the
+pattern that arrived is then "no size at 1, some tensors in another layout", and the
+artifact runs on copies in the generic layout (:mod:`verishape.compiler.widen.layout`).  A
+generic guard the new trace does not imply (one Inductor added while lowering) is not a
+refusal where it holds at the call: it is installed as a guard of the new trace, so its
+cache entry checks what the artifact depends on (:func:`~verishape.compiler.widen.goals.prove_at_one`).
+Entries that run a kept artifact are counted apart from Dynamo's recompile limit
+(:mod:`verishape.compiler.widen.limit`).
+
 Only eligible symbols are kept: backed, bound to input tensor sizes, range exactly
 ``[2, upper]``, not replaced.  Only the backends whose pipeline is known are used:
 ``eager`` (runs the Dynamo graph), ``aot_eager`` and ``inductor`` (inference graphs).
@@ -52,6 +62,7 @@ import torch
 
 from verishape.core import torch_seam
 
+from . import calling, layout, limit
 from . import questions as questions_
 from .canon import Canon, Canonicalizer, NotWidened, canonical, first_difference, is_size_only, returned_sizes
 from .sizes import Group, at_one, bound_sources, eligible, group_name, merged_group, source_names
@@ -203,7 +214,8 @@ class Evidence:
     the compared graphs, the goals proved at 1 and the solver's proof."""
 
     symbol: Group
-    value: int
+    #: the value the group's sizes take (None: no size moves, only a layout)
+    value: int | None
     #: the first input source of each size set to 1 (``group_name`` order)
     sources: list[str]
     dynamo: str
@@ -217,14 +229,28 @@ class Evidence:
     time_s: float = 0.0
     #: sizes the generic graph returns that the size-1 frame returns as constants
     dropped_outputs: int = 0
+    #: inputs whose layout (strides, offset) differs from the generic trace's: copied into
+    #: the generic layout before the artifact runs (:mod:`verishape.compiler.widen.layout`)
+    restrided: list[str] = dataclasses.field(default_factory=list)
+    #: generic guards the new trace did not imply, installed as its own guards (the entry
+    #: checks them; see :func:`verishape.compiler.widen.goals.prove_at_one`)
+    carried: list[str] = dataclasses.field(default_factory=list)
 
     def describe(self, timed: bool = True) -> str:
         graphs = f"dynamo graph {self.dynamo}" + (f", aot graph {self.aot}" if self.aot else "")
-        together = f" (with {', '.join(self.sources[1:])} at {self.value} too)" if len(self.sources) > 1 else ""
-        return (f"{self.sources[0]} widened to admit {self.value}{together}: the size-{self.value} trace equals "
-                f"the generic graph ({graphs}) and runs the artifact of compile {self.reused}; "
+        relaid = (f"{len(self.restrided)} input(s) copied into the generic layout ({', '.join(self.restrided[:2])}"
+                  + (", ..." if len(self.restrided) > 2 else "") + ")") if self.restrided else ""
+        if self.value is None:
+            head = f"{self.restrided[0]} widened to admit its layout: the trace equals the generic graph"
+        else:
+            together = f" (with {', '.join(self.sources[1:])} at {self.value} too)" if len(self.sources) > 1 else ""
+            head = f"{self.sources[0]} widened to admit {self.value}{together}: the size-{self.value} trace equals the generic graph"
+        return (f"{head} ({graphs}) and runs the artifact of compile {self.reused}"
+                + (f"; {relaid}" if relaid else "")
+                + (f"; {len(self.carried)} generic guard(s) carried into this entry's guards" if self.carried else "")
+                + "; "
                 f"{len(self.shape_guards)} generic guard(s), range(s) and lowering answer(s) "
-                f"({self.answers} answer(s)) implied at {self.value}"
+                f"({self.answers} answer(s)) implied " + (f"at {self.value}" if self.value is not None else "at this call")
                 + (f"; {self.hints} optimization hint read(s), heuristics" if self.hints else "")
                 + (f"; {self.time_s * 1e3:.0f} ms" if timed else ""))
 
@@ -244,7 +270,7 @@ def reuse(env: Any, tx: Any, gm: torch.fx.GraphModule, example_inputs: Any, back
         if k.backend != backend_name:
             continue
         group = _arrived(k, now)
-        if not group:
+        if group is None or (not group and not _relaid_only(k, env, tx)):
             continue
         start = time.perf_counter()
         try:
@@ -264,7 +290,9 @@ def reuse(env: Any, tx: Any, gm: torch.fx.GraphModule, example_inputs: Any, back
             env.verishape_log.not_widened.append((group_name(k.env, group), f"the proof failed: {exc!r}"[:300]))
             return None
         ev.time_s = time.perf_counter() - start
-        counters["verishape"]["reused_at_size_1"] += 1
+        counters["verishape"]["reused"] += 1
+        counters["verishape"]["reused_at_size_1" if group else "reused_relaid"] += 1
+        limit.note()
         env.verishape_log.widened.append(ev)
         if ev.proof is not None:
             env.verishape_log.add(ev.proof)
@@ -281,6 +309,21 @@ def _size_now(now: dict[str, Any], source: Any) -> int | None:
         return None
     n = fake.shape[source.idx]
     return n if isinstance(n, int) else n.node.maybe_as_int()
+
+
+def _relaid_only(k: Kept, env: Any, tx: Any) -> bool:
+    """No kept size is 1, and the call's inputs differ from the generic trace's only in
+    the layout of some tensors (the same sizes): worth a proof
+    (:mod:`verishape.compiler.widen.layout`).  Cheap, and silent: any other miss (a
+    non-shape guard, another size) is not this module's to report."""
+    try:
+        names = _match_symbols(k.env, (), env)
+        generic = _canon_inputs(k.inputs, Canonicalizer(_generic_rename(k.env, (), 1)))
+        here = _canon_inputs([(tf.source.name, tf.fake) for tf in tx.output.tracked_fakes],
+                             Canonicalizer(_nested_rename(env, names)))
+        return bool(layout.differing(generic, here))
+    except NotWidened:
+        return False
 
 
 def _arrived(k: Kept, now: dict[str, Any]) -> Group | None:
@@ -307,38 +350,73 @@ def _prove(k: Kept, group: Group, env: Any, tx: Any, gm: torch.fx.GraphModule, e
     names = _match_symbols(k.env, group, env)
     generic_rename = _generic_rename(k.env, group, 1)
     rename = _nested_rename(env, names)
-    dynamo_generic = canonical(k.dynamo, generic_rename)
-    dynamo_here = canonical(gm, rename)
-    keep = returned_sizes(dynamo_generic, dynamo_here)
-    if keep is None:
-        raise NotWidened(f"the Dynamo graph at size 1 differs from the generic graph"
-                         f"{first_difference(dynamo_generic, dynamo_here)}")
     generic_inputs = _canon_inputs(k.inputs, Canonicalizer(generic_rename))
     here_inputs = _canon_inputs([(tf.source.name, tf.fake) for tf in tx.output.tracked_fakes], Canonicalizer(rename))
-    if generic_inputs != here_inputs:
-        raise NotWidened("input sizes or strides at size 1 differ from the generic trace")
+    relaid = layout.differing(generic_inputs, here_inputs)
+    orders = _relaid_orders(k, relaid, generic_rename)
+    if relaid:
+        layout.unobserved(gm, relaid)
+    what = "at size 1" if group else "in its layout"
+    positions = _tensor_positions(k.dynamo, relaid)
+    dynamo_generic = canonical(k.dynamo, generic_rename, positions)
+    dynamo_here = canonical(gm, rename, _tensor_positions(gm, relaid))
+    keep = returned_sizes(dynamo_generic, dynamo_here)
+    if keep is None:
+        raise NotWidened(f"the Dynamo graph {what} differs from the generic graph"
+                         f"{first_difference(dynamo_generic, dynamo_here)}")
     missing = _guard_keys(k.guards) - _guard_keys(tx.output.guards)
     if missing:
         raise NotWidened(f"the generic frame checks guards the size-1 trace does not: {sorted(missing)[:3]}")
-    args = _argument_map(k, group, gm)
-    ev = Evidence(group, 1, [source_names(k.env, s)[0] for s in group], dynamo_generic.fingerprint(),
-                  None, str(k.compile_id), [])
+    args = calling.argument_map(k, group, gm, orders)
+    ev = Evidence(group, 1 if group else None, [source_names(k.env, s)[0] for s in group],
+                  dynamo_generic.fingerprint(), None, str(k.compile_id), [], restrided=relaid)
     ev.hints = sum(k.questions.heuristic_hints.values()) if k.questions is not None else 0
     ev.proof = prove_at_one(k, group, env, names, prover, ev)
     if k.aot is not None:
-        aot_generic = canonical(k.aot, generic_rename)
-        aot_here = _aot_inference_graph(gm, example_inputs, k.aot_kwargs or {}, rename)
+        if positions and _tensor_count(k.aot) != _tensor_count(k.dynamo):
+            raise NotWidened("the AOT graph's tensor inputs are not the Dynamo graph's: an input's layout is "
+                             "not widened")
+        aot_generic = canonical(k.aot, generic_rename, positions)
+        aot_here = _aot_inference_graph(gm, example_inputs, k.aot_kwargs or {}, rename, positions)
         if returned_sizes(aot_generic, aot_here) is None:
-            raise NotWidened(f"the AOT graph at size 1 differs from the generic graph"
+            raise NotWidened(f"the AOT graph {what} differs from the generic graph"
                              f"{first_difference(aot_generic, aot_here)}")
         ev.aot = aot_generic.fingerprint()
     if len(keep) != len(dynamo_generic.outputs):
         ev.dropped_outputs = len(dynamo_generic.outputs) - len(keep)
-    return _calling(k.compiled, args, keep if ev.dropped_outputs else None), ev
+    return calling.calling(k.compiled, args, keep if ev.dropped_outputs else None), ev
+
+
+def _tensor_positions(graph: Any, names: list[str]) -> frozenset[int]:
+    """The positions, among the graph's tensor placeholders, of those bound to ``names``."""
+    out, position = set(), -1
+    for node in graph.graph.find_nodes(op="placeholder"):
+        if isinstance(node.meta.get("example_value", node.meta.get("val")), torch.Tensor):
+            position += 1
+            src = calling.placeholder_source(node)
+            if src is not None and src.name in names:
+                out.add(position)
+    if len(out) != len(names):
+        raise NotWidened("an input in another layout is not a tensor argument of the graph")
+    return frozenset(out)
+
+
+def _tensor_count(graph: Any) -> int:
+    return sum(isinstance(n.meta.get("example_value", n.meta.get("val")), torch.Tensor)
+               for n in graph.graph.find_nodes(op="placeholder"))
+
+
+def _relaid_orders(k: Kept, relaid: list[str], generic_rename: Callable[[sympy.Symbol], sympy.Basic]
+                   ) -> dict[str, tuple[int, ...]]:
+    """For each input in another layout: the dense order of the generic trace's layout
+    (proved, :func:`layout.dense_order`)."""
+    fakes = dict(k.inputs)
+    c = Canonicalizer(generic_rename)
+    return {name: layout.dense_order(fakes[name], c, k.env.backed_var_to_val) for name in relaid}
 
 
 def _aot_inference_graph(gm: torch.fx.GraphModule, example_inputs: Any, aot_kwargs: dict[str, Any],
-                         rename: Callable[[sympy.Symbol], sympy.Basic]) -> Canon:
+                         rename: Callable[[sympy.Symbol], sympy.Basic], relaid: frozenset[int] = frozenset()) -> Canon:
     """The AOTAutograd inference graph of ``gm`` (the same options as the generic
     compile's), in canonical form; traced, never lowered."""
     from torch._functorch.aot_autograd import aot_module_simplified
@@ -350,7 +428,7 @@ def _aot_inference_graph(gm: torch.fx.GraphModule, example_inputs: Any, aot_kwar
 
     def keep_graph(fw: torch.fx.GraphModule, inputs: Any, *a: Any, **kw: Any) -> Any:
         try:
-            got["canon"] = canonical(fw, rename)
+            got["canon"] = canonical(fw, rename, relaid)
         except NotWidened as exc:
             got["error"] = str(exc)
         return never
@@ -490,67 +568,6 @@ def _refuse_if_excluded(env: Any, symbols: Group, value: int) -> None:
 def _where(guard: Any) -> str:
     sloc = getattr(guard, "sloc", None)
     return str(sloc).strip()[:120] if sloc is not None else "?"
-
-
-# ---------------------------------------------------------------------------- calling the generic artifact
-
-
-def _placeholder_source(node: torch.fx.Node) -> Any:
-    grapharg = node.meta.get("grapharg")
-    return grapharg.source if grapharg is not None else None
-
-
-def _argument_map(k: Kept, group: Group, gm: torch.fx.GraphModule) -> list[Callable[[tuple[Any, ...]], Any]]:
-    """For each argument of the generic graph, how to get it from the size-1 graph's
-    arguments: the same input by source, a size set to 1 as 1, or a size read off an input
-    tensor of this call."""
-    from torch._dynamo.source import TensorProperty, TensorPropertySource
-
-    here: dict[str, int] = {}
-    for i, node in enumerate(gm.graph.find_nodes(op="placeholder")):
-        src = _placeholder_source(node)
-        if src is not None:
-            here.setdefault(src.name, i)
-    merged = merged_group(k.env, group)
-    out: list[Callable[[tuple[Any, ...]], Any]] = []
-    for node in k.dynamo.graph.find_nodes(op="placeholder"):
-        src = _placeholder_source(node)
-        value = node.meta.get("example_value", node.meta.get("val"))
-        if isinstance(value, torch.SymInt) and value.node.expr.free_symbols <= merged:
-            constant = int(at_one(value.node.expr, {s: sympy.Integer(1) for s in merged},
-                                  f"generic graph argument {node.name} = {value.node.expr}"))
-            out.append(lambda args, c=constant: c)
-            continue
-        if src is None:
-            raise NotWidened(f"generic graph argument {node.name} has no source")
-        if src.name in here:
-            out.append(lambda args, i=here[src.name]: args[i])
-            continue
-        if (isinstance(value, torch.SymInt) and isinstance(src, TensorPropertySource)
-                and src.prop in (TensorProperty.SIZE, TensorProperty.STRIDE) and src.base.name in here):
-            i, d = here[src.base.name], src.idx
-            out.append((lambda args, i=i, d=d: args[i].size(d)) if src.prop is TensorProperty.SIZE
-                       else (lambda args, i=i, d=d: args[i].stride(d)))
-            continue
-        raise NotWidened(f"generic graph argument {src.name} is not an argument of the size-1 graph")
-    return out
-
-
-def _calling(compiled: Callable[..., Any], args: list[Callable[[tuple[Any, ...]], Any]],
-             keep: tuple[int, ...] | None = None) -> Callable[..., Any]:
-    """The generic artifact called with arguments rebuilt from the size-1 call's; with
-    ``keep``, only those of its results (the sizes the generic graph returns, which the
-    size-1 frame's bytecode returns as constants, left out)."""
-    # Dynamo calls what a backend returns with the graph's arguments unpacked, whatever
-    # ``_boxed_call`` says (``functools.wraps`` copies that flag onto unboxed wrappers)
-    def generic_artifact_at_size_1(*size_1_args: Any) -> Any:
-        out = compiled(*[a(size_1_args) for a in args])
-        if keep is None:
-            return out
-        return type(out)(out[i] for i in keep) if isinstance(out, tuple) else [out[i] for i in keep]
-
-    generic_artifact_at_size_1._verishape_reused = compiled  # type: ignore[attr-defined]
-    return generic_artifact_at_size_1
 
 
 def kept_count() -> int:

@@ -42,6 +42,8 @@ def merged_group(env: Any, symbols: Group) -> set[sympy.Symbol]:
 
 
 def group_name(env: Any, group: Group) -> str:
+    if not group:
+        return "an input's layout"
     names = [(source_names(env, s) or [str(s)])[0] for s in group]
     return names[0] + (f" (with {', '.join(names[1:])} at 1 too)" if len(names) > 1 else "")
 

@@ -54,13 +54,13 @@ class StockFindings:
         m = _WIDENED.match(text)
         return {"kind": "specialization_widened", "role": role, "frame": frame, "evidence": text,
                 "status": solvers.PROVED, "source": m.group("source") if m else None,
-                "sources": list(ev.sources), "value": int(ev.value),
+                "sources": list(ev.sources), "value": int(ev.value) if ev.value is not None else None,
                 "record": ev.proof.to_json() if ev.proof is not None else None}
 
     def _widened_to(self, group: list[str]) -> int | None:
         """The smallest value at which a later frame proved it may run this frame's
         artifact for a size of ``group``, if any."""
-        values = [w["value"] for w in self.widenings() if w["role"] == "reused_by"
+        values = [w["value"] for w in self.widenings() if w["role"] == "reused_by" and w["value"] is not None
                   and any(src in group for src in w["sources"])]
         return min(values) if values else None
 

@@ -126,17 +126,17 @@ def batch_one_reuse() -> bool:
             calls = []
             for batch in (4, 6, 1):
                 x = torch.randn(batch, 16, generator=torch.Generator().manual_seed(batch))
-                graphs = counters["stats"]["unique_graphs"] - counters["verishape"]["reused_at_size_1"]
+                graphs = counters["stats"]["unique_graphs"] - counters["verishape"]["reused"]
                 start = time.perf_counter()
                 got = compiled(x)
                 elapsed = time.perf_counter() - start
                 ok &= bool(torch.allclose(got, scores(x), rtol=1e-5, atol=1e-6))
-                compiled_now = counters["stats"]["unique_graphs"] - counters["verishape"]["reused_at_size_1"] > graphs
-                reused = counters["verishape"]["reused_at_size_1"] > 0 and batch == 1 and not compiled_now
+                compiled_now = counters["stats"]["unique_graphs"] - counters["verishape"]["reused"] > graphs
+                reused = counters["verishape"]["reused"] > 0 and batch == 1 and not compiled_now
                 calls.append(f"batch {batch}: " + ("compiled" if compiled_now else
                                                     "ran the batch-N artifact (proved)" if reused else "cache hit")
                              + f" {elapsed:.2f} s")
-            total = counters["stats"]["unique_graphs"] - counters["verishape"]["reused_at_size_1"]
+            total = counters["stats"]["unique_graphs"] - counters["verishape"]["reused"]
             print(f"  {name}: {total} compiles; " + "; ".join(calls))
     torch._dynamo.reset()
     print("  (outputs equal eager: " + ("yes" if ok else "NO") + "; stock ran second, its kernels already built "

@@ -118,11 +118,11 @@ def _run_sweep(fn: Callable[..., Any], make_args: Callable[[int], Sequence[Any]]
     from verishape.compiler import frames
 
     calls = _calls(lambda: verishape.compile(fn, backend=backend, **compile_kwargs), fn, make_args, sizes,
-                   reused_counter=lambda: counters["verishape"]["reused_at_size_1"], clear_frames=True)
+                   reused_counter=lambda: counters["verishape"]["reused"], clear_frames=True)
     with frames._envs_lock:
         envs = [e for es in frames._envs_by_code.values() for e in es]
     refusals = [f"{name}: {why}" for env in envs for name, why in env.verishape_log.not_widened]
-    compiles = counters["stats"]["unique_graphs"] - counters["verishape"]["reused_at_size_1"]
+    compiles = counters["stats"]["unique_graphs"] - counters["verishape"]["reused"]
     torch._dynamo.reset()
     sweep = Sweep(backend, [c for c, _ in calls], refusals, compiles)
     differing = [i for i, (c, _) in enumerate(calls) if c.difference is not None and c.reused]

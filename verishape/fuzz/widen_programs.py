@@ -73,6 +73,27 @@ class Program:
         return [torch.randn(*[int(d.subs(B, n)) for d in shape], generator=g) for _, shape in self.inputs]
 
 
+def relaid(args: list[Any]) -> list[Any]:
+    """``args`` with every tensor of rank 2 or more in the reversed dimension order (a fresh
+    tensor, not a view: as a compiled prefill returns a transposed KV cache)."""
+    import torch
+
+    return [torch.empty_permuted(a.shape, tuple(reversed(range(a.dim())))).copy_(a)
+            if isinstance(a, torch.Tensor) and a.dim() >= 2 else a for a in args]
+
+
+def layout_sweep(program: Program) -> tuple[Callable[[int], list[Any]], list[int]]:
+    """The program's sweep with layout changes (issue 38): a size ``-n`` is size ``n`` with
+    its inputs :func:`relaid`.  Generic sizes first, then the second one relaid (a layout
+    miss on the generic compile), a later size relaid, 1, and 1 relaid."""
+    first, second, _, later, _ = program.sweep
+
+    def make_args(n: int) -> list[Any]:
+        return relaid(program.make_args(-n)) if n < 0 else program.make_args(n)
+
+    return make_args, [first, second, -second, -later, 1, -1]
+
+
 def _at(e: sympy.Expr, n: int) -> int:
     return int(e.subs(B, n))
 

@@ -1,0 +1,81 @@
+"""Calling a kept generic artifact from a later trace's arguments (:mod:`verishape.compiler.widen.reuse`
+proves that it may): each generic argument rebuilt from the new call's, sizes set to 1 as
+constants, inputs in another layout copied into the generic one, sizes the new frame
+returns as constants left out of the results."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import sympy
+import torch
+
+from . import layout
+from .canon import NotWidened
+from .sizes import Group, at_one, merged_group
+
+
+def placeholder_source(node: torch.fx.Node) -> Any:
+    grapharg = node.meta.get("grapharg")
+    return grapharg.source if grapharg is not None else None
+
+
+def argument_map(k: Any, group: Group, gm: torch.fx.GraphModule, orders: dict[str, tuple[int, ...]]
+                  ) -> list[Callable[[tuple[Any, ...]], Any]]:
+    """For each argument of the generic graph, how to get it from the size-1 graph's
+    arguments: the same input by source (copied into the generic layout where ``orders``
+    names it), a size set to 1 as 1, or a size read off an input tensor of this call."""
+    from torch._dynamo.source import TensorProperty, TensorPropertySource
+
+    here: dict[str, int] = {}
+    for i, node in enumerate(gm.graph.find_nodes(op="placeholder")):
+        src = placeholder_source(node)
+        if src is not None:
+            here.setdefault(src.name, i)
+    merged = merged_group(k.env, group)
+    out: list[Callable[[tuple[Any, ...]], Any]] = []
+    for node in k.dynamo.graph.find_nodes(op="placeholder"):
+        src = placeholder_source(node)
+        value = node.meta.get("example_value", node.meta.get("val"))
+        if isinstance(value, torch.SymInt) and value.node.expr.free_symbols <= merged:
+            constant = int(at_one(value.node.expr, {s: sympy.Integer(1) for s in merged},
+                                  f"generic graph argument {node.name} = {value.node.expr}"))
+            out.append(lambda args, c=constant: c)
+            continue
+        if src is None:
+            raise NotWidened(f"generic graph argument {node.name} has no source")
+        if src.name in orders:
+            out.append(lambda args, i=here[src.name], o=orders[src.name]: layout.to_layout(args[i], o))
+            continue
+        if src.name in here:
+            out.append(lambda args, i=here[src.name]: args[i])
+            continue
+        if (isinstance(src, TensorPropertySource) and src.prop is TensorProperty.STRIDE
+                and src.base.name in orders):
+            raise NotWidened(f"the generic graph reads a stride of {src.base.name}, an input in another layout")
+        if (isinstance(value, torch.SymInt) and isinstance(src, TensorPropertySource)
+                and src.prop in (TensorProperty.SIZE, TensorProperty.STRIDE) and src.base.name in here):
+            i, d = here[src.base.name], src.idx
+            out.append((lambda args, i=i, d=d: args[i].size(d)) if src.prop is TensorProperty.SIZE
+                       else (lambda args, i=i, d=d: args[i].stride(d)))
+            continue
+        raise NotWidened(f"generic graph argument {src.name} is not an argument of the size-1 graph")
+    return out
+
+
+def calling(compiled: Callable[..., Any], args: list[Callable[[tuple[Any, ...]], Any]],
+             keep: tuple[int, ...] | None = None) -> Callable[..., Any]:
+    """The generic artifact called with arguments rebuilt from the size-1 call's; with
+    ``keep``, only those of its results (the sizes the generic graph returns, which the
+    size-1 frame's bytecode returns as constants, left out)."""
+    # Dynamo calls what a backend returns with the graph's arguments unpacked, whatever
+    # ``_boxed_call`` says (``functools.wraps`` copies that flag onto unboxed wrappers)
+    def generic_artifact_at_size_1(*size_1_args: Any) -> Any:
+        out = compiled(*[a(size_1_args) for a in args])
+        if keep is None:
+            return out
+        return type(out)(out[i] for i in keep) if isinstance(out, tuple) else [out[i] for i in keep]
+
+    generic_artifact_at_size_1._verishape_reused = compiled  # type: ignore[attr-defined]
+    return generic_artifact_at_size_1

@@ -1,0 +1,110 @@
+"""An input's layout, widened: a call whose tensors have other strides than the generic
+trace's runs the generic artifact on copies laid out as it was compiled for.
+
+Dynamo guards every input tensor's strides, and Inductor's kernels index with them, so a
+call with the same sizes and another layout misses the cache and compiles again.  A served
+decoder meets this on every request: its first decode step reads the KV cache the prefill
+returned (a transposed view of a projection, stride ``D`` between heads), every later step
+the cache ``torch.cat`` made (contiguous, stride ``L * D``).
+
+The program computes values from values: when both traces are one graph apart from the
+input's layout (:mod:`verishape.compiler.widen.canon` compares intermediates by value where
+no op reads a layout), the input is neither written nor shared with an output (a copy would
+take the write, or hand the caller another storage), and the generic input was a dense
+layout (its strides are those of one order of its dimensions, an identity over all sizes,
+proved on the expressions), then a copy of the input in that order is what the generic
+artifact was compiled for, with the call's values: the artifact computes what the program
+does.  The graph outputs' layouts are compared as before (the caller sees them).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sympy
+import torch
+
+from .canon import Canonicalizer, NotWidened, _flat_tensors, _mutated_storages, _storage
+from .snapshot import each_node
+
+#: what ``differing`` reads of a canonical input: ("tensor"-free) sizes, strides, offset
+_SIZES, _STRIDES, _OFFSET = 0, 1, 2
+
+
+def differing(generic: dict[str, Any], here: dict[str, Any]) -> list[str]:
+    """The inputs whose canonical sizes agree and whose strides or storage offset do not;
+    raises :class:`NotWidened` when any other property differs (an input only one side
+    tracks, another size, a scalar)."""
+    if generic.keys() != here.keys():
+        raise NotWidened("the two traces track different inputs")
+    out = []
+    for name, g in generic.items():
+        h = here[name]
+        if g == h:
+            continue
+        if isinstance(g, tuple) and isinstance(h, tuple) and len(g) == len(h) == 3 and g[_SIZES] == h[_SIZES]:
+            out.append(name)
+            continue
+        raise NotWidened(f"input {name} differs from the generic trace in more than its layout")
+    return sorted(out)
+
+
+def dense_order(fake: torch.Tensor, canon: Canonicalizer, hints: dict[sympy.Symbol, Any]) -> tuple[int, ...]:
+    """The order of dimensions (outermost first) whose dense layout gives ``fake``'s
+    strides, for every value of its sizes: checked on the canonical expressions (a
+    dimension of size 1 is skipped: its only index is 0).  The order is read off the
+    strides at the generic compile's hints; raises :class:`NotWidened` when the layout is
+    not dense in it (a slice, a broadcast, an offset)."""
+    if canon.number(fake.storage_offset()) != 0:
+        raise NotWidened("the generic input starts at an offset into its storage")
+    sizes, strides = canon.scalar(fake.shape), canon.scalar(fake.stride())
+
+    def hint(e: Any) -> int:
+        if isinstance(e, torch.SymInt):
+            return int(e.node.expr.xreplace(hints))
+        return int(e)
+
+    at_hint = [hint(st) for st in fake.stride()]
+    order = tuple(sorted(range(fake.dim()), key=lambda d: (-at_hint[d], d)))
+    inner: sympy.Expr = sympy.Integer(1)
+    for d in reversed(order):
+        if sizes[d] != 1 and sympy.expand(strides[d] - inner) != 0:
+            raise NotWidened(f"the generic input's layout is not dense (dimension {d}: stride {strides[d]}, "
+                             f"{inner} in order {order})")
+        inner = sympy.expand(inner * sizes[d])
+    return order
+
+
+def unobserved(gm: torch.fx.GraphModule, names: list[str]) -> None:
+    """Raise :class:`NotWidened` unless the graph neither writes to the storage of these
+    inputs nor returns anything that shares it: then the copy the artifact runs on can
+    not be told from the input."""
+    by_source = {}
+    for node in gm.graph.find_nodes(op="placeholder"):
+        grapharg = node.meta.get("grapharg")
+        if grapharg is not None and grapharg.source is not None:
+            by_source[grapharg.source.name] = node
+    written = _mutated_storages(gm)
+    if written is None:
+        raise NotWidened("what the graph writes is not known: an input's layout is not widened")
+    returned: set[Any] = set()
+    for node in gm.graph.find_nodes(op="output"):
+        each_node(node.args, lambda n: returned.update(
+            _storage(t) for t in _flat_tensors(n.meta.get("example_value", n.meta.get("val")))))
+    for name in names:
+        node = by_source.get(name)
+        if node is None:
+            raise NotWidened(f"input {name} (another layout) is not an argument of the graph")
+        value = node.meta.get("example_value", node.meta.get("val"))
+        key = _storage(value)
+        if key in written:
+            raise NotWidened(f"the graph writes to input {name}: its layout is not widened")
+        if key in returned:
+            raise NotWidened(f"the graph returns a tensor sharing input {name}'s storage: its layout is not widened")
+
+
+def to_layout(t: torch.Tensor, order: tuple[int, ...]) -> torch.Tensor:
+    """A copy of ``t`` laid out densely in ``order`` (outermost first)."""
+    out = torch.empty_permuted(t.shape, order, dtype=t.dtype, device=t.device)
+    out.copy_(t)
+    return out

@@ -1,0 +1,89 @@
+"""A proved reuse is not a recompile: Dynamo's recompile limit counts it apart.
+
+Dynamo stops compiling a frame after ``recompile_limit`` cache entries (8) and runs it
+eagerly from then on: the limit bounds the time spent compiling one frame.  A call that
+runs a kept generic artifact on a proof (:mod:`verishape.compiler.widen.reuse`) adds a
+cache entry (its own guards and bytecode) but compiles nothing, so the entries it makes
+are not counted against that limit, up to a limit of their own of the same size: a frame
+whose calls keep proving reuses still stops, after ``2 * recompile_limit`` entries.  The
+accumulated limit (every entry of the code object) is left as it is.
+
+Dynamo counts entries in ``convert_frame.compute_cache_size``; a torch without that name
+counts reuses as compiles, as stock does (said once, as a warning).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import types
+from typing import Any
+
+from verishape.core import torch_seam
+
+log = logging.getLogger("verishape")
+
+#: where Dynamo counts a frame's cache entries before it decides on the limit
+COUNTER = ("torch._dynamo.convert_frame", "compute_cache_size")
+
+_lock = threading.Lock()
+_installed = False
+
+
+def note() -> None:
+    """A compile is about to return a kept artifact (its entry is told apart by what it
+    calls, :func:`runs_kept_artifact`): count such entries apart from now on."""
+    _install()
+
+
+def runs_kept_artifact(fn: Any) -> bool:
+    """``fn`` (what a cache entry's bytecode calls, as Dynamo installed it: wrapped, the
+    wrapper's ``__dict__`` copied) is a kept artifact called by a proved reuse."""
+    for _ in range(4):
+        if fn is None:
+            return False
+        if getattr(fn, "_verishape_reused", None) is not None:
+            return True
+        fn = getattr(fn, "__wrapped__", None)
+    return False
+
+
+def reuse_entries(code: types.CodeType, f_globals: dict[str, Any]) -> int:
+    """How many of ``code``'s cache entries call a kept artifact.  Read off each entry's own
+    bytecode (the compiled function it calls is a global of the frame), not off a list of
+    compile ids: those restart after ``torch._dynamo.reset()``."""
+    count = 0
+    for entry in torch_seam.cache_entries(code):
+        names = getattr(getattr(entry, "code", None), "co_names", ())
+        count += any(n.startswith("__compiled_fn") and runs_kept_artifact(f_globals.get(n)) for n in names)
+    return count
+
+
+def _install() -> None:
+    global _installed
+    with _lock:
+        if _installed:
+            return
+        _installed = True
+    import torch._dynamo.convert_frame  # noqa: F401 - the module the counter lives in
+
+    if torch_seam.wrap(*COUNTER, _counting_apart) is None:
+        log.warning("verishape: this torch has no %s.%s: a proved reuse counts against Dynamo's recompile "
+                    "limit, as a compile does", *COUNTER)
+
+
+def _counting_apart(original: Any) -> Any:
+    from torch._dynamo import config
+
+    def compute_cache_size(frame: Any, *args: Any, **kwargs: Any) -> Any:
+        size = original(frame, *args, **kwargs)
+        exempt = min(reuse_entries(frame.f_code, frame.f_globals), config.recompile_limit)
+        if not exempt or not dataclasses.is_dataclass(size):
+            return size
+        return dataclasses.replace(
+            size, num_cache_entries=max(0, size.num_cache_entries - exempt),
+            num_cache_entries_with_same_id_matched_objs=max(0, size.num_cache_entries_with_same_id_matched_objs - exempt))
+
+    compute_cache_size._verishape_original = original  # type: ignore[attr-defined]
+    return compute_cache_size
