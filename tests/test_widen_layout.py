@@ -120,6 +120,19 @@ def test_an_input_the_caller_could_observe_through_is_not_copied(fn, why):
     assert any(why in reason for _, reason in refused), refused
 
 
+def reads_storage(x):
+    return x.as_strided((x.shape[0], 4), (1, 1)) * 2  # storage positions: another layout, other values
+
+
+def test_a_graph_that_reads_its_inputs_layout_is_not_run_on_a_copy():
+    compiled = verishape.compile(reads_storage, backend="aot_eager", dynamic=None, widen_specializations=True)
+    for x in (transposed(2, 5), transposed(3, 6), contiguous(3, 6)):
+        torch.testing.assert_close(compiled(x), reads_storage(x))
+    widened, refused = _log(reads_storage)
+    assert widened == [] and counters["verishape"]["reused"] == 0
+    assert any("reads its input's layout" in reason or "differs" in reason for _, reason in refused), refused
+
+
 def contiguous_first(x):
     return x.contiguous().view(x.shape[0], -1) * 2
 

@@ -24,7 +24,7 @@ from typing import Any
 import sympy
 import torch
 
-from .canon import Canonicalizer, NotWidened, _flat_tensors, _mutated_storages, _storage
+from .canon import Canonicalizer, NotWidened, _flat_tensors, _mutated_storages, _reads_layout, _storage
 from .snapshot import each_node
 
 #: what ``differing`` reads of a canonical input: ("tensor"-free) sizes, strides, offset
@@ -77,13 +77,18 @@ def dense_order(fake: torch.Tensor, canon: Canonicalizer, hints: dict[sympy.Symb
 
 def unobserved(gm: torch.fx.GraphModule, names: list[str]) -> None:
     """Raise :class:`NotWidened` unless the graph neither writes to the storage of these
-    inputs nor returns anything that shares it: then the copy the artifact runs on can
-    not be told from the input."""
+    inputs nor returns anything that shares it, and no op of it reads a layout
+    (``as_strided`` reads storage positions, which a copy in another layout holds other
+    values at): then the copy the artifact runs on can not be told from the input.  Checked
+    on the Dynamo graph here and on the AOT graph by the caller."""
     by_source = {}
     for node in gm.graph.find_nodes(op="placeholder"):
         grapharg = node.meta.get("grapharg")
         if grapharg is not None and grapharg.source is not None:
             by_source[grapharg.source.name] = node
+    if _reads_layout(gm):
+        raise NotWidened("an op of the graph reads its input's layout (as_strided and the like): "
+                         "an input's layout is not widened")
     written = _mutated_storages(gm)
     if written is None:
         raise NotWidened("what the graph writes is not known: an input's layout is not widened")

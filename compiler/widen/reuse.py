@@ -65,6 +65,7 @@ from verishape.core import torch_seam
 from . import calling, layout, limit
 from . import questions as questions_
 from .canon import Canon, Canonicalizer, NotWidened, canonical, first_difference, is_size_only, returned_sizes
+from .canon import _reads_layout as reads_layout
 from .sizes import Group, at_one, bound_sources, eligible, group_name, merged_group, source_names
 from .snapshot import Snapshot
 from .goals import prove_at_one
@@ -427,6 +428,9 @@ def _aot_inference_graph(gm: torch.fx.GraphModule, example_inputs: Any, aot_kwar
         raise AssertionError("verishape: the size-1 AOT graph is only compared, never run (this is a bug)")
 
     def keep_graph(fw: torch.fx.GraphModule, inputs: Any, *a: Any, **kw: Any) -> Any:
+        if relaid and reads_layout(fw):
+            got["error"] = "an op of the AOT graph reads its input's layout: an input's layout is not widened"
+            return never
         try:
             got["canon"] = canonical(fw, rename, relaid)
         except NotWidened as exc:
