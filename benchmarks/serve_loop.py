@@ -14,11 +14,13 @@ hits (after which the forward runs eagerly), reuses proved by verishape, compile
 copy's.  JSON output.
 
     python benchmarks/serve_loop.py --families llama,gpt2,qwen2 --caches dynamic,static --json benchmarks/results/serve_loop.json
+    python benchmarks/serve_loop.py --families llama --size 1b --layers 4 --device cuda --mode reduce-overhead --mix 2x7,3x5,1x11
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import logging
 import os
@@ -40,18 +42,29 @@ _CONFIG = dict(num_hidden_layers=2, n_layer=2, num_attention_heads=4, n_head=4, 
                eos_token_id=0, rotary_pct=1.0, sliding_window=None)
 
 
-def build(family: str) -> tuple[Any, Any]:
-    """The model and an eager copy with the same weights."""
+#: the ~1B LLaMA-style widths (LLaMA 3.2 1B: hidden 2048, 16 layers, 32 heads, 8 KV heads,
+#: MLP 8192; the vocabulary kept small, random weights), for any family: ``--size 1b``
+_1B = dict(num_hidden_layers=16, n_layer=16, num_attention_heads=32, n_head=32, num_key_value_heads=8,
+           hidden_size=2048, n_embd=2048, intermediate_size=8192, n_inner=8192, head_dim=64,
+           max_position_embeddings=256, n_positions=256)
+SIZES = ("tiny", "1b")
+
+
+def build(family: str, size: str = "tiny", layers: int | None = None, device: str = "cpu") -> tuple[Any, Any]:
+    """The model and an eager copy with the same weights, on ``device``."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
     config_class = type(AutoConfig.for_model(family))
-    wanted = {k: v for k, v in _CONFIG.items()
+    chosen = {**_CONFIG, **(_1B if size == "1b" else {})}
+    if layers is not None:
+        chosen.update(num_hidden_layers=layers, n_layer=layers)
+    wanted = {k: v for k, v in chosen.items()
               if not isinstance(getattr(config_class, k, None), property) or getattr(config_class, k).fset}
     cfg = AutoConfig.for_model(family, **wanted)
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa").eval()
-    reference = AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa").eval()
+    model = AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa").eval().to(device)
+    reference = AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa").eval().to(device)
     reference.load_state_dict(model.state_dict())
     return model, reference
 
@@ -66,7 +79,8 @@ class _LimitHits(logging.Handler):
             self.hits += 1
 
 
-def child(family: str, cache: str, variant: str, mix: tuple[tuple[int, int], ...]) -> dict[str, Any]:
+def child(family: str, cache: str, variant: str, mix: tuple[tuple[int, int], ...], device: str = "cpu",
+          mode: str = "default", size: str = "tiny", layers: int | None = None) -> dict[str, Any]:
     import warnings
 
     warnings.filterwarnings("ignore")
@@ -78,9 +92,9 @@ def child(family: str, cache: str, variant: str, mix: tuple[tuple[int, int], ...
 
     torch._inductor.config.fx_graph_cache = False
     torch._functorch.config.enable_autograd_cache = False
-    model, reference = build(family)
+    model, reference = build(family, size, layers, device)
     compile_fn = torch.compile if variant == "stock" else verishape.compile
-    model.forward = compile_fn(model.forward)
+    model.forward = compile_fn(model.forward, mode=None if mode == "default" else mode)
     hits = _LimitHits()
     logging.getLogger("torch._dynamo").addHandler(hits)
     torch._dynamo.reset()
@@ -89,18 +103,25 @@ def child(family: str, cache: str, variant: str, mix: tuple[tuple[int, int], ...
     if cache == "static":
         kwargs["cache_implementation"] = "static"
     equal, requests = True, []
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     start = time.perf_counter()
     with torch.no_grad():
         for i, (batch, length) in enumerate(mix):
-            ids = torch.randint(1, VOCAB, (batch, length), generator=torch.Generator().manual_seed(i))
+            ids = torch.randint(1, VOCAB, (batch, length), generator=torch.Generator().manual_seed(i)).to(device)
             mask = torch.ones_like(ids)
+            graphs = counters["stats"]["unique_graphs"]
+            sync()
             t0 = time.perf_counter()
             got = model.generate(ids, attention_mask=mask, **kwargs)
+            sync()
             seconds = time.perf_counter() - t0
             same = torch.equal(got, reference.generate(ids, attention_mask=mask, **kwargs))
             equal &= same
-            requests.append({"batch": batch, "prompt": length, "seconds": seconds, "tokens_equal": same})
+            requests.append({"batch": batch, "prompt": length, "seconds": seconds, "tokens_equal": same,
+                             "traced": counters["stats"]["unique_graphs"] - graphs,
+                             "tokens": hashlib.sha256(got.cpu().numpy().tobytes()).hexdigest()[:16]})
     wall = time.perf_counter() - start
+    warm = [r for r in requests if r["traced"] == 0]
     metrics = get_compilation_metrics()
     reused = counters["verishape"]["reused"]
     with frames._envs_lock:
@@ -112,7 +133,12 @@ def child(family: str, cache: str, variant: str, mix: tuple[tuple[int, int], ...
             "reused_at_size_1": counters["verishape"]["reused_at_size_1"],
             "reused_relaid": counters["verishape"]["reused_relaid"],
             "compile_s": sum(m.entire_frame_compile_time_s or 0.0 for m in metrics), "wall_s": wall,
-            "tokens_equal": equal, "requests": requests, "refusals": refusals[:5]}
+            "tokens_equal": equal, "device": device, "mode": mode, "size": size, "layers": layers,
+            "tokens_per_s": sum(r["batch"] for r in requests) * NEW_TOKENS / sum(r["seconds"] for r in requests),
+            # requests during which nothing was traced: the serving rate once compiled
+            "warm_tokens_per_s": (sum(r["batch"] for r in warm) * NEW_TOKENS / sum(r["seconds"] for r in warm)
+                                  if warm else None),
+            "requests": requests, "refusals": refusals[:5]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,6 +146,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--families", default="llama,gpt2,qwen2")
     ap.add_argument("--caches", default="dynamic,static")
     ap.add_argument("--requests", type=int, default=len(MIX), help="the first N requests of the mix")
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    ap.add_argument("--mode", choices=("default", "reduce-overhead", "max-autotune-no-cudagraphs"), default="default",
+                    help="torch.compile's mode (reduce-overhead: CUDA graphs, on a GPU)")
+    ap.add_argument("--size", choices=SIZES, default="tiny", help="tiny widths, or the ~1B LLaMA widths")
+    ap.add_argument("--layers", type=int, help="override the number of layers (a 1B-wide model with fewer layers)")
     ap.add_argument("--mix", help="another request mix, BATCHxPROMPT,... (e.g. 2x7,3x5); replaces --requests")
     ap.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "serve_loop.json")
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
@@ -134,9 +165,18 @@ def main(argv: list[str] | None = None) -> int:
             print(f"serve_loop: --mix {args.mix!r}: expected BATCHxPROMPT pairs of positive integers, "
                   f"comma-separated (e.g. 2x7,3x5)", file=sys.stderr)
             return 2
+    if args.layers is not None and args.layers < 1:
+        print(f"serve_loop: --layers {args.layers}: must be at least 1", file=sys.stderr)
+        return 2
     if args.child:
-        print(json.dumps(child(*args.child, mix)))
+        print(json.dumps(child(*args.child, mix, args.device, args.mode, args.size, args.layers)))
         return 0
+    if args.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            print("serve_loop: --device cuda needs a CUDA device; this machine has none", file=sys.stderr)
+            return 2
     families = [f for f in args.families.split(",") if f]
     caches = [c for c in args.caches.split(",") if c]
     bad = [f for f in families if f not in FAMILIES] + [c for c in caches if c not in ("dynamic", "static")]
@@ -149,7 +189,9 @@ def main(argv: list[str] | None = None) -> int:
         for cache in caches:
             for variant in ("stock", "verishape"):
                 proc = subprocess.run([sys.executable, __file__, "--child", family, cache, variant,
-                                       "--mix", ",".join(f"{b}x{n}" for b, n in mix)],
+                                       "--mix", ",".join(f"{b}x{n}" for b, n in mix), "--device", args.device,
+                                       "--mode", args.mode, "--size", args.size,
+                                       *(["--layers", str(args.layers)] if args.layers is not None else [])],
                                       capture_output=True, text=True, cwd=ROOT, env=dict(os.environ))
                 if proc.returncode != 0:
                     row = {"family": family, "cache": cache, "variant": variant,
@@ -161,10 +203,17 @@ def main(argv: list[str] | None = None) -> int:
                     f"error: {row['error']}" if "error" in row else
                     f"inductor compiles {row['inductor_compiles']}, frames {row['dynamo_frames']}, "
                     f"limit hits {row['recompile_limit_hits']}, reused {row['reused']}, "
-                    f"compile {row['compile_s']:.1f} s, wall {row['wall_s']:.1f} s, tokens equal {row['tokens_equal']}"),
+                    f"compile {row['compile_s']:.1f} s, wall {row['wall_s']:.1f} s, tokens/s {row['tokens_per_s']:.1f}, "
+                    f"tokens equal {row['tokens_equal']}"),
                     flush=True)
+    for row in rows:  # the same tokens as stock's, request by request (where eager's differ on a GPU)
+        other = next((r for r in rows if r.get("variant") == "stock" and r.get("family") == row.get("family")
+                      and r.get("cache") == row.get("cache")), None)
+        if "error" not in row and other is not None and "error" not in other:
+            row["tokens_equal_stock"] = [a["tokens"] for a in row["requests"]] == [a["tokens"] for a in other["requests"]]
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"mix": mix, "new_tokens": NEW_TOKENS, "rows": rows}, indent=1))
+    args.json.write_text(json.dumps({"mix": mix, "new_tokens": NEW_TOKENS, "device": args.device, "mode": args.mode,
+                                     "size": args.size, "layers": args.layers, "rows": rows}, indent=1))
     return 1 if any("error" in r or not r["tokens_equal"] for r in rows) else 0
 
 

@@ -45,6 +45,7 @@ def test_the_summary_counts_reuse_wrong_and_reasons(fuzz):
     ("serve_loop", ["--requests", "0"], "outside 1..7"),
     ("serve_loop", ["--mix", "2x"], "BATCHxPROMPT"),
     ("serve_loop", ["--mix", "0x3"], "BATCHxPROMPT"),
+    ("serve_loop", ["--layers", "0"], "must be at least 1"),
     ("triton_questions", ["--gpu-json", "/no/such.json"], "is not a file"),
 ])
 def test_bad_arguments_are_one_line_and_exit_2(name, argv, says, capsys):
@@ -54,14 +55,15 @@ def test_bad_arguments_are_one_line_and_exit_2(name, argv, says, capsys):
     assert says in err and err.count("\n") == 1
 
 
-@pytest.mark.parametrize("name", ["gpu_divisibility", "gpu_scale"])
-def test_gpu_benchmarks_say_they_need_a_gpu(name, capsys):
+@pytest.mark.parametrize("name,argv", [("gpu_divisibility", []), ("gpu_scale", []),
+                                       ("serve_loop", ["--device", "cuda"])])
+def test_gpu_benchmarks_say_they_need_a_gpu(name, argv, capsys):
     import torch
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a CUDA device: the benchmark would run")  # only on a GPU machine
     module = next(load_benchmark(name))
-    assert module.main([]) == 2
+    assert module.main(argv) == 2
     assert "needs a CUDA device" in capsys.readouterr().err
 
 
