@@ -16,7 +16,7 @@ def test_the_corpus_is_large_and_covers_every_group():
     assert len(CASES) >= 60 and len(BY_NAME) == len(CASES)
     groups = {c.group for c in CASES}
     assert {"layout", "aliasing", "branching", "empty reduction", "size-1 reduction", "norm", "attention",
-            "graph break"} <= groups
+            "graph break", "relayout"} <= groups
     assert set(REUSES["inductor"]) | set(REUSES["aot_eager"]) <= BY_NAME.keys()
 
 
