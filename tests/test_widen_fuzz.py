@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from verishape.fuzz import widen_check
-from verishape.fuzz.widen_programs import OPS, B, eager_accepts, programs
+from verishape.fuzz.widen_programs import OPS, B, eager_accepts, layout_sweep, programs
 
 
 def _diff(want, got, inputs=()):
@@ -94,4 +94,29 @@ def test_no_drawn_program_reuses_a_wrong_artifact(backend, data):
     if not eager_accepts(program):
         return
     sweep = widen_check.run_sweep(program.function(), program.make_args, program.sweep, backend=backend)
+    assert sweep.wrong == [], f"{sweep.wrong}\n{program.source}"
+
+
+@settings(max_examples=10, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(programs())
+def test_a_layout_sweep_relays_the_same_values(program):
+    make, sizes = layout_sweep(program)
+    assert [abs(n) for n in sizes[:4]] == [program.sweep[0], program.sweep[1], program.sweep[1], program.sweep[3]]
+    n = program.sweep[1]
+    plain, relaid = make(n), make(-n)
+    for a, b in zip(plain, relaid):
+        assert torch.equal(a, b) and b._base is None
+        if a.dim() >= 2:
+            assert b.stride() == tuple(reversed(torch.empty(tuple(reversed(a.shape))).stride()))
+
+
+@pytest.mark.slow
+@settings(max_examples=6, suppress_health_check=list(HealthCheck), deadline=None)
+@given(data=st.data())
+def test_no_drawn_program_reuses_a_wrong_artifact_in_another_layout(data):
+    program = data.draw(programs(max_ops=5))
+    if not eager_accepts(program):
+        return
+    make, sizes = layout_sweep(program)
+    sweep = widen_check.run_sweep(program.function(), make, sizes, backend="inductor")
     assert sweep.wrong == [], f"{sweep.wrong}\n{program.source}"
