@@ -195,13 +195,15 @@ def test_dense_order_refuses_what_is_not_dense(t):
 
 
 def test_differing_names_only_layout_differences():
-    a = {"x": ((2, 3), (3, 1), 0), "n": "int"}
-    assert layout.differing(a, {"x": ((2, 3), (1, 2), 0), "n": "int"}) == ["x"]
+    a = {"x": ("tensor", (2, 3), (3, 1), 0), "n": "int", "t": (2, 3, 4, 5)}
+    assert layout.differing(a, {**a, "x": ("tensor", (2, 3), (1, 2), 0)}) == ["x"]
     assert layout.differing(a, dict(a)) == []
     with pytest.raises(NotWidened):
-        layout.differing(a, {"x": ((2, 4), (4, 1), 0), "n": "int"})
+        layout.differing(a, {**a, "x": ("tensor", (2, 4), (4, 1), 0)})
     with pytest.raises(NotWidened):
-        layout.differing(a, {"x": ((2, 3), (3, 1), 0)})
+        layout.differing(a, {"x": ("tensor", (2, 3), (3, 1), 0), "n": "int"})
+    with pytest.raises(NotWidened):  # a tuple of sizes is not a tensor, whatever its length
+        layout.differing(a, {**a, "t": (2, 3, 9, 9)})
 
 
 @pytest.mark.slow

@@ -27,8 +27,8 @@ import torch
 from .canon import Canonicalizer, NotWidened, _flat_tensors, _mutated_storages, _reads_layout, _storage
 from .snapshot import each_node
 
-#: what ``differing`` reads of a canonical input: ("tensor"-free) sizes, strides, offset
-_SIZES, _STRIDES, _OFFSET = 0, 1, 2
+#: a canonical tensor input (``reuse._canon_inputs``): ("tensor", sizes, strides, offset)
+_TAG, _SIZES = 0, 1
 
 
 def differing(generic: dict[str, Any], here: dict[str, Any]) -> list[str]:
@@ -42,7 +42,8 @@ def differing(generic: dict[str, Any], here: dict[str, Any]) -> list[str]:
         h = here[name]
         if g == h:
             continue
-        if isinstance(g, tuple) and isinstance(h, tuple) and len(g) == len(h) == 3 and g[_SIZES] == h[_SIZES]:
+        if (isinstance(g, tuple) and isinstance(h, tuple) and len(g) == len(h) == 4 and g[_TAG] == h[_TAG] == "tensor"
+                and g[_SIZES] == h[_SIZES]):
             out.append(name)
             continue
         raise NotWidened(f"input {name} differs from the generic trace in more than its layout")

@@ -542,7 +542,7 @@ def _canon_inputs(inputs: list[tuple[str, Any]], c: Canonicalizer) -> dict[str, 
     out = {}
     for name, fake in inputs:
         if isinstance(fake, torch.Tensor):
-            out[name] = (c.scalar(fake.shape), c.scalar(fake.stride()), c.number(fake.storage_offset()))
+            out[name] = ("tensor", c.scalar(fake.shape), c.scalar(fake.stride()), c.number(fake.storage_offset()))
         else:
             out[name] = c.scalar(fake) if is_size_only(fake) else type(fake).__name__
     return out
