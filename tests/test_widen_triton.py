@@ -246,6 +246,7 @@ def test_every_site_a_rule_names_is_a_function_of_this_torch():
     source = "\n".join(p.read_text(errors="replace") for folder in ("_inductor", "fx/experimental", "_subclasses")
                        for p in (root / folder).rglob("*.py"))
     names = {*questions.SITES, *questions.DIRECT_SITES, *questions.HEURISTIC_HINT_SITES, *questions.HINT_ATTACHING,
+             *questions.HINT_PASS_THROUGH,
              questions.INDEX_WIDTH_SITE, *(name for _, name in questions.NON_GUARDING_READS)}
     missing = sorted(n for n in names if f"def {n.split('.')[-1]}(" not in source)
     # sites of one release only: 2.11's pattern-matcher check_fn (2.13: refresh_arg) and

@@ -290,7 +290,13 @@ HEURISTIC_HINT_SITES = ("expand", "repeat", "unfold",
                         # 2.11's reshape index walk compares hints to choose which sizes to merge
                         # next; every branch ends in check_equals guards on the merged sizes (generic
                         # guards, proved at 1), as 2.13's compare_sizes (:data:`SITES`)
-                        "_dynamic_reshape_indexer")
+                        "_dynamic_reshape_indexer",
+                        # the C++ kernel's parallel depth (how many outer loops an OpenMP region
+                        # spans): 2.11 reads the loop size through ``CppKernel.size_hint`` (a
+                        # guarding hint), 2.13 through ``optimization_hint``
+                        "decide_parallel_depth")
+#: Inductor methods that only pass a hint read on to their caller (the caller is the site)
+HINT_PASS_THROUGH = ("CppKernel.size_hint",)
 #: frames of comprehensions: their locals are the holder's business, their name is not a site
 _COMPREHENSIONS = ("<genexpr>", "<listcomp>", "<dictcomp>", "<setcomp>")
 #: ``sizevars`` functions whose hint read decides nothing: ``to_symint_or_int`` attaches the
@@ -388,7 +394,7 @@ def _site() -> tuple[tuple[str, ...], tuple[Any, Any] | None]:
             if site in SITES and not names and operands is None:  # a genexpr's locals come first
                 wanted = SITES[site][1]
                 operands = _operands(wanted, frame.f_locals) if wanted is not None else None
-            if code.co_name not in _COMPREHENSIONS:
+            if code.co_name not in _COMPREHENSIONS and qualified not in HINT_PASS_THROUGH:
                 names.append(site)
         frame = frame.f_back
     return tuple(names), operands
