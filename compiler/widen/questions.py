@@ -294,7 +294,10 @@ HEURISTIC_HINT_SITES = ("expand", "repeat", "unfold",
                         # the C++ kernel's parallel depth (how many outer loops an OpenMP region
                         # spans): 2.11 reads the loop size through ``CppKernel.size_hint`` (a
                         # guarding hint), 2.13 through ``optimization_hint``
-                        "decide_parallel_depth")
+                        "decide_parallel_depth",
+                        # the wrapper's memory planning: reuse a freed buffer of the same symbolic
+                        # size (the key decides that) only where the peak does not grow (the hint)
+                        "AllocateLine.plan", "EfficientPeakEstimate._get_size")
 #: Inductor methods that only pass a hint read on to their caller (the caller is the site)
 HINT_PASS_THROUGH = ("CppKernel.size_hint",)
 #: frames of comprehensions: their locals are the holder's business, their name is not a site
@@ -390,7 +393,8 @@ def _site() -> tuple[tuple[str, ...], tuple[Any, Any] | None]:
         if "_inductor" in code.co_filename and not code.co_filename.endswith("sizevars.py"):
             holder = frame.f_back if code.co_name in _COMPREHENSIONS and frame.f_back is not None else frame
             qualified = getattr(holder.f_code, "co_qualname", holder.f_code.co_name)
-            site = qualified if qualified in SITES or qualified in DIRECT_SITES else holder.f_code.co_name
+            site = (qualified if qualified in SITES or qualified in DIRECT_SITES or qualified in HEURISTIC_HINT_SITES
+                    else holder.f_code.co_name)
             if site in SITES and not names and operands is None:  # a genexpr's locals come first
                 wanted = SITES[site][1]
                 operands = _operands(wanted, frame.f_locals) if wanted is not None else None
