@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -169,11 +170,44 @@ def envs_for(code: Any) -> list[Any]:
         return list(_envs_by_code.get(code, ()))
 
 
-def _remember(code: Any, env: Any) -> None:
+def envs_for_callable(fn: Any) -> list[Any]:
+    """The frames Dynamo compiled for ``fn`` through its shared wrapper frame (a compiled
+    ``nn.Module`` runs as ``external_utils.wrap_inline``'s ``inner``, one code object for
+    every module compiled in the process: its frames are told apart by the closure's ``fn``)."""
+    with _envs_lock:
+        return list(_envs_by_callable.get(fn, ()))
+
+
+#: The VeriShapeEnvs of frames compiled through Dynamo's shared wrapper frame, by the
+#: callable it wraps (weakly: a module that is gone takes its frames with it)
+_envs_by_callable: weakref.WeakKeyDictionary[Any, list[Any]] = weakref.WeakKeyDictionary()
+
+
+def _wrapped_callable(arguments: dict[str, Any]) -> Any:
+    """The callable a wrapper frame of ``torch._dynamo.external_utils`` calls (its closure
+    variable ``fn``), or None for any other frame."""
+    code = arguments.get("f_code")
+    if code is None or not code.co_filename.endswith("external_utils.py") or "fn" not in code.co_freevars:
+        return None
+    return (arguments.get("local_scope") or {}).get("fn")
+
+
+def _remember(code: Any, env: Any, wrapped: Any = None) -> None:
+    from torch._guards import CompileContext
+
+    # which compile this frame is (Dynamo's recompile reasons are listed by it)
+    env.verishape_compile_id = str(CompileContext.current_compile_id())
     with _envs_lock:
         envs = _envs_by_code.setdefault(code, [])
         envs.append(env)
         del envs[:-_ENVS_PER_CODE]
+        if wrapped is not None:
+            try:
+                mine = _envs_by_callable.setdefault(wrapped, [])
+            except TypeError:  # not weakly referenceable: found by its code only
+                return
+            mine.append(env)
+            del mine[:-_ENVS_PER_CODE]
 
 
 def install() -> None:
@@ -199,7 +233,7 @@ def _around_output_graph_init(graph: Any, arguments: dict[str, Any], run: Callab
     sink = _audit_sink.get()
     if isinstance(graph.shape_env, VeriShapeEnv) and _export_envs.get() is None:
         # (a strict export's frame is explained through its ExportedProgram)
-        _remember(arguments.get("f_code"), graph.shape_env)
+        _remember(arguments.get("f_code"), graph.shape_env, _wrapped_callable(arguments))
     if sink is not None:
         sink(graph, arguments)
 

@@ -30,6 +30,26 @@ def test_explain_compiled_function():
     torch._dynamo.reset()
 
 
+def test_explain_a_compiled_module_finds_its_own_frames():
+    """A compiled module runs through Dynamo's shared wrapper frame (one code object for every
+    compiled module): explain finds the frames of this module, not another's (issue 39)."""
+    torch._dynamo.reset()
+    mlp = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    other = torch.nn.Linear(4, 4)
+    compiled, compiled_other = verishape.compile(mlp, backend="aot_eager"), verishape.compile(other, backend="aot_eager")
+    assert "no frame compiled" in verishape.explain(compiled)
+    with torch.no_grad():  # an inference graph: kept, and batch 1 runs it
+        for b in (4, 6, 1):
+            compiled(torch.randn(b, 4))
+    text = verishape.explain(compiled)
+    assert text.startswith("Sequential.forward: 3 frame(s) compiled with verishape"), text
+    assert "widened to admit 1" in text  # batch 1 ran the generic artifact, and says so
+    assert "no frame compiled" in verishape.explain(compiled_other)
+    compiled_other(torch.randn(2, 4))
+    assert verishape.explain(compiled_other).startswith("Linear.forward: 1 frame(s)")
+    torch._dynamo.reset()
+
+
 def test_explain_rejects_non_functions():
     with pytest.raises(TypeError, match="expected a compiled function"):
         verishape.explain(3)

@@ -61,24 +61,31 @@ def _timing(result: Any) -> str:
     return f"{result.time_s * 1e3:.1f} ms{source}"
 
 
-def recompile_reasons(co_name: str) -> list[str]:
-    """Dynamo's recompile reasons for frames named ``co_name``, oldest first."""
+def recompile_reasons(co_name: str, compile_ids: set[str] | None = None) -> list[str]:
+    """Dynamo's recompile reasons for frames named ``co_name`` (of those compiles only,
+    when ``compile_ids`` names them), oldest first."""
     from verishape.core.torch_seam import recompiles
 
     return [f"compile {r.compile_id}: recompiled because the guard {r.guard!r} of an earlier compile failed"
-            for r in recompiles(co_name)]
+            for r in recompiles(co_name) if compile_ids is None or r.compile_id in compile_ids]
 
 
-def explain_envs(name: str, envs: list[Any], numbers: list[int] | None = None, verb: str = "compiled") -> str:
+def explain_envs(name: str, envs: list[Any], numbers: list[int] | None = None, verb: str = "compiled",
+                 code_names: tuple[str, ...] | None = None) -> str:
     """``numbers``: each frame's number, unique across the whole run (a script's frames are
     numbered in compile order, as ``verify-guards`` numbers them); by default 0, 1, ...
-    ``verb``: "compiled", or "exported" for the programs of ``torch.export``."""
+    ``verb``: "compiled", or "exported" for the programs of ``torch.export``.  ``code_names``:
+    the names Dynamo's recompile reasons carry, where they are not ``name``'s first word (a
+    compiled module's frames are Dynamo's wrapper, ``inner``); only the reasons of these
+    frames' compiles are listed."""
     if not envs:
         return f"{name}: no frame {verb} with verishape yet (call the compiled function first)"
     lines = [f"{name}: {len(envs)} frame(s) {verb} with verishape"]
     for number, env in zip(numbers if numbers is not None else range(len(envs)), envs):
         lines += _frame_text(number, env)
-    reasons = recompile_reasons(name.split(" ")[0])
+    ids = {getattr(e, "verishape_compile_id", None) for e in envs} - {None}
+    names = code_names or (name.split(" ")[0],)
+    reasons = [r for n in names for r in recompile_reasons(n, ids or None)]
     lines += ["recompiles:"] + [f"  {r}" for r in reasons] if reasons else ["recompiles: none"]
     return "\n".join(lines)
 
@@ -127,9 +134,10 @@ def explain(compiled_fn: Any) -> str:
     its graph), or a data-dependent error ``verishape.compile`` or ``verishape.export``
     raised (the proved ``torch._check`` that settles it, also structured as the error's
     ``verishape_suggestion``)."""
+    import torch
     from torch.export import ExportedProgram
 
-    from verishape.compiler.frames import envs_for
+    from verishape.compiler.frames import envs_for, envs_for_callable
 
     if isinstance(compiled_fn, ExportedProgram):
         return explain_export(compiled_fn)
@@ -146,6 +154,12 @@ def explain(compiled_fn: Any) -> str:
             return "verishape: no torch._check was proved to settle this error (stock's message stands)"
         return "verishape: this error did not come from verishape.compile or verishape.export (nothing to explain)"
 
+    module = getattr(compiled_fn, "_orig_mod", None)
+    if isinstance(module, torch.nn.Module):
+        # a compiled module runs through Dynamo's shared wrapper frame, which calls the module
+        forward = getattr(type(module).forward, "__code__", None)
+        envs = envs_for_callable(module) + (envs_for(forward) if forward is not None else [])
+        return explain_envs(f"{type(module).__name__}.forward", envs, code_names=("forward", "inner"))
     original = getattr(compiled_fn, "_torchdynamo_orig_callable", compiled_fn)
     original = getattr(original, "forward", original)
     code = getattr(original, "__code__", None)
