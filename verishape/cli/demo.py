@@ -108,37 +108,60 @@ def scores(x: torch.Tensor) -> torch.Tensor:
 
 
 def batch_one_reuse() -> bool:
-    """The default path: Inductor, automatic dynamic shapes, batches 4, 6 and 1.  Torch's
-    compile caches are off so both sides compile what they compile (verishape first, so
-    that its compiles do not find stock's kernels warm)."""
-    import verishape
-    from torch._dynamo.utils import counters
+    """The default path: Inductor, automatic dynamic shapes, batches 4, 6 and 1, each side
+    in its own process with its own empty Inductor cache directory, so that both start cold
+    (in one process the second side would find the first's kernels built and compile in a
+    fraction of the time)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import tempfile
 
     print("\ndefault path: Inductor, dynamic=None; scores(x) = softmax(relu(x @ W1) @ W2).mean(0) at batch 4, 6, 1")
     ok = True
-    with torch._inductor.config.patch(fx_graph_cache=False), \
-            torch._functorch.config.patch(enable_autograd_cache=False):
-        torch.compile(lambda t: (t * 2).sum())(torch.randn(3))  # Inductor's own start-up, billed to neither side
-        for name, compile_fn in (("verishape.compile", verishape.compile), ("stock torch.compile", torch.compile)):
-            torch._dynamo.reset()
-            counters.clear()
-            compiled = compile_fn(scores)
-            calls = []
-            for batch in (4, 6, 1):
-                x = torch.randn(batch, 16, generator=torch.Generator().manual_seed(batch))
-                graphs = counters["stats"]["unique_graphs"] - counters["verishape"]["reused"]
-                start = time.perf_counter()
-                got = compiled(x)
-                elapsed = time.perf_counter() - start
-                ok &= bool(torch.allclose(got, scores(x), rtol=1e-5, atol=1e-6))
-                compiled_now = counters["stats"]["unique_graphs"] - counters["verishape"]["reused"] > graphs
-                reused = counters["verishape"]["reused"] > 0 and batch == 1 and not compiled_now
-                calls.append(f"batch {batch}: " + ("compiled" if compiled_now else
-                                                    "ran the batch-N artifact (proved)" if reused else "cache hit")
-                             + f" {elapsed:.2f} s")
-            total = counters["stats"]["unique_graphs"] - counters["verishape"]["reused"]
-            print(f"  {name}: {total} compiles; " + "; ".join(calls))
-    torch._dynamo.reset()
-    print("  (outputs equal eager: " + ("yes" if ok else "NO") + "; stock ran second, its kernels already built "
-          "in this process: its times are a lower bound)")
+    for name in ("verishape.compile", "stock torch.compile"):
+        with tempfile.TemporaryDirectory(prefix="verishape-demo-") as cache:
+            env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache}
+            proc = subprocess.run([sys.executable, "-c", f"from verishape.cli.demo import side; side({name!r})"],
+                                  capture_output=True, text=True, env=env)
+        lines = proc.stdout.strip().splitlines()
+        if proc.returncode != 0 or not lines:
+            print(f"  {name}: the side's process failed: {(proc.stderr.strip().splitlines() or ['?'])[-1]}")
+            ok = False
+            continue
+        result = json.loads(lines[-1])
+        ok &= result["equal"]
+        print(f"  {name}: {result['compiles']} compiles; " + "; ".join(result["calls"]))
+    print("  (outputs equal eager: " + ("yes" if ok else "NO") + "; each side in a fresh process with an empty "
+          "Inductor cache directory)")
     return ok
+
+
+def side(name: str) -> None:
+    """One side of :func:`batch_one_reuse`, in its own process: prints one JSON line."""
+    import json
+
+    import verishape
+    from torch._dynamo.utils import counters
+
+    compile_fn = verishape.compile if name.startswith("verishape") else torch.compile
+    torch.compile(lambda t: (t * 2).sum())(torch.randn(3))  # Inductor's own start-up, billed to neither side
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = compile_fn(scores)
+    calls, equal = [], True
+    for batch in (4, 6, 1):
+        x = torch.randn(batch, 16, generator=torch.Generator().manual_seed(batch))
+        graphs = counters["stats"]["unique_graphs"] - counters["verishape"]["reused"]
+        start = time.perf_counter()
+        got = compiled(x)
+        elapsed = time.perf_counter() - start
+        equal &= bool(torch.allclose(got, scores(x), rtol=1e-5, atol=1e-6))
+        compiled_now = counters["stats"]["unique_graphs"] - counters["verishape"]["reused"] > graphs
+        reused = counters["verishape"]["reused"] > 0 and batch == 1 and not compiled_now
+        calls.append(f"batch {batch}: " + ("compiled" if compiled_now else
+                                            "ran the batch-N artifact (proved)" if reused else "cache hit")
+                     + f" {elapsed:.2f} s")
+    total = counters["stats"]["unique_graphs"] - counters["verishape"]["reused"]
+    print(json.dumps({"compiles": total, "calls": calls, "equal": equal}))
