@@ -183,6 +183,16 @@ def envs_for_callable(fn: Any) -> list[Any]:
 _envs_by_callable: weakref.WeakKeyDictionary[Any, list[Any]] = weakref.WeakKeyDictionary()
 
 
+#: each remembered frame's compile id (weakly, by its env)
+_compile_ids: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+
+
+def compile_id_of(env: Any) -> str | None:
+    """The compile id of a remembered frame (its env), or None."""
+    with _envs_lock:
+        return _compile_ids.get(env)
+
+
 def _wrapped_callable(arguments: dict[str, Any]) -> Any:
     """The callable a wrapper frame of ``torch._dynamo.external_utils`` calls (its closure
     variable ``fn``), or None for any other frame."""
@@ -195,9 +205,10 @@ def _wrapped_callable(arguments: dict[str, Any]) -> Any:
 def _remember(code: Any, env: Any, wrapped: Any = None) -> None:
     from torch._guards import CompileContext
 
-    # which compile this frame is (Dynamo's recompile reasons are listed by it)
-    env.verishape_compile_id = str(CompileContext.current_compile_id())
     with _envs_lock:
+        # which compile this frame is (Dynamo's recompile reasons are listed by it); kept
+        # here, not on the env, whose state is torch's
+        _compile_ids[env] = str(CompileContext.current_compile_id())
         envs = _envs_by_code.setdefault(code, [])
         envs.append(env)
         del envs[:-_ENVS_PER_CODE]

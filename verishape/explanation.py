@@ -83,7 +83,9 @@ def explain_envs(name: str, envs: list[Any], numbers: list[int] | None = None, v
     lines = [f"{name}: {len(envs)} frame(s) {verb} with verishape"]
     for number, env in zip(numbers if numbers is not None else range(len(envs)), envs):
         lines += _frame_text(number, env)
-    ids = {getattr(e, "verishape_compile_id", None) for e in envs} - {None}
+    from verishape.compiler.frames import compile_id_of
+
+    ids = {compile_id_of(e) for e in envs} - {None}
     names = code_names or (name.split(" ")[0],)
     reasons = [r for n in names for r in recompile_reasons(n, ids or None)]
     lines += ["recompiles:"] + [f"  {r}" for r in reasons] if reasons else ["recompiles: none"]
