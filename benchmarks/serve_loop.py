@@ -5,7 +5,8 @@ A served decoder sees prompts of many lengths, decode steps at length 1 with a g
 cache, and batches from 1 to N.  Each (family, cache, variant) runs in a fresh process: a
 tiny-config Hugging Face causal LM (random weights, built offline), its ``forward`` compiled
 (``model.forward = compile(model.forward)``: Inductor, automatic dynamic shapes, torch's
-caches off), then greedy ``generate()`` for every request of the mix (batch, prompt length),
+caches off; ``--torch-caches on``: on, each variant run cold then warm on one cache
+directory, as a restarted server runs), then greedy ``generate()`` for every request of the mix (batch, prompt length),
 ``NEW_TOKENS`` new tokens each, with ``disable_compile=True`` so that only this compile runs,
 the dynamic cache (the default) or ``cache_implementation="static"``.  Reported per run:
 Inductor compiles (backend compiles less reuses), Dynamo frames compiled, recompile-limit
@@ -24,8 +25,10 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -90,8 +93,9 @@ def child(family: str, cache: str, variant: str, mix: tuple[tuple[int, int], ...
     import verishape
     from verishape.compiler import frames
 
-    torch._inductor.config.fx_graph_cache = False
-    torch._functorch.config.enable_autograd_cache = False
+    if os.environ.get("SERVE_LOOP_TORCH_CACHES") != "on":
+        torch._inductor.config.fx_graph_cache = False
+        torch._functorch.config.enable_autograd_cache = False
     model, reference = build(family, size, layers, device)
     compile_fn = torch.compile if variant == "stock" else verishape.compile
     model.forward = compile_fn(model.forward, mode=None if mode == "default" else mode)
@@ -124,11 +128,18 @@ def child(family: str, cache: str, variant: str, mix: tuple[tuple[int, int], ...
     warm = [r for r in requests if r["traced"] == 0]
     metrics = get_compilation_metrics()
     reused = counters["verishape"]["reused"]
+    # with torch's caches on, a graph served from them was not lowered here: Inductor lowered
+    # what its FX-graph cache missed or bypassed (an AOTAutograd cache hit loads its graph from
+    # the FX-graph cache, a hit there too)
+    lowered = (counters["inductor"]["fxgraph_cache_miss"] + counters["inductor"]["fxgraph_cache_bypass"]
+               if os.environ.get("SERVE_LOOP_TORCH_CACHES") == "on" else counters["stats"]["unique_graphs"] - reused)
+    cached = counters["stats"]["unique_graphs"] - reused - lowered
     with frames._envs_lock:
         refusals = [f"{n}: {w}"[:300] for es in frames._envs_by_code.values() for e in es
                     for n, w in getattr(e, "verishape_log", None) and e.verishape_log.not_widened or ()]
     return {"family": family, "cache": cache, "variant": variant, "torch": torch.__version__,
-            "inductor_compiles": counters["stats"]["unique_graphs"] - reused, "dynamo_frames": len(metrics),
+            "inductor_compiles": lowered, "dynamo_frames": len(metrics),
+            "served_from_torch_caches": cached,
             "recompile_limit_hits": hits.hits, "reused": reused,
             "reused_at_size_1": counters["verishape"]["reused_at_size_1"],
             "reused_relaid": counters["verishape"]["reused_relaid"],
@@ -153,6 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--layers", type=int, help="override the number of layers (a 1B-wide model with fewer layers)")
     ap.add_argument("--mix", help="another request mix, BATCHxPROMPT,... (e.g. 2x7,3x5); replaces --requests")
     ap.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "serve_loop.json")
+    ap.add_argument("--torch-caches", choices=("off", "on"), default="off",
+                    help="on: torch's FX-graph and AOTAutograd caches on (the default users run); each variant runs "
+                         "twice on one empty cache directory, cold then warm (a restarted server)")
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     mix = MIX[:args.requests]
@@ -187,32 +201,43 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for family in families:
         for cache in caches:
-            for variant in ("stock", "verishape"):
+            for variant, start in [(v, s) for v in ("stock", "verishape")
+                                   for s in (("cold", "warm") if args.torch_caches == "on" else ("off",))]:
+                env = dict(os.environ, SERVE_LOOP_TORCH_CACHES=args.torch_caches)
+                if start == "cold":
+                    cache_dir = tempfile.mkdtemp(prefix="serve-loop-")
+                if start != "off":
+                    env["TORCHINDUCTOR_CACHE_DIR"] = cache_dir
                 proc = subprocess.run([sys.executable, __file__, "--child", family, cache, variant,
                                        "--mix", ",".join(f"{b}x{n}" for b, n in mix), "--device", args.device,
                                        "--mode", args.mode, "--size", args.size,
                                        *(["--layers", str(args.layers)] if args.layers is not None else [])],
-                                      capture_output=True, text=True, cwd=ROOT, env=dict(os.environ))
+                                      capture_output=True, text=True, cwd=ROOT, env=env)
+                if start == "warm":
+                    shutil.rmtree(cache_dir, ignore_errors=True)
                 if proc.returncode != 0:
                     row = {"family": family, "cache": cache, "variant": variant,
                            "error": proc.stderr.strip().splitlines()[-3:]}
                 else:
                     row = json.loads(proc.stdout.strip().splitlines()[-1])
+                row["torch_caches"] = start
                 rows.append(row)
-                print(f"{family:8s} {cache:7s} {variant:9s} " + (
+                print(f"{family:8s} {cache:7s} {variant:9s} {start:4s} " + (
                     f"error: {row['error']}" if "error" in row else
-                    f"inductor compiles {row['inductor_compiles']}, frames {row['dynamo_frames']}, "
+                    f"inductor compiles {row['inductor_compiles']}, from torch's caches "
+                    f"{row['served_from_torch_caches']}, frames {row['dynamo_frames']}, "
                     f"limit hits {row['recompile_limit_hits']}, reused {row['reused']}, "
                     f"compile {row['compile_s']:.1f} s, wall {row['wall_s']:.1f} s, tokens/s {row['tokens_per_s']:.1f}, "
                     f"tokens equal {row['tokens_equal']}"),
                     flush=True)
     for row in rows:  # the same tokens as stock's, request by request (where eager's differ on a GPU)
         other = next((r for r in rows if r.get("variant") == "stock" and r.get("family") == row.get("family")
-                      and r.get("cache") == row.get("cache")), None)
+                      and r.get("cache") == row.get("cache") and r["torch_caches"] == row["torch_caches"]), None)
         if "error" not in row and other is not None and "error" not in other:
             row["tokens_equal_stock"] = [a["tokens"] for a in row["requests"]] == [a["tokens"] for a in other["requests"]]
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"mix": mix, "new_tokens": NEW_TOKENS, "device": args.device, "mode": args.mode,
+                                     "torch_caches": args.torch_caches,
                                      "size": args.size, "layers": args.layers, "rows": rows}, indent=1))
     return 1 if any("error" in r or not r["tokens_equal"] for r in rows) else 0
 
