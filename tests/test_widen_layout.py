@@ -206,6 +206,14 @@ def test_differing_names_only_layout_differences():
         layout.differing(a, {**a, "t": (2, 3, 9, 9)})
 
 
+def test_a_copy_that_outgrows_the_compile_it_saves_is_refused():
+    small = torch.empty(2, 8, 16, 4, device="meta")  # 4 KiB per call
+    big = torch.empty(64, 8, 4096, 64, device="meta")  # 512 MiB per call (costed at the CPU rate)
+    layout.pays_back([small], compile_s=0.5)  # a thousand copies cost about 2 ms: reuse
+    with pytest.raises(NotWidened, match="would cost more over 1000 calls"):
+        layout.pays_back([big], compile_s=30.0)
+
+
 @pytest.mark.slow
 def test_inductor_kernels_run_on_the_copy_equal_to_eager():
     with torch._inductor.config.patch(fx_graph_cache=False), \

@@ -109,6 +109,36 @@ def unobserved(gm: torch.fx.GraphModule, names: list[str]) -> None:
             raise NotWidened(f"the graph returns a tensor sharing input {name}'s storage: its layout is not widened")
 
 
+#: a layout reuse must pay back within this many calls: the copies of that many calls must
+#: cost less than the compile the reuse saves (a reuse entry serves every later call in its
+#: layout: a served decoder's every decode step after the first)
+PAYBACK_CALLS = 1000
+#: bytes a copy moves per second, by device type (read and write; a conservative figure,
+#: below what this CPU and an H100 measure), for the estimate
+COPY_BYTES_PER_S = {"cpu": 2e9, "cuda": 5e11}
+
+
+def pays_back(fakes: list[torch.Tensor], compile_s: float) -> None:
+    """Raise :class:`NotWidened` when copying these inputs (at this call's sizes) on
+    :data:`PAYBACK_CALLS` calls would cost more than ``compile_s``, the generic compile's
+    time: a per-call cost that outgrows the one-time compile it saves is no saving.  A
+    heuristic of speed, not of soundness (either way the call computes what the program
+    does); measured: ``benchmarks/layout_copy_cost.py``."""
+    moved = 0
+    for t in fakes:
+        numel = t.numel()
+        n = numel if isinstance(numel, int) else numel.node.hint
+        if n is None:
+            raise NotWidened("the size of an input in another layout has no hint: its copy is not costed")
+        moved += int(n) * t.element_size()
+    rate = COPY_BYTES_PER_S.get(fakes[0].device.type, COPY_BYTES_PER_S["cpu"]) if fakes else 1.0
+    cost = moved / rate * PAYBACK_CALLS
+    if cost > compile_s:
+        raise NotWidened(f"copying {moved / 2**20:.1f} MiB into the generic layout on every call would cost more "
+                         f"over {PAYBACK_CALLS} calls (about {cost:.1f} s) than the compile it saves "
+                         f"({compile_s:.1f} s): compiled as stock")
+
+
 def to_layout(t: torch.Tensor, order: tuple[int, ...]) -> torch.Tensor:
     """A copy of ``t`` laid out densely in ``order`` (outermost first)."""
     out = torch.empty_permuted(t.shape, order, dtype=t.dtype, device=t.device)

@@ -96,6 +96,8 @@ class Kept:
     guards: Any
     compile_id: Any
     code: types.CodeType
+    #: seconds the user's backend took to compile it (what a reuse saves)
+    compile_s: float = 0.0
 
 
 @dataclasses.dataclass
@@ -107,6 +109,8 @@ class _Recording:
     aot_kwargs: dict[str, Any] | None = None
     aot_calls: int = 0
     questions: questions_.QuestionLog | None = None
+    #: when the user's backend started compiling (what a reuse of it saves)
+    started: float = dataclasses.field(default_factory=time.perf_counter)
 
 
 _recording: contextvars.ContextVar[_Recording | None] = contextvars.ContextVar("verishape_widen_rec", default=None)
@@ -182,7 +186,8 @@ def keep(rec: _Recording, tx: Any, compiled: Callable[..., Any], backend_name: s
         return
     inputs = [(tf.source.name, tf.fake) for tf in tx.output.tracked_fakes]
     kept = Kept(rec.env, rec.candidates, backend_name, rec.dynamo, rec.aot, rec.aot_kwargs, rec.questions,
-                compiled, inputs, tx.output.guards, CompileContext.current_compile_id(), tx.f_code)
+                compiled, inputs, tx.output.guards, CompileContext.current_compile_id(), tx.f_code,
+                time.perf_counter() - rec.started)
     kept_count()  # drops what Dynamo no longer holds (a reset, an evicted entry)
     with _kept_lock:
         _kept.setdefault(tx.f_code, []).append(kept)
@@ -357,6 +362,8 @@ def _prove(k: Kept, group: Group, env: Any, tx: Any, gm: torch.fx.GraphModule, e
     orders = _relaid_orders(k, relaid, generic_rename)
     if relaid:
         layout.unobserved(gm, relaid)
+        now = dict((tf.source.name, tf.fake) for tf in tx.output.tracked_fakes)
+        layout.pays_back([now[name] for name in relaid], k.compile_s)
     what = "at size 1" if group else "in its layout"
     positions = _tensor_positions(k.dynamo, relaid)
     dynamo_generic = canonical(k.dynamo, generic_rename, positions)
