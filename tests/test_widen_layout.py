@@ -92,6 +92,21 @@ def test_the_reuse_serves_other_sizes_in_that_layout():
     assert counters["stats"]["unique_graphs"] == 3
 
 
+def test_a_cache_that_outgrows_the_pay_back_line_misses_the_reuse_and_compiles():
+    """The reuse entry checks the copy's pay-back line (a bound on the bytes copied, in the
+    cache's sizes): a decoder's cache grows step by step, and past the line the call compiles
+    as stock instead of copying on every step."""
+    compiled = _run(step, _decode_calls())
+    assert counters["verishape"]["reused_relaid"] == 1
+    b, length = 3, 200_000  # 19 MiB a call: past any line a compile of this step sets
+    args = (contiguous(b, length), torch.randn(b, 2, 1, 4), torch.randn(b, 2, 1, 4))
+    torch.testing.assert_close(compiled(*args), step(*args))
+    assert counters["verishape"]["reused_relaid"] == 1
+    assert counters["stats"]["unique_graphs"] == 4
+    _, refused = _log(step)
+    assert any("would cost more over 1000 calls" in reason for _, reason in refused), refused
+
+
 def writes_cache(cache, new):
     cache.mul_(2)
     return cache.sum(-1) + new.sum(-1)

@@ -107,9 +107,11 @@ def prove_at_one(k: Any, group: Group, nested_env: Any, names: dict[str, str], p
     for g, what in goals:  # each alone: carry a generic guard, or name the first goal that fails
         if _prove_one(prover, g, premises, hints, what) is not None:
             continue
-        if id(g) not in carriable or not _carry(g, hints, nested_env, to_nested):
+        carried = _carried(g, hints, to_nested) if id(g) in carriable else None
+        if carried is None:
             raise NotWidened(f"not implied at size 1 by the size-1 trace's guards: {what}")
         ev.carried.append(what)
+        ev.install.append(carried)
         premises = [*premises, g]
     if ev.carried:
         record = _prove_one(prover, sympy.And(*ev.shape_guards), premises, hints, ev.describe(timed=False))
@@ -118,17 +120,30 @@ def prove_at_one(k: Any, group: Group, nested_env: Any, names: dict[str, str], p
     raise NotWidened("the generic guards and answers at 1 are not proved together (solver unknown)")
 
 
-def _carry(goal: sympy.Basic, hints: dict[sympy.Symbol, int], nested_env: Any,
-           to_nested: dict[sympy.Symbol, sympy.Symbol]) -> bool:
-    """Install a generic guard (or range) the new trace's guards do not imply as a guard
-    of the new trace, where it holds at this call and names only sizes the new trace has:
-    the weakest precondition of running the generic artifact is the generic frame's own
-    guards, so the new cache entry checks it, and a call that fails it misses the entry
-    and compiles as stock.  (A guard Inductor added while lowering the generic graph,
-    ``L + 1 <= 4096``, is one the new trace, never lowered, cannot have.)"""
+def _carried(goal: sympy.Basic, hints: dict[sympy.Symbol, int],
+             to_nested: dict[sympy.Symbol, sympy.Symbol]) -> sympy.Basic | None:
+    """A generic guard (or range) the new trace's guards do not imply, in the new trace's
+    symbols, to be installed as a guard of the new trace once the whole proof holds (the
+    caller installs :attr:`Evidence.install`), where it holds at this call and names only
+    sizes the new trace has; else None.  The weakest precondition of running the generic
+    artifact is the generic frame's own guards, so the new cache entry checks it, and a call
+    that fails it misses the entry and compiles as stock.  (A guard Inductor added while
+    lowering the generic graph, ``L + 1 <= 4096``, is one the new trace, never lowered,
+    cannot have.)"""
     if not goal.free_symbols <= to_nested.keys() or goal.xreplace(hints) is not sympy.true:
-        return False
-    return nested_env.evaluate_expr(goal.xreplace(to_nested)) is sympy.true
+        return None
+    return goal.xreplace(to_nested)
+
+
+def install(env: Any, guards: list[sympy.Basic]) -> None:
+    """Install what the proof asked the new entry to check (:attr:`Evidence.install`), the
+    proof done: each holds at this call's hints (checked before any is installed)."""
+    for g in guards:
+        if g.xreplace(env.backed_var_to_val) is not sympy.true:
+            raise NotWidened(f"{g} does not hold at this call: not installed as a guard")
+    for g in guards:
+        if env.evaluate_expr(g) is not sympy.true:
+            raise NotWidened(f"{g} was not installed as a guard of this trace")
 
 
 def size_goals(k: Any, merged: set[sympy.Symbol], sub: dict[sympy.Symbol, sympy.Basic],

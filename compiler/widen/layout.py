@@ -118,25 +118,32 @@ PAYBACK_CALLS = 1000
 COPY_BYTES_PER_S = {"cpu": 2e9, "cuda": 5e11}
 
 
-def pays_back(fakes: list[torch.Tensor], compile_s: float) -> None:
+def pays_back(fakes: list[torch.Tensor], compile_s: float) -> sympy.Basic | None:
     """Raise :class:`NotWidened` when copying these inputs (at this call's sizes) on
     :data:`PAYBACK_CALLS` calls would cost more than ``compile_s``, the generic compile's
-    time: a per-call cost that outgrows the one-time compile it saves is no saving.  A
-    heuristic of speed, not of soundness (either way the call computes what the program
-    does); measured: ``benchmarks/layout_copy_cost.py``."""
-    moved = 0
+    time: a per-call cost that outgrows the one-time compile it saves is no saving.
+    Otherwise return the same line as a bound on the bytes copied, in the new trace's
+    symbols (None where they are static), for the caller to install as a guard of the new
+    entry: a decoder's cache grows step by step, and a call past the line misses the entry
+    and compiles as stock.  A heuristic of speed, not of soundness (either way the call
+    computes what the program does); measured: ``benchmarks/layout_copy_cost.py``."""
+    moved, symbolic = 0, sympy.Integer(0)
     for t in fakes:
         numel = t.numel()
         n = numel if isinstance(numel, int) else numel.node.hint
         if n is None:
             raise NotWidened("the size of an input in another layout has no hint: its copy is not costed")
         moved += int(n) * t.element_size()
+        symbolic += (numel.node.expr if isinstance(numel, torch.SymInt) else sympy.Integer(numel)) * t.element_size()
     rate = COPY_BYTES_PER_S.get(fakes[0].device.type, COPY_BYTES_PER_S["cpu"]) if fakes else 1.0
     cost = moved / rate * PAYBACK_CALLS
     if cost > compile_s:
         raise NotWidened(f"copying {moved / 2**20:.1f} MiB into the generic layout on every call would cost more "
                          f"over {PAYBACK_CALLS} calls (about {cost:.1f} s) than the compile it saves "
                          f"({compile_s:.1f} s): compiled as stock")
+    if not symbolic.free_symbols or PAYBACK_CALLS <= 0:
+        return None
+    return sympy.Le(symbolic, int(compile_s * rate / PAYBACK_CALLS))
 
 
 def to_layout(t: torch.Tensor, order: tuple[int, ...]) -> torch.Tensor:

@@ -68,7 +68,7 @@ from .canon import Canon, Canonicalizer, NotWidened, canonical, first_difference
 from .canon import _reads_layout as reads_layout
 from .sizes import Group, at_one, bound_sources, eligible, group_name, merged_group, source_names
 from .snapshot import Snapshot
-from .goals import prove_at_one
+from .goals import install, prove_at_one
 
 log = logging.getLogger("verishape")
 
@@ -241,6 +241,10 @@ class Evidence:
     #: generic guards the new trace did not imply, installed as its own guards (the entry
     #: checks them; see :func:`verishape.compiler.widen.goals.prove_at_one`)
     carried: list[str] = dataclasses.field(default_factory=list)
+    #: guards, in the new trace's symbols, installed on the new trace once the proof holds
+    #: (the carried guards, a copy's pay-back line): never before, so that a refusal
+    #: leaves the trace exactly as stock would compile it
+    install: list[sympy.Basic] = dataclasses.field(default_factory=list)
 
     def describe(self, timed: bool = True) -> str:
         graphs = f"dynamo graph {self.dynamo}" + (f", aot graph {self.aot}" if self.aot else "")
@@ -360,10 +364,11 @@ def _prove(k: Kept, group: Group, env: Any, tx: Any, gm: torch.fx.GraphModule, e
     here_inputs = _canon_inputs([(tf.source.name, tf.fake) for tf in tx.output.tracked_fakes], Canonicalizer(rename))
     relaid = layout.differing(generic_inputs, here_inputs)
     orders = _relaid_orders(k, relaid, generic_rename)
+    line = None
     if relaid:
         layout.unobserved(gm, relaid)
         now = dict((tf.source.name, tf.fake) for tf in tx.output.tracked_fakes)
-        layout.pays_back([now[name] for name in relaid], k.compile_s)
+        line = layout.pays_back([now[name] for name in relaid], k.compile_s)
     what = "at size 1" if group else "in its layout"
     positions = _tensor_positions(k.dynamo, relaid)
     dynamo_generic = canonical(k.dynamo, generic_rename, positions)
@@ -378,6 +383,8 @@ def _prove(k: Kept, group: Group, env: Any, tx: Any, gm: torch.fx.GraphModule, e
     args = calling.argument_map(k, group, gm, orders)
     ev = Evidence(group, 1 if group else None, [source_names(k.env, s)[0] for s in group],
                   dynamo_generic.fingerprint(), None, str(k.compile_id), [], restrided=relaid)
+    if line is not None:
+        ev.install.append(line)
     ev.hints = sum(k.questions.heuristic_hints.values()) if k.questions is not None else 0
     ev.proof = prove_at_one(k, group, env, names, prover, ev)
     if k.aot is not None:
@@ -392,6 +399,7 @@ def _prove(k: Kept, group: Group, env: Any, tx: Any, gm: torch.fx.GraphModule, e
         ev.aot = aot_generic.fingerprint()
     if len(keep) != len(dynamo_generic.outputs):
         ev.dropped_outputs = len(dynamo_generic.outputs) - len(keep)
+    install(env, ev.install)
     return calling.calling(k.compiled, args, keep if ev.dropped_outputs else None), ev
 
 
