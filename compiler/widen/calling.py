@@ -14,11 +14,7 @@ import torch
 from . import layout
 from .canon import NotWidened
 from .sizes import Group, at_one, merged_group
-
-
-def placeholder_source(node: torch.fx.Node) -> Any:
-    grapharg = node.meta.get("grapharg")
-    return grapharg.source if grapharg is not None else None
+from .snapshot import placeholder_source
 
 
 def argument_map(k: Any, group: Group, gm: torch.fx.GraphModule, orders: dict[str, tuple[int, ...]]

@@ -21,7 +21,7 @@ from typing import Any
 import sympy
 import torch
 
-from .snapshot import each_node, is_node
+from .snapshot import each_node, is_node, placeholder_source
 
 
 class NotWidened(Exception):
@@ -371,8 +371,8 @@ class Canonicalizer:
 
     def _placeholder(self, node: torch.fx.Node, value: Any, storages: list[Any], relaid: bool) -> tuple[Any, ...]:
         """An input's entry: its source and metadata (``relaid``: without strides and offset)."""
-        grapharg = node.meta.get("grapharg")
-        source = grapharg.source.name if grapharg is not None and grapharg.source is not None else None
+        src = placeholder_source(node)
+        source = src.name if src is not None else None
         meta = self.meta(value, storages)
         if relaid and isinstance(value, torch.Tensor):
             meta = (*meta[:2], "relaid", "relaid", *meta[4:])

@@ -24,8 +24,8 @@ from typing import Any
 import sympy
 import torch
 
-from .canon import Canonicalizer, NotWidened, _flat_tensors, _mutated_storages, _reads_layout, _storage
-from .snapshot import each_node
+from .canon import Canonicalizer, NotWidened, _flat_tensors, _mutated_storages, _reads_layout, _storage, _value
+from .snapshot import each_node, placeholder_source
 
 #: a canonical tensor input (``reuse._canon_inputs``): ("tensor", sizes, strides, offset)
 _TAG, _SIZES = 0, 1
@@ -82,11 +82,8 @@ def unobserved(gm: torch.fx.GraphModule, names: list[str]) -> None:
     (``as_strided`` reads storage positions, which a copy in another layout holds other
     values at): then the copy the artifact runs on can not be told from the input.  Checked
     on the Dynamo graph here and on the AOT graph by the caller."""
-    by_source = {}
-    for node in gm.graph.find_nodes(op="placeholder"):
-        grapharg = node.meta.get("grapharg")
-        if grapharg is not None and grapharg.source is not None:
-            by_source[grapharg.source.name] = node
+    by_source = {src.name: node for node in gm.graph.find_nodes(op="placeholder")
+                 if (src := placeholder_source(node)) is not None}
     if _reads_layout(gm):
         raise NotWidened("an op of the graph reads its input's layout (as_strided and the like): "
                          "an input's layout is not widened")
@@ -95,14 +92,12 @@ def unobserved(gm: torch.fx.GraphModule, names: list[str]) -> None:
         raise NotWidened("what the graph writes is not known: an input's layout is not widened")
     returned: set[Any] = set()
     for node in gm.graph.find_nodes(op="output"):
-        each_node(node.args, lambda n: returned.update(
-            _storage(t) for t in _flat_tensors(n.meta.get("example_value", n.meta.get("val")))))
+        each_node(node.args, lambda n: returned.update(_storage(t) for t in _flat_tensors(_value(n))))
     for name in names:
         node = by_source.get(name)
         if node is None:
             raise NotWidened(f"input {name} (another layout) is not an argument of the graph")
-        value = node.meta.get("example_value", node.meta.get("val"))
-        key = _storage(value)
+        key = _storage(_value(node))
         if key in written:
             raise NotWidened(f"the graph writes to input {name}: its layout is not widened")
         if key in returned:

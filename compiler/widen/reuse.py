@@ -66,8 +66,9 @@ from . import calling, layout, limit
 from . import questions as questions_
 from .canon import Canon, Canonicalizer, NotWidened, canonical, first_difference, is_size_only, returned_sizes
 from .canon import _reads_layout as reads_layout
+from .canon import _value
 from .sizes import Group, at_one, bound_sources, eligible, group_name, merged_group, source_names
-from .snapshot import Snapshot
+from .snapshot import Snapshot, placeholder_source
 from .goals import install, prove_at_one
 
 log = logging.getLogger("verishape")
@@ -407,9 +408,9 @@ def _tensor_positions(graph: Any, names: list[str]) -> frozenset[int]:
     """The positions, among the graph's tensor placeholders, of those bound to ``names``."""
     out, position = set(), -1
     for node in graph.graph.find_nodes(op="placeholder"):
-        if isinstance(node.meta.get("example_value", node.meta.get("val")), torch.Tensor):
+        if isinstance(_value(node), torch.Tensor):
             position += 1
-            src = calling.placeholder_source(node)
+            src = placeholder_source(node)
             if src is not None and src.name in names:
                 out.add(position)
     if len(out) != len(names):
@@ -418,8 +419,7 @@ def _tensor_positions(graph: Any, names: list[str]) -> frozenset[int]:
 
 
 def _tensor_count(graph: Any) -> int:
-    return sum(isinstance(n.meta.get("example_value", n.meta.get("val")), torch.Tensor)
-               for n in graph.graph.find_nodes(op="placeholder"))
+    return sum(isinstance(_value(n), torch.Tensor) for n in graph.graph.find_nodes(op="placeholder"))
 
 
 def _relaid_orders(k: Kept, relaid: list[str], generic_rename: Callable[[sympy.Symbol], sympy.Basic]

@@ -89,3 +89,10 @@ def each_node(a: Any, fn: Callable[[Any], Any]) -> None:
     elif isinstance(a, slice):
         for x in (a.start, a.stop, a.step):
             each_node(x, fn)
+
+
+def placeholder_source(node: Any) -> Any:
+    """The input source Dynamo bound a placeholder to (its ``grapharg``), or None (an AOT
+    graph's placeholders have none)."""
+    grapharg = node.meta.get("grapharg")
+    return grapharg.source if grapharg is not None else None
