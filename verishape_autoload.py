@@ -6,7 +6,14 @@ under the ``torch.backends`` entry point at the end of ``import torch`` (its plu
 mechanism for out-of-tree backends); :func:`on_torch_import` is listed there, reads the
 variable and turns the process-wide switch on (:mod:`verishape.compiler.switch`).
 
-Unset, empty or ``0``: nothing happens, and nothing of verishape is imported (this module
+It also registers the type of verishape's widening records with torch's mega-cache
+(:func:`register_cache_artifact`), whatever the variable says: ``torch.compiler.
+load_cache_artifacts()`` rejects a whole blob that holds an artifact of a type it does not
+know, so every process with verishape installed must know this one, whether or not it
+imported verishape yet.  That defines one small class on torch's own registry; verishape is
+imported only when such an artifact is loaded.
+
+Unset, empty or ``0``: nothing else happens, and nothing of verishape is imported (this module
 lives outside the package for that reason: a program that never asked for verishape, such as
 one that loads a saved export, still runs without it).  ``1``: on.  Anything else is refused in one
 line with exit status 2, at ``import torch``: a launcher that asked for verishape and got
@@ -35,8 +42,42 @@ def requested(environ: dict[str, str] | os._Environ[str] = os.environ) -> bool:
                      f"of the process) or 0 / unset (off)")
 
 
+#: the mega-cache type of a widening record (verishape.compiler.widen.record)
+ARTIFACT_TYPE = "verishape_widen"
+
+
+def register_cache_artifact() -> bool:
+    """Register the widening record's artifact type with torch's mega-cache (idempotent);
+    False where this torch has no such registry (records then do not travel in saved
+    artifacts)."""
+    try:
+        from torch.compiler._cache import CacheArtifact, CacheArtifactFactory
+    except ImportError:
+        return False
+    if ARTIFACT_TYPE in getattr(CacheArtifactFactory, "_artifact_types", {}):
+        return True
+
+    class WidenRecordArtifact(CacheArtifact):
+        """A widening record in torch's mega-cache: its key is the record's name, its
+        content the record; loading it writes the record to the local cache folder."""
+
+        def populate_cache(self) -> None:
+            from verishape.compiler.widen import record
+
+            record.populate(self.key, self.content)
+
+        @staticmethod
+        def type() -> str:
+            return ARTIFACT_TYPE
+
+    CacheArtifactFactory.register(WidenRecordArtifact)
+    return True
+
+
 def on_torch_import() -> None:
-    """The ``torch.backends`` entry point: turn the switch on when the variable asks."""
+    """The ``torch.backends`` entry point: register the record's mega-cache type, and turn
+    the switch on when the variable asks."""
+    register_cache_artifact()
     try:
         wanted = requested()
     except ValueError as exc:

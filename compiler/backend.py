@@ -37,6 +37,7 @@ from verishape._version import __version__
 from verishape.core.premises import current_prover
 from verishape.core.shape_env import VeriShapeEnv, minimization_enabled
 
+from .widen import kept
 from .widen import reuse as widen
 
 from .frames import MARKER
@@ -114,7 +115,7 @@ def install_backward_tag() -> None:
             if _is_ours(tag) and kwargs.get("bw_compiler") is not None:
                 kwargs["bw_compiler"] = _under_tag(kwargs["bw_compiler"], tag)
             if _is_ours(tag):
-                kwargs = widen.observe_aot(kwargs)
+                kwargs = kept.observe_aot(mod, args, kwargs)
             return original(mod, args, *rest, **kwargs)
 
         common.aot_module_simplified = aot_module_simplified  # type: ignore[attr-defined]
@@ -172,10 +173,10 @@ class VerishapeBackend:
         reused = widen.reuse(env, tx, gm, example_inputs, self.__name__, current_prover())
         if reused is not None:
             return reused
-        with widen.recording(env, self.__name__, gm) as rec:
+        with kept.recording(env, self.__name__, gm) as rec:
             compiled = self._inner(gm, example_inputs, **kwargs)
         if rec is not None:
-            widen.keep(rec, tx, compiled, self.__name__)
+            kept.keep(rec, tx, compiled, self.__name__)
         return compiled
 
     def __getattr__(self, name: str) -> Any:

@@ -21,7 +21,7 @@ from torch._dynamo.utils import counters
 import verishape
 from verishape import solvers
 from verishape.compiler import frames
-from verishape.compiler.widen import canon, questions, reuse as widen
+from verishape.compiler.widen import canon, kept, questions, reuse as widen
 from verishape.core.premises import use_prover
 
 
@@ -193,7 +193,7 @@ def test_without_the_flag_nothing_is_kept():
     compiled = verishape.compile(same_at_one, backend="aot_eager", dynamic=True, widen_specializations=False)
     for b in (2, 3, 1):
         compiled(torch.randn(b, 5))
-    assert _widened(same_at_one) == [] and _reused() == 0 and widen.kept_count() == 0
+    assert _widened(same_at_one) == [] and _reused() == 0 and kept.kept_count() == 0
 
 
 def test_eager_backend_compares_the_dynamo_graph():
@@ -413,9 +413,9 @@ def test_a_recorded_answer_that_is_not_moot_refuses_and_is_named():
     harmless: no reuse, and the refusal names the question."""
     compiled = verishape.compile(same_at_one, backend="aot_eager", dynamic=True, widen_specializations=True)
     compiled(torch.randn(2, 5))
-    (kept,) = widen._kept[same_at_one.__code__]
-    (s,) = [s for s in kept.candidates if widen.source_names(kept.env, s)[0] == "L['x'].size()[0]"]
-    kept.questions.questions.append(questions.Question(sympy.Gt(s, 1), sympy.true, (), (), ("pick_tiling",)))
+    (k,) = kept._kept[same_at_one.__code__]
+    (s,) = [s for s in k.candidates if widen.source_names(k.env, s)[0] == "L['x'].size()[0]"]
+    k.questions.questions.append(questions.Question(sympy.Gt(s, 1), sympy.true, (), (), ("pick_tiling",)))
     x = torch.randn(1, 5)
     torch.testing.assert_close(compiled(x), same_at_one(x))
     assert _reused() == 0
@@ -440,9 +440,9 @@ def test_inductor_runs_its_generic_kernels_at_batch_one():
         _sweep(broadcasts, (2, 3, 1, 5, 1),
                lambda b: (torch.randn(b, 6), torch.randn(b, 6), torch.randn(6)), backend="inductor", dynamic=None)
     assert _reused() == 1, _refusals(broadcasts)
-    (kept,) = widen._kept[broadcasts.__code__]
-    assert kept.questions is not None and kept.questions.questions
-    assert all(q.moot({s: 1 for s in kept.candidates}) for q in kept.questions.questions)
+    (k,) = kept._kept[broadcasts.__code__]
+    assert k.questions is not None and k.questions.questions
+    assert all(q.moot({s: 1 for s in k.candidates}) for q in k.questions.questions)
 
 
 _W = torch.randn(6, 5)
@@ -472,19 +472,6 @@ def test_inductor_artifacts_run_at_batch_one_equal_to_eager(name):
             x = torch.randn(b, 6)
             torch.testing.assert_close(compiled(x), fn(x))
     assert _reused() == 1, [r for env in frames.envs_for(fn.__code__) for r in env.verishape_log.not_widened]
-
-
-@pytest.mark.slow
-def test_a_generic_graph_from_torchs_caches_is_not_reused():
-    """Served from the AOTAutograd/FX-graph cache, the generic graph was lowered out of
-    sight: batch 1 compiles as stock, with the reason."""
-    make = lambda b: (torch.randn(b, 6), torch.randn(b, 6), torch.randn(6))  # noqa: E731
-    _sweep(broadcasts, (2, 3), make, backend="inductor")  # on disk now, if it was not before
-    torch._dynamo.reset()
-    frames._envs_by_code.clear()
-    _sweep(broadcasts, (2, 3, 1), make, backend="inductor")
-    assert _reused() == 0
-    assert any("cache" in why for _, why in _refusals(broadcasts)), _refusals(broadcasts)
 
 
 # ---------------------------------------------------------------------------- a real model

@@ -46,15 +46,10 @@ Only eligible symbols are kept: backed, bound to input tensor sizes, range exact
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import dataclasses
 import logging
-import threading
 import time
-import types
-import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import sympy
@@ -63,156 +58,16 @@ import torch
 from verishape.core import torch_seam
 
 from . import calling, layout, limit
-from . import questions as questions_
+from .kept import Kept, _alive
 from .canon import Canon, Canonicalizer, NotWidened, canonical, first_difference, is_size_only, returned_sizes
 from .canon import _reads_layout as reads_layout
 from .canon import _value
-from .sizes import Group, at_one, bound_sources, eligible, group_name, merged_group, source_names
-from .snapshot import Snapshot, placeholder_source
+from .sizes import Group, at_one, bound_sources, group_name, merged_group, source_names
+from .snapshot import placeholder_source
 from .goals import install, prove_at_one
 
 log = logging.getLogger("verishape")
 
-#: backends whose compile pipeline this module knows (see the module docstring)
-KNOWN_BACKENDS = ("eager", "aot_eager", "inductor")
-_AOT_BACKENDS = ("aot_eager", "inductor")
-
-
-# ---------------------------------------------------------------------------- keeping the generic compile
-
-
-@dataclasses.dataclass
-class Kept:
-    """A generic compile, kept for a later size-1 call (see the module docstring)."""
-
-    env: Any
-    candidates: frozenset[sympy.Symbol]
-    backend: str
-    dynamo: Snapshot
-    aot: Snapshot | None
-    aot_kwargs: dict[str, Any] | None
-    questions: questions_.QuestionLog | None
-    compiled: Callable[..., Any]
-    inputs: list[tuple[str, Any]]
-    guards: Any
-    compile_id: Any
-    code: types.CodeType
-    #: seconds the user's backend took to compile it (what a reuse saves)
-    compile_s: float = 0.0
-
-
-@dataclasses.dataclass
-class _Recording:
-    env: Any
-    candidates: frozenset[sympy.Symbol]
-    dynamo: Snapshot
-    aot: Snapshot | None = None
-    aot_kwargs: dict[str, Any] | None = None
-    aot_calls: int = 0
-    questions: questions_.QuestionLog | None = None
-    #: when the user's backend started compiling (what a reuse of it saves)
-    started: float = dataclasses.field(default_factory=time.perf_counter)
-
-
-_recording: contextvars.ContextVar[_Recording | None] = contextvars.ContextVar("verishape_widen_rec", default=None)
-_kept: weakref.WeakKeyDictionary[types.CodeType, list[Kept]] = weakref.WeakKeyDictionary()
-_kept_lock = threading.Lock()
-
-
-def observe_aot(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Called by the backend's ``aot_module_simplified`` hook: while a generic compile is
-    recorded, keep the call's options and wrap its inference compiler so that the graph it
-    receives is copied, and the lowering's shape answers logged, before it is lowered."""
-    rec = _recording.get()
-    if rec is None:
-        return kwargs
-    rec.aot_calls += 1
-    rec.aot_kwargs = {k: v for k, v in kwargs.items() if k not in ("fw_compiler", "bw_compiler", "inference_compiler")}
-    inner = kwargs.get("inference_compiler") or kwargs["fw_compiler"]
-
-    def record_then_compile(gm: torch.fx.GraphModule, example_inputs: Any, *args: Any, **kw: Any) -> Any:
-        from torch._dynamo.utils import counters
-
-        rec.aot = Snapshot(gm)  # before lowering rewrites gm
-        hits = counters["inductor"]["fxgraph_cache_hit"]
-        with questions_.recording(rec.env, rec.candidates) as qlog:
-            out = inner(gm, example_inputs, *args, **kw)
-        # served from Inductor's FX graph cache: lowered out of sight, answers unknown
-        rec.questions = qlog if counters["inductor"]["fxgraph_cache_hit"] == hits else None
-        return out
-
-    out = dict(kwargs)
-    out["inference_compiler"] = _same_kind(inner, record_then_compile)
-    return out
-
-
-def _same_kind(original: Any, fn: Callable[..., Any]) -> Any:
-    """``fn`` wrapped like ``original`` (AOTAutograd treats its serializable compilers
-    specially)."""
-    from torch._functorch._aot_autograd.schemas import SerializableAOTDispatchCompiler
-
-    if isinstance(original, SerializableAOTDispatchCompiler):
-        return SerializableAOTDispatchCompiler(original.output_code_ty, fn)
-    return fn
-
-
-@contextlib.contextmanager
-def recording(env: Any, backend_name: str, gm: torch.fx.GraphModule) -> Iterator[_Recording | None]:
-    """Around the user's backend call of a compile: record what a later size-1 call's
-    proof needs.  Yields None when no size of this frame can be widened.  Torch's caches
-    stay on: a generic artifact served from the AOTAutograd or FX-graph cache was lowered
-    out of sight, so it is kept without its lowering's answers and a size-1 call compiles
-    as stock (from the same caches, on a warm start)."""
-    candidates = frozenset(eligible(env)) if backend_name in KNOWN_BACKENDS else frozenset()
-    if not candidates:
-        yield None
-        return
-    rec = _Recording(env, candidates, Snapshot(gm))
-    token = _recording.set(rec)
-    try:
-        yield rec
-    finally:
-        _recording.reset(token)
-
-
-def keep(rec: _Recording, tx: Any, compiled: Callable[..., Any], backend_name: str) -> None:
-    """After the user's backend compiled the generic graph: keep it for a size-1 call."""
-    from torch._guards import CompileContext
-
-    if backend_name in _AOT_BACKENDS and (rec.aot_calls != 1 or rec.aot is None):
-        rec.env.verishape_log.not_widened.append(
-            (group_name(rec.env, tuple(sorted(rec.candidates, key=str))),
-             "no AOTAutograd inference graph was compiled (a training graph, or one served from the "
-             "AOTAutograd cache): nothing kept for size 1"))
-        return
-    inputs = [(tf.source.name, tf.fake) for tf in tx.output.tracked_fakes]
-    kept = Kept(rec.env, rec.candidates, backend_name, rec.dynamo, rec.aot, rec.aot_kwargs, rec.questions,
-                compiled, inputs, tx.output.guards, CompileContext.current_compile_id(), tx.f_code,
-                time.perf_counter() - rec.started)
-    kept_count()  # drops what Dynamo no longer holds (a reset, an evicted entry)
-    with _kept_lock:
-        _kept.setdefault(tx.f_code, []).append(kept)
-
-
-def _alive(code: types.CodeType) -> list[Kept]:
-    """The kept compiles of ``code`` whose cache entry Dynamo still holds (a reset or an
-    evicted entry drops them)."""
-    with _kept_lock:
-        kept = list(_kept.get(code, ()))
-    if not kept:
-        return []
-    ids = {str(e.compile_id) for e in torch_seam.cache_entries(code)}
-    alive = [k for k in kept if str(k.compile_id) in ids]
-    with _kept_lock:
-        left = [k for k in _kept.get(code, ()) if k in alive]
-        if left:
-            _kept[code] = left
-        else:
-            _kept.pop(code, None)
-    return alive
-
-
-# ---------------------------------------------------------------------------- the proof, when size 1 arrives
 
 
 @dataclasses.dataclass
@@ -287,7 +142,7 @@ def reuse(env: Any, tx: Any, gm: torch.fx.GraphModule, example_inputs: Any, back
         try:
             if backend_name == "inductor" and (why := torch_seam.widening_refused()):
                 raise NotWidened(why)
-            if backend_name == "inductor" and k.questions is None:
+            if backend_name == "inductor" and k.questions is None and k.cache_key is None:
                 raise NotWidened("the generic graph was served from Inductor's FX graph cache: the shape answers "
                                  "its lowering acted on were not seen")
             fn, ev = _prove(k, group, env, tx, gm, example_inputs, prover)
@@ -381,6 +236,7 @@ def _prove(k: Kept, group: Group, env: Any, tx: Any, gm: torch.fx.GraphModule, e
     missing = _guard_keys(k.guards) - _guard_keys(tx.output.guards)
     if missing:
         raise NotWidened(f"the generic frame checks guards the size-1 trace does not: {sorted(missing)[:3]}")
+    k.from_cache()
     args = calling.argument_map(k, group, gm, orders)
     ev = Evidence(group, 1 if group else None, [source_names(k.env, s)[0] for s in group],
                   dynamo_generic.fingerprint(), None, str(k.compile_id), [], restrided=relaid)
@@ -587,11 +443,3 @@ def _refuse_if_excluded(env: Any, symbols: Group, value: int) -> None:
 def _where(guard: Any) -> str:
     sloc = getattr(guard, "sloc", None)
     return str(sloc).strip()[:120] if sloc is not None else "?"
-
-
-def kept_count() -> int:
-    """How many generic compiles are kept for a size-1 call and still in Dynamo's cache
-    (tests and benchmarks read it; the others are dropped)."""
-    with _kept_lock:
-        codes = list(_kept.keys())
-    return sum(len(_alive(code)) for code in codes)

@@ -64,6 +64,17 @@ COMPILATION_METRICS = "torch._dynamo.utils.get_compilation_metrics"
 #: compiler/backend.py wraps it to carry the cache tag into the backward compile; it reads
 #: ``bw_compiler`` by keyword, as Dynamo's AOT backends pass it.
 AOT_MODULE_SIMPLIFIED = "torch._dynamo.backends.common.aot_module_simplified"
+#: AOTAutograd's cache key function (module, name): a generic compile's widening record is
+#: stored under the key its artifact is cached under (compiler/widen/record.py); wrapped
+#: when widening first records a compile, optional (without it no record is kept)
+AOT_CACHE_KEY = ("torch._functorch._aot_autograd.autograd_cache", "autograd_cache_key")
+#: torch's switches for its AOTAutograd and FX-graph remote caches (a record follows them
+#: into Redis); optional
+REMOTE_CACHE_SWITCHES = ("torch._functorch._aot_autograd.autograd_cache.should_use_remote_autograd_cache",
+                         "torch._inductor.utils.should_use_remote_fx_graph_cache")
+#: torch's mega-cache (save_cache_artifacts / load_cache_artifacts): a record is an artifact
+#: of its own type there; optional (without it records do not travel in saved artifacts)
+CACHE_ARTIFACT_MANAGER = "torch.compiler._cache.CacheArtifactManager"
 #: Read, not patched: backend lookup (compiler/backend.py, demo), the tracing and compile
 #: contexts (locations.py, audit/capture.py), Dynamo's thread-local current translator
 #: (the frame being traced: compiler/backend.py, and the inputs of a frame whose trace
@@ -459,6 +470,13 @@ def _resolved(dotted: str) -> Any:
     """:func:`resolve` once per name, for module-level objects that never move (Dynamo's
     thread-local holder, Inductor's ``V``): each lookup would otherwise retry imports."""
     return resolve(dotted)
+
+
+def optional(dotted: str) -> Any:
+    """The object at ``dotted``, or None where this torch lacks it (for optional features
+    whose absence only loses what they add)."""
+    obj = _resolved(dotted)
+    return None if obj is _MISSING else obj
 
 
 def current_tx() -> Any:

@@ -1,0 +1,340 @@
+"""Keeping a generic compile for a later size-1 call: what :mod:`verishape.compiler.widen.reuse`'s
+proof needs of it, recorded while the user's backend compiles it.
+
+A generic compile keeps copies of its Dynamo graph and of the AOTAutograd inference graph
+the backend lowers, the compiled artifact, its inputs and guards, and the lowering's shape
+answers (:mod:`verishape.compiler.widen.questions`).  When torch's AOTAutograd cache serves
+the artifact (a warm restart), nothing is lowered here: the answers come from the record
+the lowering process left beside the cached artifact (:mod:`verishape.compiler.widen.record`),
+read when size 1 arrives, and the inference graph is traced again then (never lowered) from
+the graph AOTAutograd was given.  Nothing is read or traced for a program that never sees
+size 1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import logging
+import pickle
+import threading
+import time
+import types
+import weakref
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import sympy
+import torch
+
+from verishape.core import torch_seam
+
+from . import questions as questions_
+from . import record
+from .canon import NotWidened
+from .sizes import eligible, group_name
+from .snapshot import Snapshot
+
+log = logging.getLogger("verishape")
+KNOWN_BACKENDS = ("eager", "aot_eager", "inductor")
+_AOT_BACKENDS = ("aot_eager", "inductor")
+
+
+# ---------------------------------------------------------------------------- keeping the generic compile
+
+
+@dataclasses.dataclass
+class Kept:
+    """A generic compile, kept for a later size-1 call (see the module docstring)."""
+
+    env: Any
+    candidates: frozenset[sympy.Symbol]
+    backend: str
+    dynamo: Snapshot
+    aot: Snapshot | None
+    aot_kwargs: dict[str, Any] | None
+    questions: questions_.QuestionLog | None
+    compiled: Callable[..., Any]
+    inputs: list[tuple[str, Any]]
+    guards: Any
+    compile_id: Any
+    code: types.CodeType
+    #: seconds the user's backend took to compile it (what a reuse saves)
+    compile_s: float = 0.0
+    #: served from torch's cache: the key its widening record is stored under
+    #: (:mod:`verishape.compiler.widen.record`), read when size 1 arrives
+    cache_key: str | None = None
+    #: served from AOTAutograd's cache: the graph and inputs AOTAutograd was given, from
+    #: which the inference graph is traced again when size 1 arrives
+    aot_source: tuple[Any, list[Any]] | None = None
+
+    def from_cache(self) -> None:
+        """An artifact torch's cache served: read its lowering's answers from the record
+        beside it, and trace its AOT inference graph again (never lowered).  Raises
+        :class:`NotWidened` with the reason where either is missing or does not belong."""
+        if self.questions is None and self.cache_key is not None:
+            try:
+                self.questions = record.load(self.cache_key, self.env, self.candidates)
+            except record.Dropped as exc:
+                raise NotWidened(f"the generic artifact came from torch's cache: {exc}") from None
+        if self.aot is None and self.backend in _AOT_BACKENDS:
+            self.aot = _traced_again(self)  # refuses where nothing was kept to trace
+
+
+@dataclasses.dataclass
+class _Recording:
+    env: Any
+    candidates: frozenset[sympy.Symbol]
+    dynamo: Snapshot
+    aot: Snapshot | None = None
+    aot_kwargs: dict[str, Any] | None = None
+    aot_calls: int = 0
+    questions: questions_.QuestionLog | None = None
+    #: when the user's backend started compiling (what a reuse of it saves)
+    started: float = dataclasses.field(default_factory=time.perf_counter)
+    #: the keys torch's caches store the artifact under ("aot:..." AOTAutograd's, "fx:..."
+    #: Inductor's FX graph cache's), where they were computed
+    keys: list[str] = dataclasses.field(default_factory=list)
+    #: the graph and inputs AOTAutograd was given (kept for an artifact its cache serves)
+    aot_source: tuple[Any, list[Any]] | None = None
+
+
+_recording: contextvars.ContextVar[_Recording | None] = contextvars.ContextVar("verishape_widen_rec", default=None)
+_kept: weakref.WeakKeyDictionary[types.CodeType, list[Kept]] = weakref.WeakKeyDictionary()
+_kept_lock = threading.Lock()
+
+
+def observe_aot(mod: Any, args: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Called by the backend's ``aot_module_simplified`` hook: while a generic compile is
+    recorded, keep the call's graph, inputs and options and wrap its inference compiler so
+    that the graph it receives is copied, and the lowering's shape answers logged, before it
+    is lowered."""
+    rec = _recording.get()
+    if rec is None:
+        return kwargs
+    _install_key_hook()
+    rec.aot_calls += 1
+    rec.aot_source = (mod, list(args))
+    rec.aot_kwargs = {k: v for k, v in kwargs.items() if k not in ("fw_compiler", "bw_compiler", "inference_compiler")}
+    inner = kwargs.get("inference_compiler") or kwargs["fw_compiler"]
+
+    def record_then_compile(gm: torch.fx.GraphModule, example_inputs: Any, *args: Any, **kw: Any) -> Any:
+        from torch._dynamo.utils import counters
+
+        rec.aot = Snapshot(gm)  # before lowering rewrites gm
+        hits = counters["inductor"]["fxgraph_cache_hit"]
+        with questions_.recording(rec.env, rec.candidates) as qlog:
+            out = inner(gm, example_inputs, *args, **kw)
+        # served from Inductor's FX graph cache: lowered out of sight, answers unknown (its
+        # record is read by key when size 1 arrives)
+        rec.questions = qlog if counters["inductor"]["fxgraph_cache_hit"] == hits else None
+        fx_key = getattr(out, "_fx_graph_cache_key", None)
+        if isinstance(fx_key, str):
+            rec.keys.append("fx:" + fx_key)
+        return out
+
+    out = dict(kwargs)
+    out["inference_compiler"] = _same_kind(inner, record_then_compile)
+    return out
+
+
+def _same_kind(original: Any, fn: Callable[..., Any]) -> Any:
+    """``fn`` wrapped like ``original`` (AOTAutograd treats its serializable compilers
+    specially)."""
+    from torch._functorch._aot_autograd.schemas import SerializableAOTDispatchCompiler
+
+    if isinstance(original, SerializableAOTDispatchCompiler):
+        return SerializableAOTDispatchCompiler(original.output_code_ty, fn)
+    return fn
+
+
+@contextlib.contextmanager
+def recording(env: Any, backend_name: str, gm: torch.fx.GraphModule) -> Iterator[_Recording | None]:
+    """Around the user's backend call of a compile: record what a later size-1 call's
+    proof needs.  Yields None when no size of this frame can be widened.  Torch's caches
+    stay on: a generic artifact served from the AOTAutograd or FX-graph cache was lowered
+    out of sight, so it is kept with the key of its widening record, read when size 1
+    arrives (a size-1 call compiles as stock where that record is missing)."""
+    candidates = frozenset(eligible(env)) if backend_name in KNOWN_BACKENDS else frozenset()
+    if not candidates:
+        yield None
+        return
+    rec = _Recording(env, candidates, Snapshot(gm))
+    token = _recording.set(rec)
+    try:
+        yield rec
+    finally:
+        _recording.reset(token)
+
+
+def keep(rec: _Recording, tx: Any, compiled: Callable[..., Any], backend_name: str) -> None:
+    """After the user's backend compiled the generic graph: keep it for a size-1 call."""
+    from torch._guards import CompileContext
+
+    served = _served_by_aot_cache(rec, backend_name)
+    if backend_name in _AOT_BACKENDS and (rec.aot_calls != 1 or (rec.aot is None and not served)):
+        rec.env.verishape_log.not_widened.append(
+            (group_name(rec.env, tuple(sorted(rec.candidates, key=str))),
+             "no AOTAutograd inference graph was compiled (a training graph, or one served from the "
+             "AOTAutograd cache without its key): nothing kept for size 1"))
+        return
+    if rec.questions is not None and rec.keys:
+        _save_record(rec)
+    inputs = [(tf.source.name, tf.fake) for tf in tx.output.tracked_fakes]
+    cache_key = _artifact_key(rec, served) if rec.questions is None else None
+    kept = Kept(rec.env, rec.candidates, backend_name, rec.dynamo, rec.aot, rec.aot_kwargs, rec.questions,
+                compiled, inputs, tx.output.guards, CompileContext.current_compile_id(), tx.f_code,
+                time.perf_counter() - rec.started, cache_key, _fake_source(rec) if served else None)
+    kept_count()  # drops what Dynamo no longer holds (a reset, an evicted entry)
+    with _kept_lock:
+        _kept.setdefault(tx.f_code, []).append(kept)
+
+
+def _served_by_aot_cache(rec: _Recording, backend_name: str) -> bool:
+    """Whether AOTAutograd's cache served this compile (one AOTAutograd call, whose key is
+    known, and no inference graph lowered here)."""
+    return (backend_name == "inductor" and rec.aot_calls == 1 and rec.aot is None and rec.aot_source is not None
+            and any(key.startswith("aot:") for key in rec.keys))
+
+
+def _fake_source(rec: _Recording) -> tuple[Any, list[Any]] | None:
+    """The graph AOTAutograd was given, with the fake inputs Dynamo traced it with in place
+    of the call's real ones (Dynamo's backend receives real tensors; keeping them would
+    keep a served model's activations and caches alive)."""
+    assert rec.aot_source is not None
+    mod, args = rec.aot_source
+    fakes = [n.meta.get("example_value", n.meta.get("val")) for n in rec.dynamo.graph.find_nodes(op="placeholder")]
+    if len(fakes) != len(args):
+        return None
+    return mod, fakes
+
+
+def _artifact_key(rec: _Recording, served: bool) -> str | None:
+    """The key of the cache entry that served the artifact: AOTAutograd's where its cache
+    served it, else the FX graph cache's (AOTAutograd missed, Inductor's cache hit)."""
+    prefix = "aot:" if served else "fx:"
+    return next((key for key in rec.keys if key.startswith(prefix)), None)
+
+
+def _save_record(rec: _Recording) -> None:
+    """Write the lowering's answers beside the artifact torch's caches store, under each of
+    their keys.  A record that cannot be written costs a warm process its reuse, never
+    this compile: the failure is logged and the frame's log says so."""
+    name = group_name(rec.env, tuple(sorted(rec.candidates, key=str)))
+    for key in rec.keys:
+        try:
+            remote = record.save(key, rec.questions, rec.env)
+        except (OSError, pickle.PicklingError, TypeError, AttributeError) as exc:
+            # pickling fails with TypeError/AttributeError on an object it cannot copy
+            log.warning("verishape: the widening record for %s was not written: %r", key[:24], exc)
+            rec.env.verishape_log.not_widened.append(
+                (name, f"the widening record was not written ({type(exc).__name__}: {exc}"[:200] + "): a process "
+                 "served this artifact from torch's cache compiles size 1 as stock"))
+            return
+        for why in remote:
+            log.warning("verishape: %s", why)
+            rec.env.verishape_log.not_widened.append(
+                (name, f"{why}; the widening record was not written there: a machine served this artifact "
+                 "remotely compiles size 1 as stock"))
+            return
+
+
+_key_hook_installed = False
+_key_hook_lock = threading.Lock()
+
+
+def _install_key_hook() -> None:
+    """Wrap AOTAutograd's cache key function (idempotent) so that a recorded compile learns
+    the key its artifact is cached under.  A torch without it keeps no records (a warm
+    process compiles size 1 as stock)."""
+    global _key_hook_installed
+    with _key_hook_lock:
+        if _key_hook_installed:
+            return
+        _key_hook_installed = True
+        module, path = torch_seam.AOT_CACHE_KEY
+
+        def make(original: Callable[..., Any]) -> Callable[..., Any]:
+            def autograd_cache_key(*args: Any, **kwargs: Any) -> Any:
+                out = original(*args, **kwargs)
+                rec = _recording.get()
+                if rec is not None and isinstance(out, tuple) and out and isinstance(out[0], str):
+                    rec.keys.append("aot:" + out[0])
+                return out
+
+            autograd_cache_key._verishape_original = original  # type: ignore[attr-defined]
+            return autograd_cache_key
+
+        if torch_seam.wrap(module, path, make) is None:
+            log.warning("verishape: %s.%s is missing in torch %s: no widening records are kept, so a process "
+                        "served from torch's caches compiles size 1 as stock", module, path, torch.__version__)
+
+
+def _traced_again(k: Kept) -> Snapshot:
+    """The AOT inference graph of an artifact AOTAutograd's cache served, traced again (never
+    lowered) from the graph and fake inputs AOTAutograd was given, under their own tracing
+    context.  Tracing must not need a guard the cached entry does not check: one added
+    now is taken back and the reuse refused."""
+    from torch._functorch.aot_autograd import aot_module_simplified
+    from torch._guards import TracingContext, tracing
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    if k.aot_source is None:
+        raise NotWidened("the inputs of the cached generic artifact's graph were not kept")
+    mod, args = k.aot_source
+    modes = {a.fake_mode for a in args if isinstance(a, FakeTensor)}
+    if len(modes) != 1:
+        raise NotWidened("the cached generic artifact's inputs are not fake tensors of one trace")
+    got: dict[str, Any] = {}
+
+    def never(*a: Any) -> Any:
+        raise AssertionError("verishape: a re-traced AOT graph is only compared, never run (this is a bug)")
+
+    def keep_graph(fw: torch.fx.GraphModule, inputs: Any, *a: Any, **kw: Any) -> Any:
+        got["aot"] = Snapshot(fw)
+        return never
+
+    def training(fw: torch.fx.GraphModule, inputs: Any, *a: Any, **kw: Any) -> Any:
+        got["error"] = "the cached generic artifact needs autograd (training graph)"
+        return never
+
+    guards = len(k.env.guards)
+    with tracing(TracingContext(modes.pop())), torch._functorch.config.patch(enable_autograd_cache=False):
+        aot_module_simplified(mod, args, fw_compiler=training, bw_compiler=training, inference_compiler=keep_graph,
+                              **(k.aot_kwargs or {}))
+    if len(k.env.guards) != guards:
+        del k.env.guards[guards:]
+        raise NotWidened("tracing the cached generic artifact's AOT graph again needed a guard its entry does "
+                         "not check")
+    if "aot" not in got:
+        raise NotWidened(got.get("error", "tracing the cached generic artifact's AOT graph again gave no "
+                                          "inference graph"))
+    return got["aot"]
+
+
+def _alive(code: types.CodeType) -> list[Kept]:
+    """The kept compiles of ``code`` whose cache entry Dynamo still holds (a reset or an
+    evicted entry drops them)."""
+    with _kept_lock:
+        kept = list(_kept.get(code, ()))
+    if not kept:
+        return []
+    ids = {str(e.compile_id) for e in torch_seam.cache_entries(code)}
+    alive = [k for k in kept if str(k.compile_id) in ids]
+    with _kept_lock:
+        left = [k for k in _kept.get(code, ()) if k in alive]
+        if left:
+            _kept[code] = left
+        else:
+            _kept.pop(code, None)
+    return alive
+
+
+def kept_count() -> int:
+    """How many generic compiles are kept for a size-1 call and still in Dynamo's cache
+    (tests and benchmarks read it; the others are dropped)."""
+    with _kept_lock:
+        codes = list(_kept.keys())
+    return sum(len(_alive(code)) for code in codes)
+

