@@ -57,6 +57,7 @@ import json
 import os
 import platform
 import statistics
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -321,6 +322,10 @@ def _measure(case: ModelCase, compiled: Any, shapes: list[tuple[int, int]], chec
         "reused_calls": reused_calls,
         # graphs the user's backend compiled (a reused size-1 trace is not one)
         "compiles": backend_compiles,
+        # graphs Inductor lowered in this process, and graphs torch's caches served (--caches on)
+        "lowered": counters["inductor"]["fxgraph_cache_miss"] + counters["inductor"]["fxgraph_cache_bypass"],
+        "served_from_torch_caches": counters["inductor"]["fxgraph_cache_hit"]
+        + counters["aot_autograd"]["autograd_cache_hit"],
         "graphs": counters["stats"]["unique_graphs"],
         "cache_entries": len(entries),
         "compile_cpu_s": compile_cpu_s,
@@ -369,9 +374,13 @@ def _merge_counts(counts: Any) -> dict[str, int]:
 def cold_caches() -> None:
     """Torch's compile caches off (Inductor's FX graph cache, the AOTAutograd cache), for
     every variant: each sweep compiles cold, as a program's first run does, whatever an
-    earlier round or run left on disk."""
+    earlier round or run left on disk.  ``--caches on`` (REAL_MODELS_TORCH_CACHES=on in the
+    child) leaves torch's defaults: the parent gives each variant a cache folder of its own,
+    run cold then warm."""
     import torch
 
+    if os.environ.get("REAL_MODELS_TORCH_CACHES") == "on":
+        return
     torch._inductor.config.fx_graph_cache = False
     torch._functorch.config.enable_autograd_cache = False
 
@@ -441,10 +450,13 @@ def interleaved(model: str, backend: str, sweeps: list[str], rounds: int, other:
 
 
 def run_child(model: str, variant: str, backend: str, sweeps: list[str], store: str,
-              interleave: int = 0, device: str = "cpu") -> dict[str, Any]:
+              interleave: int = 0, device: str = "cpu", cache_dir: str | None = None) -> dict[str, Any]:
+    """One child process; ``cache_dir``: torch's caches on, in that folder."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "out.json"
         env = dict(os.environ)
+        if cache_dir is not None:
+            env.update(REAL_MODELS_TORCH_CACHES="on", TORCHINDUCTOR_CACHE_DIR=cache_dir)
         if store != "default":
             env["VERISHAPE_PROOF_STORE"] = store
         cmd = [sys.executable, __file__, "--child", str(path), "--models", model, "--variant", variant,
@@ -473,6 +485,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--store", default="off",
                     help="VERISHAPE_PROOF_STORE for the children: off (default, cold compiles), a path, or 'default'")
     ap.add_argument("--device", default="cpu", help="cpu (default) or cuda: models and inputs on that device")
+    ap.add_argument("--caches", choices=("off", "on"), default="off",
+                    help="off (default): torch's compile caches off, every sweep cold; on: torch's defaults, each "
+                         "variant run twice on a cache folder of its own, cold then warm (a restart)")
     ap.add_argument("--json", type=Path, default=RESULTS / "real_models.json")
     ap.add_argument("--markdown", type=Path, default=RESULTS / "real_models.md")
     ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
@@ -496,25 +511,36 @@ def main(argv: list[str] | None = None) -> int:
                   if args.interleave else child(models[0], args.variant, args.backend, sweeps, args.device))
         args.child.write_text(json.dumps(result))
         return 0
+    if args.caches == "on" and (args.interleave or args.rounds != 1):
+        ap.error("--caches on runs each variant cold then warm once: leave out --interleave and --rounds")
     if args.interleave:
         return _main_interleaved(args, models, sweeps)
     variants = ["stock", "verishape"] + (["widen"] if args.widen else [])
     rows = []
     start = time.perf_counter()
-    for model in models:
+    for model, started in [(m, s) for m in models for s in (("cold", "warm") if args.caches == "on" else (None,))]:
+        if started == "cold":
+            folders = {v: tempfile.mkdtemp(prefix=f"real-models-{model}-{v}-") for v in variants}
         runs: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
         for r in range(args.rounds):
             # the variants take turns going first: drift in machine speed hits them alike
             for variant in variants[r % len(variants):] + variants[:r % len(variants)]:
-                runs[variant].append(run_child(model, variant, args.backend, sweeps, args.store, device=args.device))
+                runs[variant].append(run_child(model, variant, args.backend, sweeps, args.store, device=args.device,
+                                               cache_dir=folders[variant] if started else None))
         row = {"model": model, "variants": {v: combined(rs) for v, rs in runs.items()}}
+        if started:
+            row["start"] = started
+            if started == "warm":
+                for folder in folders.values():
+                    shutil.rmtree(folder, ignore_errors=True)
         rows.append(row)
         for name, run in row["variants"].items():
             if "error" in run:
                 print(f"{model:11} {name:9} error: {run['error']}", flush=True)
             for sweep, s in run.get("sweeps", {}).items():
                 vs = s.get("verishape", {})
-                print(f"{model:11} {name:9} {sweep:5} compiles {s['compiles']} (calls {s['compiled_calls']}) "
+                print(f"{model:11} {started or '':4} {name:9} {sweep:5} compiles {s['compiles']} (calls "
+                      f"{s['compiled_calls']}, lowered {s['lowered']}, from torch's caches {s['served_from_torch_caches']}) "
                       f"cpu {s['compile_cpu_s']:.2f}s guards {s['shape_guard_lines']} "
                       f"decided {vs.get('decided', '-')} undecided {vs.get('undecided', '-')} "
                       f"diff {s['max_abs_diff']:.1e}", flush=True)
@@ -559,6 +585,7 @@ def _main_interleaved(args: argparse.Namespace, models: list[str], sweeps: list[
 
 def _write(args: argparse.Namespace, rows: list[dict[str, Any]], sweeps: list[str], start: float) -> dict[str, Any]:
     report = {"benchmark": "real_models", "backend": args.backend, "rounds": args.rounds, "sweeps": {s: SWEEPS[s] for s in sweeps},
+              "torch_caches": args.caches,
               "store": args.store, "wall_s": time.perf_counter() - start, "summary": summary(rows),
               "torch": _version("torch"), "transformers": _version("transformers"),
               "python": platform.python_version(), "cpus": os.cpu_count(), "models": rows}

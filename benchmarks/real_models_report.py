@@ -37,7 +37,8 @@ def markdown(rows: list[dict[str, Any]]) -> str:
             vs = v.get("verishape", {})
             widen_compiles = "n/a" if w is None else w.get("compiles", "-")
             out.append(
-                f"| {r['model']} | {sweep} | {s['compiles']} / {v.get('compiles', '-')} / {widen_compiles} | "
+                f"| {r['model']}{' (' + r['start'] + ')' if r.get('start') else ''} | {sweep} | {s['compiles']} / "
+                f"{v.get('compiles', '-')} / {widen_compiles} | "
                 f"{s['compile_cpu_s']:.2f} | {_ratio(v.get('compile_cpu_s'), s['compile_cpu_s'])} | "
                 f"{'n/a' if w is None else _ratio(w.get('compile_cpu_s'), s['compile_cpu_s'])} | "
                 f"{vs.get('decided', '-')} / {vs.get('undecided', '-')} | {vs.get('range_only_questions', '-')} | "

@@ -21,7 +21,9 @@ import contextlib
 import json
 import multiprocessing
 import os
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -126,12 +128,15 @@ def _first_tensor(out: Any) -> Any:
     return None
 
 
-def run(family: str, sweep: str, device: str = "cpu") -> dict[str, Any]:
+def run(family: str, sweep: str, device: str = "cpu", cache_dir: str | None = None) -> dict[str, Any]:
     """One (model, sweep) in this process.  ``device``: cpu (C++ kernels), cuda (Triton
-    kernels on the GPU) or triton-cpu (Triton kernels on the CPU, in Triton's interpreter)."""
+    kernels on the GPU) or triton-cpu (Triton kernels on the CPU, in Triton's interpreter).
+    ``cache_dir``: torch's compile caches on (its defaults), in that folder."""
     import logging
     import warnings
 
+    if cache_dir is not None:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache_dir  # before torch reads it
     warnings.filterwarnings("ignore")
     logging.getLogger("torch").setLevel(logging.CRITICAL)
     import torch
@@ -156,8 +161,9 @@ def run(family: str, sweep: str, device: str = "cpu") -> dict[str, Any]:
         codegen: Any = triton_on_cpu()
     else:
         codegen = contextlib.nullcontext()
-    with torch._inductor.config.patch(fx_graph_cache=False), torch._functorch.config.patch(enable_autograd_cache=False), \
-            codegen:
+    caches = (contextlib.nullcontext() if cache_dir is not None else
+              torch._inductor.config.patch(fx_graph_cache=False))
+    with caches, torch._functorch.config.patch(enable_autograd_cache=cache_dir is not None), codegen:
         compiled = verishape.compile(model)
         max_diff, calls, error = 0.0, [], None
         for batch, seq in SWEEPS[sweep]:
@@ -178,7 +184,10 @@ def run(family: str, sweep: str, device: str = "cpu") -> dict[str, Any]:
     compiles = counters["stats"]["unique_graphs"] - counters["verishape"]["reused"]
     at_one = [c for c in calls if 1 in (c["size"][0] if sweep == "batch" else c["size"][1],)]
     return {"family": family, "kind": kind, "sweep": sweep, "status": "error" if error else "ran", "error": error,
-            "compiles": compiles, "reused_at_1": any(c["reused"] for c in at_one),
+            "compiles": compiles,
+            "lowered": counters["inductor"]["fxgraph_cache_miss"] + counters["inductor"]["fxgraph_cache_bypass"],
+            "served_from_torch_caches": counters["inductor"]["fxgraph_cache_hit"]
+            + counters["aot_autograd"]["autograd_cache_hit"], "reused_at_1": any(c["reused"] for c in at_one),
             "reused_calls": sum(c["reused"] for c in calls), "max_abs_diff": max_diff,
             "refusal_kinds": sorted({reason_class(r) for r in refusals}), "refusals": [r[:400] for r in refusals[:3]],
             "seconds": time.perf_counter() - start, "torch": torch.__version__, "device": device}
@@ -189,6 +198,28 @@ def _write(path: Path, device: str, rows: list[dict[str, Any]]) -> None:
     path.write_text(json.dumps({"device": device, "rows": rows}, indent=1))
 
 
+def _run_all(todo: list[tuple[str, str]], args: argparse.Namespace, start: str | None, work: str | None,
+             rows: list[dict[str, Any]]) -> None:
+    """Every (model, sweep) of ``todo``, a fresh process each, ``args.jobs`` at a time."""
+    ctx = multiprocessing.get_context("spawn")
+    with cf.ProcessPoolExecutor(max_workers=args.jobs, mp_context=ctx, max_tasks_per_child=1) as pool:
+        futures = {pool.submit(run, m, s, args.device, os.path.join(work, f"{m}-{s}") if work else None): (m, s)
+                   for m, s in todo}
+        for fut in cf.as_completed(futures):
+            m, s = futures[fut]
+            try:
+                row = fut.result()
+            except Exception as exc:  # noqa: BLE001 - a crashed child is a row
+                row = {"family": m, "sweep": s, "status": f"crashed: {exc!r}"}
+            if start:
+                row["start"] = start
+            rows.append(row)
+            _write(args.json, args.device, rows)  # as it goes: a run stopped at its time budget keeps its rows
+            print(f"{m:12s} {s:5s} {start or '':4s} {row['status']:6s} compiles={row.get('compiles')} "
+                  f"lowered={row.get('lowered')} reused_at_1={row.get('reused_at_1')} "
+                  f"diff={row.get('max_abs_diff', float('nan')):.1e} {row.get('refusal_kinds', '')}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default=",".join(FAMILIES))
@@ -196,6 +227,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--device", choices=("cpu", "cuda", "triton-cpu"), default="cpu",
                     help="cuda: Triton kernels on the GPU; triton-cpu: Triton kernels on the CPU, in Triton's interpreter")
+    ap.add_argument("--caches", choices=("off", "on"), default="off",
+                    help="off (default): torch's compile caches off; on: torch's defaults, each (model, sweep) run "
+                         "twice on a cache folder of its own, cold then warm (a restart)")
     ap.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "widen_models.json")
     args = ap.parse_args(argv)
     models = [m for m in args.models.split(",") if m]
@@ -208,27 +242,25 @@ def main(argv: list[str] | None = None) -> int:
     if args.device == "triton-cpu":
         os.environ["TRITON_INTERPRET"] = "1"  # the workers import Triton: interpreted (verishape.fuzz.triton_cpu)
     todo = [(m, s) for m in models for s in sweeps if not (s == "seq" and FAMILIES[m][0] in ("vision", "conv"))]
-    rows = []
-    ctx = multiprocessing.get_context("spawn")
-    with cf.ProcessPoolExecutor(max_workers=args.jobs, mp_context=ctx, max_tasks_per_child=1) as pool:
-        futures = {pool.submit(run, m, s, args.device): (m, s) for m, s in todo}
-        for fut in cf.as_completed(futures):
-            m, s = futures[fut]
-            try:
-                row = fut.result()
-            except Exception as exc:  # noqa: BLE001 - a crashed child is a row
-                row = {"family": m, "sweep": s, "status": f"crashed: {exc!r}"}
-            rows.append(row)
-            _write(args.json, args.device, rows)  # as it goes: a run stopped at its time budget keeps its rows
-            print(f"{m:12s} {s:5s} {row['status']:6s} compiles={row.get('compiles')} reused_at_1={row.get('reused_at_1')} "
-                  f"diff={row.get('max_abs_diff', float('nan')):.1e} {row.get('refusal_kinds', '')}", flush=True)
-    rows.sort(key=lambda r: (list(FAMILIES).index(r["family"]), r["sweep"]))
+    rows: list[dict[str, Any]] = []
+    work = tempfile.mkdtemp(prefix="widen-models-") if args.caches == "on" else None
+    try:
+        # with caches on: every cold run first, then every warm run on the folder its cold run left
+        for start in (("cold", "warm") if work else (None,)):
+            _run_all(todo, args, start, work, rows)
+    finally:
+        if work:
+            shutil.rmtree(work, ignore_errors=True)
+    rows.sort(key=lambda r: (list(FAMILIES).index(r["family"]), r["sweep"], r.get("start") or ""))
     _write(args.json, args.device, rows)
     for kind in ("decoder", "encoder", "enc_dec", "vision", "conv"):
         for s in sweeps:
-            ran = [r for r in rows if r.get("kind") == kind and r["sweep"] == s and r["status"] == "ran"]
-            if ran:
-                print(f"{kind:8s} {s:5s}: reused at 1 in {sum(r['reused_at_1'] for r in ran)} of {len(ran)}")
+            for start in sorted({r.get("start") or "" for r in rows}):
+                ran = [r for r in rows if r.get("kind") == kind and r["sweep"] == s and r["status"] == "ran"
+                       and (r.get("start") or "") == start]
+                if ran:
+                    print(f"{kind:8s} {s:5s} {start:4s}: reused at 1 in {sum(r['reused_at_1'] for r in ran)} of "
+                          f"{len(ran)}")
     return 0
 
 

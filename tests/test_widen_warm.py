@@ -89,6 +89,19 @@ def test_a_warm_process_reuses_the_cached_generic_artifact_at_batch_one(warm):
     assert counters["aot_autograd"]["autograd_cache_hit"] == 2
 
 
+@pytest.mark.slow
+def test_served_by_the_fx_graph_cache_alone_it_reuses_too(tmp_path, monkeypatch):
+    """AOTAutograd's cache off, Inductor's on: the inference graph is traced here, its
+    lowering served from the FX graph cache; the record under that cache's key supplies
+    the answers."""
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    torch._functorch.config.enable_autograd_cache = False  # the conftest restores it
+    assert _sweep(broadcasts, (2, 3, 1))[:2] == (2, 1)
+    lowered, reused, refusals = _sweep(broadcasts, (2, 3, 1))
+    assert (lowered, reused) == (0, 1), refusals
+    assert counters["inductor"]["fxgraph_cache_hit"] == 2 and counters["aot_autograd"]["autograd_cache_hit"] == 0
+
+
 def _rewrite(path, payload_fn):
     """Write a record whose digest matches ``payload_fn(old payload)``: a record that is
     whole but says something else."""
@@ -107,10 +120,15 @@ def _other_version(payload):
 
 
 def _other_binding(payload):
-    fmt, version, torch_version, bound, log = pickle.loads(payload)
+    fmt, version, torch_version, (symbols, replacements, guards), log = pickle.loads(payload)
     swapped = tuple((name, sources[::-1] if len(sources) > 1 else ("L['z'].size()[0]",), vr)
-                    for name, sources, vr in bound)
-    return pickle.dumps((fmt, version, torch_version, swapped, log))
+                    for name, sources, vr in symbols)
+    return pickle.dumps((fmt, version, torch_version, (swapped, replacements, guards), log))
+
+
+def _other_guards(payload):
+    fmt, version, torch_version, (symbols, replacements, guards), log = pickle.loads(payload)
+    return pickle.dumps((fmt, version, torch_version, (symbols, replacements, (*guards, "Eq(Mod(s0, 8), 0)")), log))
 
 
 class _Evil:
@@ -123,6 +141,7 @@ FAULTS = {
     "edited": (lambda p: _flip_last_byte(p), "does not match its digest"),
     "another version": (lambda p: _rewrite(p, _other_version), "written by verishape 0.0.1"),
     "other inputs": (lambda p: _rewrite(p, _other_binding), "bound to other inputs"),
+    "other guards": (lambda p: _rewrite(p, _other_guards), "its facts (ranges, guards) differ"),
     "code in it": (lambda p: _rewrite(p, lambda _: pickle.dumps(_Evil())), "which no record may contain"),
 }
 
@@ -273,6 +292,7 @@ class _Env:
         self.var_to_sources = {s: [TensorPropertySource(LocalSource(f"x{i}"), TensorProperty.SIZE, 0)]
                                for i, s in enumerate(ranges)}
         self.replacements = {}
+        self.guards = []
 
 
 def _log():
@@ -292,6 +312,31 @@ def test_a_record_round_trips_the_question_log():
     back = record.loads(record.dumps(log, env), env, log.candidates)
     assert back.questions == log.questions and back.heuristic_hints == log.heuristic_hints
     assert back.sizes.entries == log.sizes.entries and back.candidates == log.candidates
+
+
+def test_an_extern_kernel_call_is_recorded_by_its_operators_name():
+    """A question asked inside an extern kernel's fake run keeps that run (to rerun it at 1):
+    the kernel travels as ``aten.mm.default`` and comes back as the operator itself; a kernel
+    that is not an operator makes the log unrecordable (the record is not written)."""
+    from torch.utils import _pytree as pytree
+
+    from verishape.compiler.widen.kernel_call import KernelCall
+
+    log, ranges = _log()
+    s0 = next(iter(log.candidates))
+    flat, spec = pytree.tree_flatten({"args": (torch.ones(2, 3), torch.ones(3, 4)), "kwargs": {}})
+    call = KernelCall(torch.ops.aten.mm.default, [("tensor", (s0, 3), (3, 1), torch.float32, torch.device("cpu")),
+                                                  ("tensor", (3, 4), (4, 1), torch.float32, torch.device("cpu"))],
+                      spec, outputs=[("tensor", (s0, 4), (4, 1), torch.float32, torch.device("cpu"))], done=True)
+    log.questions.append(questions.Question(sympy.Eq(s0, 1), sympy.false, (), (), ("process_kernel",),
+                                            computed_in=call))
+    env = _Env(ranges)
+    back = record.loads(record.dumps(log, env), env, log.candidates).questions[-1].computed_in
+    assert back.kernel is torch.ops.aten.mm.default and back.spec == spec and back.outputs == call.outputs
+    assert back.right_at({s0: sympy.Integer(1)})
+    call.kernel = lambda a, b: a @ b
+    with pytest.raises(record.Unrecordable, match="not an operator"):
+        record.dumps(log, env)
 
 
 def test_a_record_is_checked_against_the_live_trace():

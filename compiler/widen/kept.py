@@ -17,7 +17,6 @@ import contextlib
 import contextvars
 import dataclasses
 import logging
-import pickle
 import threading
 import time
 import types
@@ -225,8 +224,7 @@ def _save_record(rec: _Recording) -> None:
     for key in rec.keys:
         try:
             remote = record.save(key, rec.questions, rec.env)
-        except (OSError, pickle.PicklingError, TypeError, AttributeError) as exc:
-            # pickling fails with TypeError/AttributeError on an object it cannot copy
+        except (OSError, record.Unrecordable) as exc:
             log.warning("verishape: the widening record for %s was not written: %r", key[:24], exc)
             rec.env.verishape_log.not_widened.append(
                 (name, f"the widening record was not written ({type(exc).__name__}: {exc}"[:200] + "): a process "

@@ -32,6 +32,21 @@ class KernelCall:
     ranges: dict[sympy.Symbol, Any] = dataclasses.field(default_factory=dict)
     why = "an extern kernel's output layout, the same at 1 on every dimension larger than 1"
 
+    def __getstate__(self) -> dict[str, Any]:
+        """For a widening record (:mod:`verishape.compiler.widen.record`): the kernel by its
+        operator's name, the argument structure as pytree's text form.  A kernel that is not
+        an ATen-style operator cannot be named: the record is not written."""
+        from torch.utils import _pytree as pytree
+
+        if not isinstance(self.kernel, torch._ops.OpOverload):
+            raise TypeError(f"an extern kernel {self.kernel!r} that is not an operator cannot be recorded")
+        return {**self.__dict__, "kernel": str(self.kernel), "spec": pytree.treespec_dumps(self.spec)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        from torch.utils import _pytree as pytree
+
+        self.__dict__.update(state, kernel=_operator(state["kernel"]), spec=pytree.treespec_loads(state["spec"]))
+
     def right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
         """Whether torch's fake kernel, run on the inputs at ``sub``, gives the recorded
         outputs there (sizes and values equal, strides equal where the size is not 1).
@@ -73,6 +88,18 @@ class KernelCall:
             elif want[1] != have[1]:
                 return False
         return True
+
+
+def _operator(name: str) -> Any:
+    """The operator ``namespace.name.overload`` (an OpOverload), looked up in ``torch.ops``;
+    ValueError for anything else."""
+    parts = name.split(".")
+    if len(parts) != 3 or not all(p.isidentifier() for p in parts):
+        raise ValueError(f"{name!r} does not name an operator overload")
+    op = getattr(getattr(getattr(torch.ops, parts[0]), parts[1]), parts[2])
+    if not isinstance(op, torch._ops.OpOverload):
+        raise ValueError(f"{name!r} is not an operator overload")
+    return op
 
 
 def _sizes(spec: Any) -> list[sympy.Expr]:

@@ -17,9 +17,11 @@ reason in the frame's log, shown by ``verishape.explain``):
   settings (:func:`verishape.compiler.backend.cache_tag`); the record's file name adds the
   record format and verishape's version.  A record is written only by a process that
   lowered the graph itself, after the lowering, from the log of that lowering.
-* **It names its sizes.**  The log's expressions are in the generic trace's symbols; the
-  record keeps, for every symbol of the env, the input sources bound to it and its range.
-  A process whose trace binds them otherwise drops the record.
+* **It names its sizes and its facts.**  The log's expressions are in the generic trace's
+  symbols; the record keeps, for every symbol of the env, the input sources bound to it and
+  its range, and the env's replacements and guards as the lowering left them.  A process
+  whose trace binds them otherwise, or whose cached entry brought other guards (torch keeps
+  several entries under one key, told apart by their guards), drops the record.
 * **It is whole.**  A digest of the payload is checked before anything is read: a record
   truncated, corrupted or edited is dropped.  Only the classes a log is made of may be
   unpickled (:class:`_Unpickler`); anything else fails the read, and is dropped.
@@ -63,6 +65,11 @@ class Dropped(Exception):
     """Why a record could not be used (one line, shown by ``verishape.explain``)."""
 
 
+class Unrecordable(Exception):
+    """Why a question log cannot be written as a record (it holds something that cannot be
+    named in one: the log's own kinds refuse with TypeError, see ``KernelCall.__getstate__``)."""
+
+
 def directory() -> str:
     """Where records live: beside torch's own caches (``TORCHINDUCTOR_CACHE_DIR``)."""
     from torch._inductor.runtime.cache_dir_utils import cache_dir
@@ -87,16 +94,19 @@ def _file_of(name: str) -> str:
     return os.path.join(directory(), name[:2], name + ".rec")
 
 
-def binding(env: Any) -> tuple[tuple[str, tuple[str, ...], str], ...]:
-    """Every symbol of ``env`` with the input sources bound to it and its range: what the
-    log's expressions mean."""
+def binding(env: Any) -> tuple[Any, ...]:
+    """What the log's expressions mean and were answered under: every symbol of ``env`` with
+    the input sources bound to it and its range, the env's replacements, and its guards (an
+    artifact cached under one key with other guards was lowered under other facts)."""
     from .sizes import source_names
 
-    out = []
+    symbols = []
     for s in sorted(env.var_to_sources, key=str):
         vr = env.var_to_range.get(s)
-        out.append((str(s), tuple(source_names(env, s)), f"{vr.lower}..{vr.upper}" if vr is not None else "?"))
-    return tuple(out)
+        symbols.append((str(s), tuple(source_names(env, s)), f"{vr.lower}..{vr.upper}" if vr is not None else "?"))
+    replacements = tuple(sorted((str(k), str(v)) for k, v in getattr(env, "replacements", {}).items()))
+    guards = tuple(sorted(str(g.expr) for g in getattr(env, "guards", ())))
+    return tuple(symbols), replacements, guards
 
 
 def dumps(log: Any, env: Any) -> bytes:
@@ -108,8 +118,12 @@ def dumps(log: Any, env: Any) -> bytes:
     from verishape._version import __version__
 
     plain = dataclasses.replace(log, _seen=set(), _busy=False)
-    payload = pickle.dumps((FORMAT, __version__, str(torch.__version__), binding(env), plain),
-                           protocol=pickle.HIGHEST_PROTOCOL)
+    try:
+        payload = pickle.dumps((FORMAT, __version__, str(torch.__version__), binding(env), plain),
+                               protocol=pickle.HIGHEST_PROTOCOL)
+    except (pickle.PicklingError, TypeError, AttributeError, RuntimeError) as exc:
+        # what pickling raises on an object it cannot copy (RuntimeError: a pybind11 object)
+        raise Unrecordable(f"{type(exc).__name__}: {exc}"[:200]) from None
     return _MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
 
 
@@ -136,7 +150,8 @@ def loads(data: bytes, env: Any, candidates: frozenset[sympy.Symbol]) -> Any:
         raise Dropped(f"the widening record was written by verishape {version} on torch {torch_version} "
                       f"(format {fmt}); this is verishape {__version__} on torch {torch.__version__}")
     if bound != binding(env):
-        raise Dropped("the widening record's sizes are bound to other inputs than this trace's")
+        raise Dropped("the widening record's sizes are bound to other inputs, or its facts (ranges, guards) "
+                      "differ from this trace's")
     if frozenset(log.candidates) != candidates:
         raise Dropped("the widening record was made for other sizes than this trace keeps")
     return log
@@ -285,7 +300,8 @@ _ALLOWED = {("builtins", n) for n in ("set", "frozenset", "tuple", "list", "dict
 
 class _Unpickler(pickle.Unpickler):
     """Unpickles only classes of SymPy, value ranges and verishape's widening records, plain
-    Python values and torch's dtypes and devices: a record cannot name any function (SymPy's
+    Python values and torch's dtypes, layouts, memory formats and devices (an operator is
+    named by text and looked up in ``torch.ops``): a record cannot name any function (SymPy's
     ``sympify`` evaluates text), so it cannot call code of its choosing by name."""
 
     def find_class(self, module: str, name: str) -> Any:
@@ -299,7 +315,7 @@ class _Unpickler(pickle.Unpickler):
             import torch
 
             value = getattr(torch, name, None)
-            if isinstance(value, torch.dtype) or value is torch.device:
+            if isinstance(value, (torch.dtype, torch.layout, torch.memory_format)) or value is torch.device:
                 return value
         raise Dropped(f"the widening record names {module}.{name}, which no record may contain")
 
