@@ -67,7 +67,8 @@ def draw(n: int, seed: int, max_ops: int) -> list[Any]:
     return out
 
 
-def run_one(program: Any, backend: str, device: str | None = None, layouts: bool = False) -> dict[str, Any]:
+def run_one(program: Any, backend: str, device: str | None = None, layouts: bool = False,
+            warm: bool = False) -> dict[str, Any]:
     """Worker: one program's sweep on one backend."""
     import warnings
 
@@ -82,7 +83,7 @@ def run_one(program: Any, backend: str, device: str | None = None, layouts: bool
     if not eager_accepts(program):
         return {"status": "invalid"}
     make_args, sizes = layout_sweep(program) if layouts else (program.make_args, program.sweep)
-    sweep = run_sweep(program.function(), make_args, sizes, backend=backend, device=device)
+    sweep = run_sweep(program.function(), make_args, sizes, backend=backend, device=device, warm=warm)
     out = sweep.to_dict()
     out.update(status="ran", seconds=time.perf_counter() - start,
                refusal_kinds=sorted({reason_class(r) for r in sweep.refusals}))
@@ -90,13 +91,13 @@ def run_one(program: Any, backend: str, device: str | None = None, layouts: bool
 
 
 def campaign(programs: list[Any], backends: tuple[str, ...], jobs: int,
-             device: str | None = None, layouts: bool = False) -> dict[str, list[dict[str, Any]]]:
+             device: str | None = None, layouts: bool = False, warm: bool = False) -> dict[str, list[dict[str, Any]]]:
     results: dict[str, list[dict[str, Any]]] = {b: [None] * len(programs) for b in backends}  # type: ignore[list-item]
     todo = [(i, b) for b in backends for i in range(len(programs))]
     ctx = multiprocessing.get_context("spawn")
     while todo:
         with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-            futures = {pool.submit(run_one, programs[i], b, device, layouts): (i, b) for i, b in todo}
+            futures = {pool.submit(run_one, programs[i], b, device, layouts, warm): (i, b) for i, b in todo}
             todo = []
             broken = False
             for fut in cf.as_completed(futures):
@@ -113,7 +114,7 @@ def campaign(programs: list[Any], backends: tuple[str, ...], jobs: int,
                 for i, b in retry:
                     with cf.ProcessPoolExecutor(max_workers=1, mp_context=ctx) as solo:
                         try:
-                            results[b][i] = solo.submit(run_one, programs[i], b, device, layouts).result()
+                            results[b][i] = solo.submit(run_one, programs[i], b, device, layouts, warm).result()
                         except cf.process.BrokenProcessPool:
                             results[b][i] = {"status": "crash"}
     return results
@@ -136,6 +137,10 @@ def summarize(programs: list[Any], results: dict[str, list[dict[str, Any]]]) -> 
             "other_differences": [{"program": programs[i].source, "differences": r["other_differences"]}
                                   for i, r in enumerate(rows) if r["status"] == "ran" and r["other_differences"]],
             "refusal_reasons": dict(kinds.most_common()),
+            # --warm: programs that reused at a size in the cold process and not in the warm one
+            "lost_when_warm": [{"program": programs[i].source, "refusals": r["refusals"][:2]}
+                               for i, r in enumerate(rows) if r["status"] == "ran" and r.get("cold_reused")
+                               and any(c and not w for c, w in zip(r["cold_reused"], r["reused"]))],
             "seconds": sum(r.get("seconds", 0.0) for r in ran),
         }
     return out
@@ -154,6 +159,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--layouts", action="store_true",
                     help="sweep input layouts too: a size -n is n with every input of rank >= 2 in reversed "
                          "dimension order (first, second, -second, -later, 1, -1)")
+    ap.add_argument("--warm", action="store_true",
+                    help="torch's caches on: each sweep runs cold, then again served by the caches (a restart, "
+                         "with the widening records); the warm run is the one checked against eager")
     ap.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "widen_fuzz.json")
     args = ap.parse_args(argv)
     if args.programs < 1 or args.jobs < 1:
@@ -167,9 +175,11 @@ def main(argv: list[str] | None = None) -> int:
     backends = BACKENDS if args.backend == "both" else (args.backend,)
     start = time.perf_counter()
     programs = draw(args.programs, args.seed, args.max_ops)
-    results = campaign(programs, backends, args.jobs, None if args.device == "cpu" else args.device, args.layouts)
+    results = campaign(programs, backends, args.jobs, None if args.device == "cpu" else args.device, args.layouts,
+                       args.warm)
     summary = summarize(programs, results)
-    report = {"torch": torch.__version__, "device": args.device, "layouts": args.layouts, "seed": args.seed,
+    report = {"torch": torch.__version__, "device": args.device, "layouts": args.layouts, "warm": args.warm,
+              "seed": args.seed,
               "max_ops": args.max_ops,
               "jobs": args.jobs,
               "wall_s": time.perf_counter() - start, "summary": summary,
@@ -181,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
         rate = f"{s['reuse_rate']:.0%}" if s["reuse_rate"] is not None else "-"
         print(f"{b}: {s['programs']} programs ({s['invalid']} invalid, {s['crashes']} crashed), "
               f"{s['compiled']} compiled, reused{'' if args.layouts else ' at 1'}: {s['reused']} ({rate}), wrong: {len(s['wrong'])}, "
-              f"stock's own differences: {len(s['other_differences'])}")
+              f"stock's own differences: {len(s['other_differences'])}"
+              + (f", reused cold but not warm: {len(s['lost_when_warm'])}" if args.warm else ""))
         for reason, n in list(s["refusal_reasons"].items())[:8]:
             print(f"    {n:4d}  {reason}")
     print(f"torch {torch.__version__}; {report['wall_s']:.0f} s; JSON: {args.json}")

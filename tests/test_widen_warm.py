@@ -102,6 +102,21 @@ def test_served_by_the_fx_graph_cache_alone_it_reuses_too(tmp_path, monkeypatch)
     assert counters["inductor"]["fxgraph_cache_hit"] == 2 and counters["aot_autograd"]["autograd_cache_hit"] == 0
 
 
+@pytest.mark.slow
+def test_the_fuzz_check_runs_a_sweep_warm():
+    """verishape.fuzz.widen_check's warm mode (benchmarks/widen_fuzz.py --warm): cold, then
+    served by the caches, the warm calls compared with eager."""
+    from verishape.fuzz.widen_check import run_sweep
+
+    def make(b):
+        g = torch.Generator().manual_seed(b)
+        return [torch.randn(b, 6, generator=g), torch.randn(b, 6, generator=g), torch.randn(6, generator=g)]
+
+    sweep = run_sweep(broadcasts, make, [2, 3, 1], backend="inductor", warm=True)
+    assert sweep.cold_reused == [False, False, True] and [c.reused for c in sweep.calls] == [False, False, True]
+    assert sweep.lowered == 0 and not sweep.wrong and not sweep.other_differences
+
+
 def _rewrite(path, payload_fn):
     """Write a record whose digest matches ``payload_fn(old payload)``: a record that is
     whole but says something else."""
@@ -352,6 +367,16 @@ def test_a_record_is_checked_against_the_live_trace():
         record.loads(data[:-1], _Env(ranges), log.candidates)  # truncated
     with pytest.raises(record.Dropped, match="is not one"):
         record.loads(b"\x00" * 10, _Env(ranges), log.candidates)
+
+
+def test_guards_compare_in_a_form_that_does_not_depend_on_how_they_were_written():
+    """torch re-installs a cached entry's guards from their printed form (Eq(s - 1, 1) comes
+    back as Eq(s, 2)): the record compares them normalized, and different facts still differ."""
+    s = sympy.Symbol("s17", integer=True, positive=True)
+    assert record._normal(sympy.Eq(s - 1, 1)) == record._normal(sympy.Eq(s, 2)) == record._normal(sympy.Eq(2, s))
+    assert record._normal(sympy.Ge(s, 2)) == record._normal(sympy.Le(2, s))
+    assert record._normal(sympy.Gt(s, 2)) != record._normal(sympy.Ge(s, 2))
+    assert record._normal(sympy.Eq(s, 3)) != record._normal(sympy.Eq(s, 2))
 
 
 def test_a_record_cannot_name_code():

@@ -180,6 +180,8 @@ def keep(rec: _Recording, tx: Any, compiled: Callable[..., Any], backend_name: s
         return
     if rec.questions is not None and rec.keys:
         _save_record(rec)
+    elif not served:
+        _copy_record(rec)
     inputs = [(tf.source.name, tf.fake) for tf in tx.output.tracked_fakes]
     cache_key = _artifact_key(rec, served) if rec.questions is None else None
     kept = Kept(rec.env, rec.candidates, backend_name, rec.dynamo, rec.aot, rec.aot_kwargs, rec.questions,
@@ -214,6 +216,18 @@ def _artifact_key(rec: _Recording, served: bool) -> str | None:
     served it, else the FX graph cache's (AOTAutograd missed, Inductor's cache hit)."""
     prefix = "aot:" if served else "fx:"
     return next((key for key in rec.keys if key.startswith(prefix)), None)
+
+
+def _copy_record(rec: _Recording) -> None:
+    """Lowered out of sight by Inductor's FX graph cache in this process: the record that
+    cache's key names also goes under AOTAutograd's key (see :func:`record.copy`)."""
+    fx = next((key for key in rec.keys if key.startswith("fx:")), None)
+    for key in rec.keys:
+        if fx is not None and key.startswith("aot:"):
+            try:
+                record.copy(fx, key)
+            except OSError as exc:
+                log.warning("verishape: the widening record for %s was not copied: %r", key[:24], exc)
 
 
 def _save_record(rec: _Recording) -> None:

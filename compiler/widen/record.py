@@ -105,8 +105,38 @@ def binding(env: Any) -> tuple[Any, ...]:
         vr = env.var_to_range.get(s)
         symbols.append((str(s), tuple(source_names(env, s)), f"{vr.lower}..{vr.upper}" if vr is not None else "?"))
     replacements = tuple(sorted((str(k), str(v)) for k, v in getattr(env, "replacements", {}).items()))
-    guards = tuple(sorted(str(g.expr) for g in getattr(env, "guards", ())))
+    guards = tuple(sorted({_normal(g.expr) for g in getattr(env, "guards", ())}))
     return tuple(symbols), replacements, guards
+
+
+def _normal(expr: sympy.Basic) -> str:
+    """A guard in a form that does not depend on how it was written: torch re-installs a
+    cached entry's guards from their printed form, ``Eq(s - 1, 1)`` coming back as
+    ``Eq(s, 2)``.  A relation ``a op b`` becomes ``a - b op 0`` (expanded; ``>``, ``>=`` turned
+    around, an equation up to sign)."""
+    if isinstance(expr, sympy.Rel):
+        op, lhs, rhs = expr.rel_op, expr.lhs, expr.rhs
+        if op in (">", ">="):
+            op, lhs, rhs = {">": "<", ">=": "<="}[op], rhs, lhs
+        diff = sympy.expand(lhs - rhs)
+        if op in ("==", "!="):
+            diff = min(diff, sympy.expand(-diff), key=str)
+        return f"{diff} {op} 0"
+    return str(expr)
+
+
+def copy(from_key: str, to_key: str) -> None:
+    """Store the record under ``from_key`` under ``to_key`` too (locally; nothing where
+    there is none).  A compile whose lowering Inductor's FX graph cache served in this
+    process names the record an earlier lowering of the same graph wrote under that cache's
+    key: AOTAutograd's key for this compile gets it too, for a process its cache serves.
+    It is checked when read, like any other."""
+    try:
+        with open(file_name(from_key), "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return
+    _write_local(_name(to_key), data)
 
 
 def dumps(log: Any, env: Any) -> bytes:

@@ -51,6 +51,10 @@ class Sweep:
     compiles: int
     #: for each call that differed from eager: whether stock torch.compile differed too
     stock_differs: dict[int, bool] = dataclasses.field(default_factory=dict)
+    #: a warm sweep (``warm=True``): which calls of the cold process before it reused, and
+    #: the graphs the warm one lowered (torch's caches served the rest)
+    cold_reused: list[bool] | None = None
+    lowered: int | None = None
 
     @property
     def reuses(self) -> int:
@@ -73,12 +77,13 @@ class Sweep:
         return {"backend": self.backend, "compiles": self.compiles, "reuses": self.reuses,
                 "sizes": [c.size for c in self.calls], "reused": [c.reused for c in self.calls],
                 "eager_raised": [c.eager_raised for c in self.calls],
-                "wrong": self.wrong, "other_differences": self.other_differences, "refusals": self.refusals}
+                "wrong": self.wrong, "other_differences": self.other_differences, "refusals": self.refusals,
+                **({"cold_reused": self.cold_reused, "lowered": self.lowered} if self.cold_reused is not None else {})}
 
 
 def run_sweep(fn: Callable[..., Any], make_args: Callable[[int], Sequence[Any]], sizes: Sequence[int],
               backend: str = "inductor", check_stock: bool = True, device: str | None = None,
-              **compile_kwargs: Any) -> Sweep:
+              warm: bool = False, **compile_kwargs: Any) -> Sweep:
     """Call ``fn`` compiled with ``verishape.compile(backend=...)`` on ``make_args(n)`` for
     each ``n`` of ``sizes`` and compare every call with eager.  ``make_args`` must return
     the same values for the same ``n`` (a seeded generator): the two sides get their own
@@ -89,7 +94,13 @@ def run_sweep(fn: Callable[..., Any], make_args: Callable[[int], Sequence[Any]],
     ``device`` (``"cuda"``): the inputs ``make_args`` builds on the CPU are moved there, and
     the program runs with it as the default device (tensors it creates land there too).
     ``"triton-cpu"``: on the CPU, with Inductor's Triton codegen and Triton's interpreter
-    running the kernels (:mod:`verishape.fuzz.triton_cpu`)."""
+    running the kernels (:mod:`verishape.fuzz.triton_cpu`).
+
+    ``warm``: torch's caches on instead, in a folder of the sweep's own: the sweep runs
+    cold, Dynamo is reset, and it runs again served by those caches (a restart, with the
+    widening records the cold run wrote); the warm run is returned and checked."""
+    if warm:
+        return _warm_sweep(fn, make_args, sizes, backend, check_stock, device, **compile_kwargs)
     if device == "triton-cpu":
         from .triton_cpu import triton_on_cpu
 
@@ -108,6 +119,33 @@ def run_sweep(fn: Callable[..., Any], make_args: Callable[[int], Sequence[Any]],
             torch._functorch.config.patch(enable_autograd_cache=False), \
             (torch.device(device) if device is not None else contextlib.nullcontext()):
         return _run_sweep(fn, make_args, sizes, backend, check_stock, **compile_kwargs)
+
+
+def _warm_sweep(fn: Callable[..., Any], make_args: Callable[[int], Sequence[Any]], sizes: Sequence[int],
+                backend: str, check_stock: bool, device: str | None, **compile_kwargs: Any) -> Sweep:
+    import os
+    import shutil
+    import tempfile
+
+    from torch._dynamo.utils import counters
+
+    folder, saved = tempfile.mkdtemp(prefix="verishape-warm-sweep-"), os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = folder
+    try:
+        with torch._inductor.config.patch(fx_graph_cache=True), torch._functorch.config.patch(enable_autograd_cache=True), \
+                (torch.device(device) if device is not None else contextlib.nullcontext()):
+            cold = _run_sweep(fn, make_args, sizes, backend, False, **compile_kwargs)
+            counters.clear()
+            warm = _run_sweep(fn, make_args, sizes, backend, check_stock, **compile_kwargs)
+            warm.lowered = counters["inductor"]["fxgraph_cache_miss"] + counters["inductor"]["fxgraph_cache_bypass"]
+    finally:
+        if saved is None:
+            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+        else:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = saved
+        shutil.rmtree(folder, ignore_errors=True)
+    warm.cold_reused = [c.reused for c in cold.calls]
+    return warm
 
 
 def _run_sweep(fn: Callable[..., Any], make_args: Callable[[int], Sequence[Any]], sizes: Sequence[int],
