@@ -87,6 +87,8 @@ def test_a_warm_process_reuses_the_cached_generic_artifact_at_batch_one(warm):
     lowered, reused, refusals = _sweep(broadcasts, (2, 3, 1))
     assert (lowered, reused) == (0, 1), refusals
     assert counters["aot_autograd"]["autograd_cache_hit"] == 2
+    (ev,) = [ev for env in frames.envs_for(broadcasts.__code__) for ev in env.verishape_log.widened]
+    assert ev.from_cache and "from the widening record" in ev.describe()
 
 
 @pytest.mark.slow
@@ -406,6 +408,38 @@ def test_records_are_written_whole(tmp_path, monkeypatch):
     assert record.load("aot:k", env, log.candidates).questions == log.questions
     with pytest.raises(record.Dropped, match="no widening record"):
         record.load("aot:other", env, log.candidates)
+
+
+def _write_many(folder, n):
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = folder
+    log, ranges = _log()
+    for _ in range(n):
+        record.save("aot:shared", log, _Env(ranges))
+
+
+def test_two_processes_writing_one_key_never_leave_a_partial_record(tmp_path, monkeypatch):
+    """Two writer processes race on one key while this process reads it: every read sees a
+    whole record (or none yet), never a torn one."""
+    import multiprocessing
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    log, ranges = _log()
+    ctx = multiprocessing.get_context("fork")
+    writers = [ctx.Process(target=_write_many, args=(str(tmp_path), 200)) for _ in range(2)]
+    for w in writers:
+        w.start()
+    seen = 0
+    while any(w.is_alive() for w in writers):
+        try:
+            assert record.load("aot:shared", _Env(ranges), log.candidates).questions == log.questions
+            seen += 1
+        except record.Dropped as exc:
+            assert "no widening record" in str(exc), exc  # not written yet: never a torn one
+    for w in writers:
+        w.join()
+        assert w.exitcode == 0
+    assert record.load("aot:shared", _Env(ranges), log.candidates).questions == log.questions
+    assert not glob.glob(str(tmp_path / "verishape" / "widen" / "*" / "*.tmp"))
 
 
 def test_the_key_hook_is_torchs_own_function():

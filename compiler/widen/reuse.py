@@ -101,6 +101,9 @@ class Evidence:
     #: (the carried guards, a copy's pay-back line): never before, so that a refusal
     #: leaves the trace exactly as stock would compile it
     install: list[sympy.Basic] = dataclasses.field(default_factory=list)
+    #: the generic artifact came from torch's cache, its lowering's answers from the record
+    #: beside it (:mod:`verishape.compiler.widen.record`)
+    from_cache: bool = False
 
     def describe(self, timed: bool = True) -> str:
         graphs = f"dynamo graph {self.dynamo}" + (f", aot graph {self.aot}" if self.aot else "")
@@ -118,6 +121,8 @@ class Evidence:
                 f"{len(self.shape_guards)} generic guard(s), range(s) and lowering answer(s) "
                 f"({self.answers} answer(s)) implied " + (f"at {self.value}" if self.value is not None else "at this call")
                 + (f"; {self.hints} optimization hint read(s), heuristics" if self.hints else "")
+                + ("; the artifact came from torch's cache, its lowering's answers from the widening record beside it"
+                   if self.from_cache else "")
                 + (f"; {self.time_s * 1e3:.0f} ms" if timed else ""))
 
 
@@ -240,6 +245,7 @@ def _prove(k: Kept, group: Group, env: Any, tx: Any, gm: torch.fx.GraphModule, e
     args = calling.argument_map(k, group, gm, orders)
     ev = Evidence(group, 1 if group else None, [source_names(k.env, s)[0] for s in group],
                   dynamo_generic.fingerprint(), None, str(k.compile_id), [], restrided=relaid)
+    ev.from_cache = k.cache_key is not None
     if line is not None:
         ev.install.append(line)
     ev.hints = sum(k.questions.heuristic_hints.values()) if k.questions is not None else 0
