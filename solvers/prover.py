@@ -304,7 +304,7 @@ class Prover:
                 return self._refutation(query, s.model(), ctx, exact, start)
             reason = s.reason_unknown()
             if reason == "timeout":
-                # Rule 6: the rlimit should stop every query first; this answer depends
+                # Note [Same program, same answer]: the rlimit should stop every query first; this answer depends
                 # on machine load.  Still an "unknown" (stock behaviour), but counted.
                 self.stats.wall_clock_stops += 1
                 log.warning("verishape: %s hit the %d ms wall-clock backstop before the rlimit (%d); "

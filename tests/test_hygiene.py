@@ -138,3 +138,31 @@ def test_inductor_backward_graph_is_cached_under_the_tag(tmp_path, monkeypatch):
     assert forward_keys >= 1 and len(tags) > forward_keys  # the backward graph got its own key
     assert tags and all(t == CACHE_TAG for t in tags)
     torch._dynamo.reset()
+
+
+# ---------------------------------------------------------------- the soundness notes
+
+
+def test_every_note_the_code_cites_is_stated_in_the_architecture_doc():
+    """The soundness rules are Notes in docs/architecture.md; code cites them by name
+    (``Note [Name]``), never by a number nobody can look up."""
+    import pathlib
+    import re
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    stated = set(re.findall(r"\*\*Note \[([^\]]+)\]\.\*\*", (root / "docs" / "architecture.md").read_text()))
+    assert len(stated) >= 7
+    cited: dict[str, list[str]] = {}
+    numbered = []
+    for folder in ("verishape", "compiler", "solvers", "proofs", "tests"):
+        for path in (root / folder).rglob("*.py"):
+            text = path.read_text(errors="replace")  # a test script may hold other encodings on purpose
+            if path.name == "test_hygiene.py":
+                continue  # this test names the pattern, not a Note
+            for name in re.findall(r"Note \[([^\]]+)\]", text):
+                cited.setdefault(name, []).append(path.name)
+            if re.search(r"(?i)\b(soundness |DESIGN )?rules? [1-6]\b", text):
+                numbered.append(path.name)
+    assert cited, "no code cites a Note"
+    assert set(cited) <= stated, {n: f for n, f in cited.items() if n not in stated}
+    assert not numbered, f"rules cited by number in {sorted(set(numbered))}: cite the Note by name"

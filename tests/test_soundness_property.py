@@ -101,7 +101,7 @@ def test_property_exercises_the_solver():
 
 
 def test_asserts_emitted_later_never_discharge_an_earlier_assert():
-    """Rule 4: ``u0 * u1 <= 5`` runs where u1 is bound, after u0's asserts, so it may not
+    """Note [Asserts see only the past]: ``u0 * u1 <= 5`` runs where u1 is bound, after u0's asserts, so it may not
     discharge ``u0 <= 5`` even though (with u1 >= 1) it implies it."""
     env = VeriShapeEnv()
     u0, u1 = (env.create_unbacked_symint().node.expr for _ in range(2))

@@ -287,8 +287,8 @@ def test_bitwise_bound_facts_hold_for_python_ints():
 
 
 def test_bitwise_query_is_decided_by_the_rlimit_not_the_clock():
-    """Same program, same answer (DESIGN rule 6): torch's ``a & b == 8`` guard query on
-    two sizes used to run 2-6 s until a limit stopped it, so load could change the
+    """Note [Same program, same answer] (docs/architecture.md): torch's ``a & b == 8`` guard
+    query on two sizes used to run 2-6 s until a limit stopped it, so load could change the
     answer.  It must finish far inside the wall-clock backstop, with the same answer when
     the backstop is out of reach."""
     from verishape.proofs.result import Limits

@@ -60,7 +60,7 @@ class ExportShapeEnv(VeriShapeEnv):
     * a backed tensor size is known to be >= 0, and within its named ``Dim``'s declared
       ``min``/``max`` (``verishape.export`` checks every declared bound in the graph); any
       other backed integer is unbounded;
-    * deferred runtime asserts (rule 4 as in compile) and unbacked ranges stay premises.
+    * deferred runtime asserts (Note [Asserts see only the past], as in compile) and unbacked ranges stay premises.
 
     A question about a data-dependent value that these premises leave open is asked once
     more with the traced facts about input sizes that are not declared (the ``>= 2`` of a

@@ -1,6 +1,6 @@
 """Guard minimization: drop every shape guard implied by the guards that remain.
 
-Premises are only what the installed guard function really checks (soundness rule 2):
+Premises are only what the installed guard function really checks (Note [Premises are what the artifact checks], docs/architecture.md):
 the guards we keep and the range checks torch emits for every input symbol.  Guards are
 tried most expensive first, so implied expensive guards go and cheap ones stay.  Each
 removal is proved from the set that remains at that moment; since every guard removed
@@ -8,7 +8,7 @@ later is itself implied by the final set, the final set implies all of them.  Th
 is then proved equivalent to the stock list in one more query, and installed only if
 that proof succeeds: a failed or unknown step leaves the stock list.
 
-A guard that constrains a symbol used as a divisor elsewhere is never dropped (rule 3):
+A guard that constrains a symbol used as a divisor elsewhere is never dropped (Note [Divisor guards first]):
 the guard function evaluates guards in order, and a guard that raises is a failed guard,
 so the protector must stay in front of the guard that divides.
 

@@ -1,7 +1,7 @@
 """Premises, and the one way verishape asks whether they imply a goal.
 
-Only facts the final artifact really checks are premises (soundness rule 2): installed
-guards, runtime asserts that run no later than the assert being decided (rule 4), and
+Only facts the final artifact really checks are premises (Note [Premises are what the artifact checks], docs/architecture.md): installed
+guards, runtime asserts that run no later than the assert being decided (Note [Asserts see only the past]), and
 value ranges (which become range guards or come from those asserts).  Facts that share no
 symbol with the goal, directly or through other facts, cannot matter and are left out, so
 queries stay small and the solver cache sees the same question again.

@@ -120,7 +120,7 @@ class VeriShapeEnv(ShapeEnv):
             self._vs_kind = saved
 
     # Recorded (as stock records its own) so that a replay asks with the same kind:
-    # the kind decides which asserts may serve as premises (rule 4).
+    # the kind decides which asserts may serve as premises (Note [Asserts see only the past]).
     @record_shapeenv_event(save_tracked_fakes=True)
     def guard_or_defer_runtime_assert(self, orig_expr: sympy.Basic, msg: str, fx_node: Any = None) -> bool:
         with self._asking("assert_discharged"):
@@ -254,7 +254,7 @@ class VeriShapeEnv(ShapeEnv):
 
     def _emitted_asserts(self, goal: sympy.Basic, kind: str) -> list[sympy.Basic]:
         """The deferred runtime asserts (the graph's ``_assert_scalar`` nodes); when an
-        assert is being discharged, only those emitted no later than it (rule 4; an assert
+        assert is being discharged, only those emitted no later than it (Note [Asserts see only the past]; an assert
         of unknown order, such as one on a float symbol, is not a premise then)."""
         limit = newest_unbacked(goal) if kind == "assert_discharged" else None
         pool: list[sympy.Basic] = []
