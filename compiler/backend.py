@@ -6,9 +6,10 @@ the tag enters the keys of Inductor's FX graph cache and the AOTAutograd cache, 
 verishape artifact (whose guards may be fewer) is never served to a stock compile, nor
 the reverse.
 
-The tag names what the artifact's shape answers depend on: a hash of the source of the
-modules that encode, decide and minimize (``solvers/``, ``compiler/`` and the top level
-of ``verishape/``), the default solver limits, the Z3 version and the package version.
+The tag names what the artifact's shape answers depend on: a hash of the source of every
+module of the layers (``verishape/core/``, ``solvers/``, ``proofs/``, ``compiler/`` and its
+subfolders: :func:`answer_sources`), the default solver limits, the Z3 version and the
+package version.
 A change to any of them gives new keys, so an artifact compiled under an older encoding
 is never reused.  Per compile, a prover with other limits or guard minimization turned
 off add their own suffix.

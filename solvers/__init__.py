@@ -14,15 +14,15 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from verishape.proofs.result import PROVED, REFUTED, UNKNOWN, Limits, SolveResult
 
-    from .prover import (Prover, Stats, asked_by, current_asker, decide, default_prover, prove, recheck, smtlib,
-                         stats)
+    from .prover import (Prover, Stats, asked_by, current_asker, decide, default_prover, point, prove, recheck,
+                         smtlib, stats)
 
 #: Exported name -> the module defining it, imported on first use (PEP 562): importing
 #: ``verishape.solvers`` for its result types (which live in the standard-library-only
 #: :mod:`verishape.proofs.result`) then loads neither Z3, SymPy nor torch.
 _EXPORTS = {
-    **dict.fromkeys(("Prover", "Stats", "asked_by", "current_asker", "decide", "default_prover", "prove", "recheck",
-                     "smtlib", "stats"), f"{__name__}.prover"),
+    **dict.fromkeys(("Prover", "Stats", "asked_by", "current_asker", "decide", "default_prover", "point", "prove",
+                     "recheck", "smtlib", "stats"), f"{__name__}.prover"),
     **dict.fromkeys(("PROVED", "REFUTED", "UNKNOWN", "Limits", "SolveResult"), "verishape.proofs.result"),
 }
 
@@ -37,4 +37,4 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["PROVED", "REFUTED", "UNKNOWN", "Limits", "Prover", "SolveResult", "Stats", "asked_by", "current_asker",
-           "decide", "default_prover", "prove", "recheck", "smtlib", "stats"]
+           "decide", "default_prover", "point", "prove", "recheck", "smtlib", "stats"]

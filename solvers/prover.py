@@ -5,7 +5,10 @@ compile frames from several threads.  Queries are translated in that shared cont
 (terms are then copied into a fresh one, below), so all work that touches it holds the
 one module-level ``_SHARED_CONTEXT_LOCK``, whichever prover does it: a lock per prover
 would let two provers build terms in the shared context at once (Z3 crashes).  Each
-prover's own lock guards only its cache and statistics.
+prover's own lock is held for the whole of a query (its cache, the refutation tier, the
+proof store and the solve), so one prover answers one question at a time and a question
+asked by two threads at once is solved once; the shared lock is taken inside it, for
+the solve only.
 
 Each check runs in a fresh ``z3.Context`` that receives a copy of the query.  In the
 shared context, term ids (and with them Z3's internal orderings) depend on every query
@@ -393,6 +396,17 @@ def prove(
 ) -> SolveResult:
     """Do ``assumptions`` imply ``goal``?  See :class:`~verishape.proofs.result.SolveResult`."""
     return _default.prove(goal, assumptions, timeout_ms=timeout_ms)
+
+
+def point(assumptions: Iterable[object], prover: Prover | None = None) -> dict[str, int] | None:
+    """A point (symbol name -> integer) where every assumption holds, checked concretely,
+    or None where there is none or the solver cannot tell.  Asked as "do the assumptions
+    imply False?": the refutation's counterexample is such a point.  For samplers that want
+    sizes inside a trace's conditions (:mod:`verishape.fuzz.sizes`); never a proof."""
+    result = (prover or _default).prove(sympy.false, assumptions)
+    if result.status != REFUTED or result.counterexample is None:
+        return None
+    return {k: int(v) for k, v in result.counterexample.items()}
 
 
 def stats() -> Stats:

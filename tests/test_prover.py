@@ -241,3 +241,14 @@ def test_torch_mod_with_a_symbolic_divisor_shares_the_floor_quotient():
     assert refuted.status == "refuted"
     cx = refuted.counterexample
     assert (8 * cx["s"]) % cx["n"] == 1 and 8 * cx["s"] != cx["n"] * (8 * cx["s"] // cx["n"])
+
+
+def test_a_point_inside_the_assumptions_is_asked_by_name():
+    """``solvers.point``: a point where every assumption holds (the fuzz sampler's question),
+    None where there is none."""
+    s = sympy.Symbol("s", integer=True, positive=True)
+    n = sympy.Symbol("n", integer=True, positive=True)
+    p = Prover(store=None)
+    got = solvers.point([sympy.Eq(tf.Mod(s, 8), 3), sympy.Gt(s, 20), sympy.Eq(n, 2 * s)], prover=p)
+    assert got is not None and got["s"] % 8 == 3 and got["s"] > 20 and got["n"] == 2 * got["s"]
+    assert solvers.point([sympy.Gt(s, 5), sympy.Lt(s, 3)], prover=p) is None

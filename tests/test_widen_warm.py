@@ -92,6 +92,20 @@ def test_a_warm_process_reuses_the_cached_generic_artifact_at_batch_one(warm):
 
 
 @pytest.mark.slow
+def test_a_retrace_that_adds_facts_spoils_the_kept_compile(warm, monkeypatch):
+    """Where tracing the cached artifact's AOT graph again changes its env's facts (a guard,
+    a range, a replacement the cache entry does not check), no proof uses that env: stock
+    behaviour, with the reason."""
+    from verishape.compiler.widen import kept
+
+    calls = iter(range(1000))
+    monkeypatch.setattr(kept, "_facts", lambda env: next(calls))  # every look differs
+    lowered, reused, refusals = _sweep(broadcasts, (2, 3, 1))
+    assert (lowered, reused) == (1, 0), refusals
+    assert any("added a guard, range or replacement" in why for why in refusals), refusals
+
+
+@pytest.mark.slow
 def test_served_by_the_fx_graph_cache_alone_it_reuses_too(tmp_path, monkeypatch):
     """AOTAutograd's cache off, Inductor's on: the inference graph is traced here, its
     lowering served from the FX graph cache; the record under that cache's key supplies

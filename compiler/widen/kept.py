@@ -67,11 +67,15 @@ class Kept:
     #: served from AOTAutograd's cache: the graph and inputs AOTAutograd was given, from
     #: which the inference graph is traced again when size 1 arrives
     aot_source: tuple[Any, list[Any]] | None = None
+    #: why no proof may use this kept compile any more (its env gained facts)
+    spoiled: str | None = None
 
     def from_cache(self) -> None:
         """An artifact torch's cache served: read its lowering's answers from the record
         beside it, and trace its AOT inference graph again (never lowered).  Raises
         :class:`NotWidened` with the reason where either is missing or does not belong."""
+        if self.spoiled is not None:
+            raise NotWidened(self.spoiled)
         if self.questions is None and self.cache_key is not None:
             try:
                 self.questions = record.load(self.cache_key, self.env, self.candidates)
@@ -283,11 +287,17 @@ def _install_key_hook() -> None:
                         "served from torch's caches compiles size 1 as stock", module, path, torch.__version__)
 
 
+def _facts(env: Any) -> tuple[Any, ...]:
+    """What a proof reads of an env's facts: its guards, ranges and replacements."""
+    return (len(env.guards), dict(env.var_to_range), dict(env.replacements))
+
+
 def _traced_again(k: Kept) -> Snapshot:
     """The AOT inference graph of an artifact AOTAutograd's cache served, traced again (never
     lowered) from the graph and fake inputs AOTAutograd was given, under their own tracing
-    context.  Tracing must not need a guard the cached entry does not check: one added
-    now is taken back and the reuse refused."""
+    context.  Tracing must not need a fact the cached entry does not check: where it adds a
+    guard, narrows a range or replaces a symbol, the kept compile is spoiled (this reuse and
+    every later one refused)."""
     from torch._functorch.aot_autograd import aot_module_simplified
     from torch._guards import TracingContext, tracing
     from torch._subclasses.fake_tensor import FakeTensor
@@ -311,14 +321,15 @@ def _traced_again(k: Kept) -> Snapshot:
         got["error"] = "the cached generic artifact needs autograd (training graph)"
         return never
 
-    guards = len(k.env.guards)
+    before = _facts(k.env)
     with tracing(TracingContext(modes.pop())), torch._functorch.config.patch(enable_autograd_cache=False):
         aot_module_simplified(mod, args, fw_compiler=training, bw_compiler=training, inference_compiler=keep_graph,
                               **(k.aot_kwargs or {}))
-    if len(k.env.guards) != guards:
-        del k.env.guards[guards:]
-        raise NotWidened("tracing the cached generic artifact's AOT graph again needed a guard its entry does "
-                         "not check")
+    if _facts(k.env) != before:
+        # the env now holds facts its cache entry does not check: nothing more is proved from it
+        k.spoiled = ("tracing the cached generic artifact's AOT graph again added a guard, range or replacement "
+                     "its cache entry does not check")
+        raise NotWidened(k.spoiled)
     if "aot" not in got:
         raise NotWidened(got.get("error", "tracing the cached generic artifact's AOT graph again gave no "
                                           "inference graph"))

@@ -1,7 +1,7 @@
 """Pick concrete input sizes inside (or just outside) a trace's recorded conditions.
 
-The solver (``verishape.solvers.prove`` with goal ``False``: a "counterexample" is then any point that
-satisfies the assumptions) does the picking, so points respect every guard, runtime assert
+The solver (``verishape.solvers.point``: any point that satisfies the assumptions) does the
+picking, so points respect every guard, runtime assert
 and range exactly, including divisibility and equalities that random sampling would almost
 never hit.  Each symbol gets a target (drawn by hypothesis, biased to 0, 1, 2 and to the
 constants in guards); the solver is asked for the exact targets first, then for a window
@@ -49,10 +49,7 @@ def edges(trace: Trace) -> list[int]:
 
 @solvers.asked_by("fuzz")  # the proof store records who asked
 def _solve(assumptions: list[sympy.Basic]) -> dict[str, int] | None:
-    result = solvers.prove(sympy.false, assumptions)
-    if result.status != solvers.REFUTED or result.counterexample is None:
-        return None
-    return {k: int(v) for k, v in result.counterexample.items()}
+    return solvers.point(assumptions)
 
 
 def pick(trace: Trace, ranks: Sequence[int], targets: Mapping[sympy.Symbol, int],
