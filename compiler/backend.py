@@ -15,8 +15,8 @@ is never reused.  Per compile, a prover with other limits or guard minimization 
 off add their own suffix.
 
 AOTAutograd compiles the backward graph lazily, on the first ``.backward()``, outside
-the backend call; :func:`install_backward_tag` makes the backward compiler run under the
-tag its forward was compiled with.
+the backend call; :func:`install_aot_hook` makes the backward compiler run under the
+tag its forward was compiled with, and lets widening watch the AOTAutograd call.
 """
 
 from __future__ import annotations
@@ -92,19 +92,23 @@ def _is_ours(tag: str) -> bool:
 
 
 _install_lock = threading.Lock()
-_backward_tag_installed = False
+_aot_hook_installed = False
 
 
-def install_backward_tag() -> None:
-    """Make the backward compiler carry the forward's tag (idempotent, thread-safe).
+def install_aot_hook() -> None:
+    """Wrap the AOTAutograd entry of Dynamo's backends (idempotent, thread-safe), for two
+    things a verishape compile needs there.
 
     Dynamo's AOTAutograd backends (``aot_eager`` and Inductor's ``compile_fx`` alike)
     reach ``aot_module_simplified`` through ``torch._dynamo.backends.common``; while a
-    verishape backend compiles, the ``bw_compiler`` passed there is wrapped to re-enter
-    the tag in force now when it runs later.  Stock compiles are left untouched."""
-    global _backward_tag_installed
+    verishape backend compiles, (1) the ``bw_compiler`` passed there is wrapped to re-enter
+    the tag in force now when it runs later (the backward carries its forward's tag), and
+    (2) widening sees the call (its graph, inputs and options) and wraps its inference
+    compiler to record the lowering (:func:`verishape.compiler.widen.kept.observe_aot`).
+    Stock compiles are left untouched."""
+    global _aot_hook_installed
     with _install_lock:
-        if _backward_tag_installed:
+        if _aot_hook_installed:
             return
         from torch._dynamo.backends import common
 
@@ -120,7 +124,7 @@ def install_backward_tag() -> None:
             return original(mod, args, *rest, **kwargs)
 
         common.aot_module_simplified = aot_module_simplified  # type: ignore[attr-defined]
-        _backward_tag_installed = True
+        _aot_hook_installed = True
 
 
 def _under_tag(compiler: Callable[..., Any], tag: str) -> Callable[..., Any]:
@@ -141,7 +145,7 @@ class VerishapeBackend:
         setattr(self, MARKER, True)
         self._widen = widen_specializations
         self._dynamic = dynamic
-        install_backward_tag()
+        install_aot_hook()
         self._spec = backend
         self.__name__ = backend if isinstance(backend, str) else getattr(backend, "__name__", type(backend).__name__)
         if backend == "inductor":
