@@ -31,13 +31,17 @@ def _make(b):
     return torch.randn(b, 6), torch.randn(b, 6), torch.randn(6)
 
 
+#: the last function _sweep compiled (for verishape.explain)
+_LAST: dict = {}
+
+
 def _sweep(fn, sizes, make=_make):
     """Run ``fn`` compiled with verishape (Inductor, automatic dynamic) at ``sizes``, each
     call checked against eager; return (Inductor compiles, reuses at size 1, refusals)."""
     torch._dynamo.reset()
     counters.clear()
     frames._envs_by_code.clear()
-    compiled = verishape.compile(fn)
+    compiled = _LAST["compiled"] = verishape.compile(fn)
     torch.manual_seed(0)
     with torch.no_grad():
         for b in sizes:
@@ -192,6 +196,8 @@ def test_a_record_that_does_not_belong_gives_stock_behaviour_with_the_reason(war
     lowered, reused, refusals = _sweep(broadcasts, (2, 3, 1))
     assert (lowered, reused) == (1, 0), refusals  # batch 1 compiles, as stock compiles it
     assert any(reason in why and "torch's cache" in why for why in refusals), refusals
+    (line,) = [line for line in verishape.explain(_LAST["compiled"]).splitlines() if reason in line]
+    assert "not widened: the generic artifact came from torch's cache" in line  # one line, in explain
 
 
 # ---------------------------------------------------------------------------- mega-cache and remote cache
