@@ -450,19 +450,22 @@ def test_two_processes_writing_one_key_never_leave_a_partial_record(tmp_path, mo
 
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
     log, ranges = _log()
-    ctx = multiprocessing.get_context("fork")
+    import time
+
+    ctx = multiprocessing.get_context("spawn")  # no fork of a process with torch's threads
     writers = [ctx.Process(target=_write_many, args=(str(tmp_path), 200)) for _ in range(2)]
     for w in writers:
         w.start()
-    seen = 0
+    seen, deadline = 0, time.monotonic() + 240
     while any(w.is_alive() for w in writers):
+        assert time.monotonic() < deadline, "the writer processes did not finish"
         try:
             assert record.load("aot:shared", _Env(ranges), log.candidates).questions == log.questions
             seen += 1
         except record.Dropped as exc:
             assert "no widening record" in str(exc), exc  # not written yet: never a torn one
     for w in writers:
-        w.join()
+        w.join(60)
         assert w.exitcode == 0
     assert record.load("aot:shared", _Env(ranges), log.candidates).questions == log.questions
     assert not glob.glob(str(tmp_path / "verishape" / "widen" / "*" / "*.tmp"))
