@@ -55,7 +55,6 @@ import dataclasses
 import inspect
 import json
 import os
-import platform
 import statistics
 import shutil
 import subprocess
@@ -70,7 +69,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 sys.path[:0] = [str(ROOT / "benchmarks")]  # its helpers, also when loaded by file path (the tests)
 
-from real_models_report import combined, interleave_markdown, interleave_summary, markdown, summary  # noqa: E402
+from real_models_report import combined, markdown, write_interleave_report, write_report  # noqa: E402
 from tiny_models import HF_MODELS, MODELS, ModelCase, on_device  # noqa: E402
 
 #: The sweeps: (batch, sequence length) per call, in call order.
@@ -544,8 +543,8 @@ def main(argv: list[str] | None = None) -> int:
                       f"cpu {s['compile_cpu_s']:.2f}s guards {s['shape_guard_lines']} "
                       f"decided {vs.get('decided', '-')} undecided {vs.get('undecided', '-')} "
                       f"diff {s['max_abs_diff']:.1e}", flush=True)
-        _write(args, rows, sweeps, start)  # after each model: a long run that is stopped keeps what it measured
-    report = _write(args, rows, sweeps, start)
+        write_report(args, rows, {s: SWEEPS[s] for s in sweeps}, start)  # a stopped long run keeps what it measured
+    report = write_report(args, rows, {s: SWEEPS[s] for s in sweeps}, start)
     print(markdown(rows))
     print(json.dumps(report["summary"]), f"wall {report['wall_s']:.0f} s")
     return 0
@@ -572,41 +571,9 @@ def _main_interleaved(args: argparse.Namespace, models: list[str], sweeps: list[
                   f"(rounds: stock {[round(x, 2) for x in f['compile_cpu_s']['stock']]}, "
                   f"{other} {[round(x, 2) for x in f['compile_cpu_s'][other]]})", flush=True)
         # after each model: a long run that is stopped keeps what it measured
-        summary_ = interleave_summary(rows, other)
-        path.write_text(json.dumps({"benchmark": "real_models_interleave", "backend": args.backend, "other": other,
-                                    "device": _device_name(args.device),
-                                    "rounds": args.interleave, "wall_s": time.perf_counter() - start,
-                                    "torch": _version("torch"), "transformers": _version("transformers"),
-                                    "cpus": os.cpu_count(), "models": rows, "summary": summary_}, indent=2) + "\n")
-        path.with_suffix(".md").write_text(interleave_markdown(rows, other, args.backend))
+        summary_ = write_interleave_report(path, args, rows, other, start)
     print(json.dumps(summary_))
     return 0
-
-
-def _write(args: argparse.Namespace, rows: list[dict[str, Any]], sweeps: list[str], start: float) -> dict[str, Any]:
-    report = {"benchmark": "real_models", "backend": args.backend, "rounds": args.rounds, "sweeps": {s: SWEEPS[s] for s in sweeps},
-              "torch_caches": args.caches,
-              "store": args.store, "wall_s": time.perf_counter() - start, "summary": summary(rows),
-              "torch": _version("torch"), "transformers": _version("transformers"),
-              "python": platform.python_version(), "cpus": os.cpu_count(), "models": rows}
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(report, indent=2) + "\n")
-    args.markdown.parent.mkdir(parents=True, exist_ok=True)
-    args.markdown.write_text(markdown(rows))
-    return report
-
-
-def _device_name(device: str) -> str:
-    import torch
-
-    return torch.cuda.get_device_name() if device.startswith("cuda") else platform.processor() or "cpu"
-
-
-def _version(module: str) -> str | None:
-    try:
-        return __import__(module).__version__
-    except ImportError:
-        return None
 
 
 if __name__ == "__main__":

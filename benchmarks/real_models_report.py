@@ -1,12 +1,18 @@
 """The tables and summaries of ``real_models.py``: per model and sweep, compiles, compile
 CPU ratios, decisions, guard lines and differences against eager, for the process-per-
 variant runs (:func:`markdown`, :func:`summary`) and the interleaved ones
-(:func:`interleave_markdown`, :func:`interleave_summary`)."""
+(:func:`interleave_markdown`, :func:`interleave_summary`), and the report files they go
+into (:func:`write_report`, :func:`write_interleave_report`)."""
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
+import platform
 import statistics
+import time
+from pathlib import Path
 from typing import Any
 
 #: the sweeps' names (``real_models.SWEEPS``'s keys)
@@ -114,3 +120,44 @@ def combined(runs: list[dict[str, Any]]) -> dict[str, Any]:
             values = [f[key] for f in same if f.get(key) is not None]
             figures[key] = min(values) if values else None
     return out
+
+
+def write_report(args: argparse.Namespace, rows: list[dict[str, Any]], sweeps: dict[str, Any],
+                 start: float) -> dict[str, Any]:
+    """The process-per-variant run's JSON (``args.json``) and table (``args.markdown``)."""
+    report = {"benchmark": "real_models", "backend": args.backend, "rounds": args.rounds, "sweeps": sweeps,
+              "torch_caches": args.caches,
+              "store": args.store, "wall_s": time.perf_counter() - start, "summary": summary(rows),
+              "torch": version("torch"), "transformers": version("transformers"),
+              "python": platform.python_version(), "cpus": os.cpu_count(), "models": rows}
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(report, indent=2) + "\n")
+    args.markdown.parent.mkdir(parents=True, exist_ok=True)
+    args.markdown.write_text(markdown(rows))
+    return report
+
+
+def write_interleave_report(path: Path, args: argparse.Namespace, rows: list[dict[str, Any]], other: str,
+                            start: float) -> dict[str, Any]:
+    """The interleaved run's JSON (``path``) and table (beside it, ``.md``); its summary."""
+    summary_ = interleave_summary(rows, other)
+    path.write_text(json.dumps({"benchmark": "real_models_interleave", "backend": args.backend, "other": other,
+                                "device": device_name(args.device),
+                                "rounds": args.interleave, "wall_s": time.perf_counter() - start,
+                                "torch": version("torch"), "transformers": version("transformers"),
+                                "cpus": os.cpu_count(), "models": rows, "summary": summary_}, indent=2) + "\n")
+    path.with_suffix(".md").write_text(interleave_markdown(rows, other, args.backend))
+    return summary_
+
+
+def device_name(device: str) -> str:
+    import torch
+
+    return torch.cuda.get_device_name() if device.startswith("cuda") else platform.processor() or "cpu"
+
+
+def version(module: str) -> str | None:
+    try:
+        return __import__(module).__version__
+    except ImportError:
+        return None

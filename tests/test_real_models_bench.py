@@ -35,6 +35,12 @@ def rm():
         sys.modules.pop(spec.name, None)
 
 
+@pytest.fixture(scope="module")
+def report(rm):
+    """benchmarks/real_models_report.py, the tables and report files (imported by ``rm``)."""
+    return sys.modules["real_models_report"]
+
+
 def test_a_sweep_counts_the_compiles_dynamo_keeps(rm):
     """Batch sweep 2, 3, 1, 4, 1, 5: each call that compiled leaves one cache entry on
     ``forward`` (the toy has no graph break), a repeated size compiles nothing, and the
@@ -112,18 +118,18 @@ def _run(compiles: int, cpu: float, **extra):
             "max_abs_diff": 0.0, **extra}
 
 
-def test_table_gives_ratios_and_marks_a_missing_widen_variant(rm):
+def test_table_gives_ratios_and_marks_a_missing_widen_variant(rm, report):
     log = {"decided": 3, "undecided": 5, "range_only_questions": 4, "decide_s": 0.5, "z3_s": 0.25, "premises_s": 0.1}
     rows = [{"model": "m", "variants": {
         "stock": {"available": True, "sweeps": {"batch": _run(3, 2.0)}},
         "verishape": {"available": True, "sweeps": {"batch": _run(3, 2.2, verishape=log)}},
         "widen": {"available": False},
     }}]
-    line = rm.markdown(rows).splitlines()[2]
+    line = report.markdown(rows).splitlines()[2]
     assert line.startswith("| m | batch | 3 / 3 / n/a | 2.00 | 1.10x | n/a | 3 / 5 | 4 | 0.50 (0.25, 0.10) |")
-    assert rm.summary(rows)["compile_cpu_ratio_median"] == pytest.approx(1.1)
+    assert report.summary(rows)["compile_cpu_ratio_median"] == pytest.approx(1.1)
     rows[0]["variants"]["widen"] = {"available": True, "sweeps": {"batch": _run(2, 2.4)}}
-    assert "| 3 / 3 / 2 | 2.00 | 1.10x | 1.20x |" in rm.markdown(rows)
+    assert "| 3 / 3 / 2 | 2.00 | 1.10x | 1.20x |" in report.markdown(rows)
 
 
 def test_rounds_combine_to_the_median_compile_and_the_best_check(rm):
@@ -180,7 +186,7 @@ def test_interleaved_rounds_alternate_and_give_the_median_ratio(rm):
     assert f["median_s"] == med and f["ratio"] == med["verishape"] / med["stock"]
 
 
-def test_interleaved_widening_counts_backend_compiles_and_the_size_1_call(rm):
+def test_interleaved_widening_counts_backend_compiles_and_the_size_1_call(rm, report):
     """``--interleave --widen``: a size-1 call that ran the generic artifact is no backend
     compile, its CPU is still billed to the sweep, and the table and summary say so."""
     out = rm.interleaved("toy", "aot_eager", ["batch"], rounds=1, other="widen")
@@ -190,5 +196,5 @@ def test_interleaved_widening_counts_backend_compiles_and_the_size_1_call(rm):
     assert f["size_1_call"] == 2 and all(t > 0 for t in f["size_1_call_cpu_s"].values())
     assert max(f["max_abs_diff"].values()) == 0.0
     row = {"model": "toy", **out}
-    assert rm.interleave_summary([row], "widen")["batch"]["fewer_compiles"] == 1
-    assert "| toy | batch | 3 / 2 |" in rm.interleave_markdown([row], "widen", "aot_eager")
+    assert report.interleave_summary([row], "widen")["batch"]["fewer_compiles"] == 1
+    assert "| toy | batch | 3 / 2 |" in report.interleave_markdown([row], "widen", "aot_eager")
