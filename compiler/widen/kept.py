@@ -236,24 +236,22 @@ def _copy_record(rec: _Recording) -> None:
 
 def _save_record(rec: _Recording) -> None:
     """Write the lowering's answers beside the artifact torch's caches store, under each of
-    their keys.  A record that cannot be written costs a warm process its reuse, never
+    their keys (pickled once).  A record that cannot be written costs a warm process its reuse, never
     this compile: the failure is logged and the frame's log says so."""
     name = group_name(rec.env, tuple(sorted(rec.candidates, key=str)))
-    for key in rec.keys:
-        try:
-            remote = record.save(key, rec.questions, rec.env)
-        except (OSError, record.Unrecordable) as exc:
-            log.warning("verishape: the widening record for %s was not written: %r", key[:24], exc)
-            rec.env.verishape_log.not_widened.append(
-                (name, f"the widening record was not written ({type(exc).__name__}: {exc}"[:200] + "): a process "
-                 "served this artifact from torch's cache compiles size 1 as stock"))
-            return
-        for why in remote:
-            log.warning("verishape: %s", why)
-            rec.env.verishape_log.not_widened.append(
-                (name, f"{why}; the widening record was not written there: a machine served this artifact "
-                 "remotely compiles size 1 as stock"))
-            return
+    try:
+        remote = record.save(rec.keys, rec.questions, rec.env)
+    except (OSError, record.Unrecordable) as exc:
+        log.warning("verishape: the widening record was not written: %r", exc)
+        rec.env.verishape_log.not_widened.append(
+            (name, f"the widening record was not written ({type(exc).__name__}: {exc}"[:200] + "): a process "
+             "served this artifact from torch's cache compiles size 1 as stock"))
+        return
+    for why in remote:
+        log.warning("verishape: %s", why)
+        rec.env.verishape_log.not_widened.append(
+            (name, f"{why}; the widening record was not written there: a machine served this artifact "
+             "remotely compiles size 1 as stock"))
 
 
 _key_hook_installed = False

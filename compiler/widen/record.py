@@ -187,14 +187,19 @@ def loads(data: bytes, env: Any, candidates: frozenset[sympy.Symbol]) -> Any:
     return log
 
 
-def save(cache_key: str, log: Any, env: Any) -> list[str]:
-    """Write the record of ``log`` under ``cache_key`` wherever torch keeps the artifact:
-    the local folder (raises OSError where it cannot), the remote cache and the mega-cache
-    list.  Returns why a remote copy was not written (empty: written, or no remote cache)."""
-    name, data = _name(cache_key), dumps(log, env)
-    _write_local(name, data)
-    _record_artifact(name, data)
-    return _remote_put(name, data)
+def save(cache_keys: list[str], log: Any, env: Any) -> list[str]:
+    """Write the record of ``log`` under each of ``cache_keys`` (the keys one artifact is
+    cached under) wherever torch keeps the artifact: the local folder (raises OSError where
+    it cannot), the remote cache and the mega-cache list.  Pickled once.  Returns why a
+    remote copy was not written (empty: written, or no remote cache)."""
+    data = dumps(log, env)
+    for name in map(_name, cache_keys):
+        _write_local(name, data)
+        _record_artifact(name, data)
+        why = _remote_put(name, data)
+        if why:
+            return why
+    return []
 
 
 def _write_local(name: str, data: bytes) -> None:
@@ -248,13 +253,19 @@ def remote_enabled() -> bool:
     return False
 
 
-def _redis() -> Any:
-    """A Redis client where torch's own remote cache would connect (its environment
-    variables), with a bounded wait; raises :class:`Dropped`."""
+def _redis_module() -> Any:
+    """The redis package; raises :class:`Dropped` where it is not installed."""
     try:
         import redis
     except ImportError:
         raise Dropped("torch's remote cache is on but the redis package is not installed") from None
+    return redis
+
+
+def _redis() -> Any:
+    """A Redis client where torch's own remote cache would connect (its environment
+    variables), with a bounded wait; raises :class:`Dropped`."""
+    redis = _redis_module()
     from redis.backoff import NoBackoff
     from redis.retry import Retry
 
@@ -273,8 +284,7 @@ def _remote_get(name: str) -> bytes:
     if not remote_enabled():
         raise Dropped("no widening record for the cached artifact (it was compiled without verishape's "
                       "record, or the record was removed)")
-    import redis
-
+    redis = _redis_module()
     try:
         data = _redis().get(_REMOTE_PREFIX + name)
     except redis.exceptions.RedisError as exc:
@@ -291,11 +301,11 @@ def _remote_put(name: str, data: bytes) -> list[str]:
     if not remote_enabled():
         return []
     try:
-        import redis
-
-        _redis().set(_REMOTE_PREFIX + name, data)
+        redis = _redis_module()
     except Dropped as exc:
         return [str(exc)]
+    try:
+        _redis().set(_REMOTE_PREFIX + name, data)
     except redis.exceptions.RedisError as exc:
         return [f"the remote cache (Redis) did not take the widening record ({type(exc).__name__}: {exc})"[:200]]
     return []

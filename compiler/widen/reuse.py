@@ -5,7 +5,7 @@ graph compiled for batch 2 is never reused for batch 1: the call at batch 1 miss
 cache and the backend compiles again.  The generic graph often computes exactly what a
 batch-1 trace computes.  The proof is made lazily, when size 1 arrives:
 
-1. A generic compile keeps what the proof needs (:func:`recording`, :func:`keep`): copies
+1. A generic compile keeps what the proof needs (:mod:`verishape.compiler.widen.kept`): copies
    of its Dynamo graph and of the AOTAutograd inference graph the backend lowers (taken
    before any pass rewrites them), the compiled artifact, its inputs, its guards, and every
    static shape answer the lowering acted on that holds only because a size is at least 2
