@@ -30,6 +30,7 @@ def compile(
     options: dict[str, Any] | None = None,
     disable: bool = False,
     widen_specializations: bool = True,
+    generic_recompiles: bool = True,
     **kwargs: Any,
 ) -> Any:
     """A drop-in for :func:`torch.compile`: same arguments, same behaviour, same
@@ -50,12 +51,19 @@ def compile(
     and a log of the lowering's answers per dynamic compile.  On by default (measured on
     seven tiny Hugging Face models with Inductor: one compile fewer each, compile CPU of a
     batch sweep 0.80x stock); ``widen_specializations=False`` compiles size 1 as stock does.
+
+    ``generic_recompiles``: a frame's first compile is static, as stock's; its later
+    compiles give every size of the input tensors a symbol (stock: only the sizes that
+    changed), so the artifact they make serves the sizes still to come and the widening
+    proofs serve sizes of 1 and other layouts from it (a served decoder: 4 compiles where
+    stock needs 8 and its recompile limit; :mod:`verishape.compiler.widen.generic_recompile`).
+    Off with ``widen_specializations=False`` too.
     """
     if model is None:
         def decorate(fn: Callable[..., Any]) -> Any:
             return compile(fn, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode,
                            options=options, disable=disable, widen_specializations=widen_specializations,
-                           **kwargs)
+                           generic_recompiles=generic_recompiles, **kwargs)
 
         return decorate
     if not callable(model):
@@ -67,11 +75,13 @@ def compile(
         passthrough["options"] = {"guard_filter_fn": options.pop("guard_filter_fn")}
     if backend == "inductor":
         wrapped = VerishapeBackend(backend, mode=mode, options=options, dynamic=dynamic,
-                                   widen_specializations=widen_specializations)
+                                   widen_specializations=widen_specializations,
+                                   generic_recompiles=generic_recompiles)
         torch_mode, torch_options = None, passthrough.get("options")
     else:
         wrapped = VerishapeBackend(backend, mode=None, options=None, dynamic=dynamic,
-                                   widen_specializations=widen_specializations)
+                                   widen_specializations=widen_specializations,
+                                   generic_recompiles=generic_recompiles)
         torch_mode = mode
         torch_options = {**(options or {}), **(passthrough.get("options") or {})} or None
     compiled = torch.compile(model, fullgraph=fullgraph, dynamic=dynamic, backend=wrapped, mode=torch_mode,

@@ -38,7 +38,7 @@ from verishape._version import __version__
 from verishape.core.premises import current_prover
 from verishape.core.shape_env import VeriShapeEnv, minimization_enabled
 
-from .widen import kept
+from .widen import generic_recompile, kept
 from .widen import reuse as widen
 
 from .frames import MARKER
@@ -141,9 +141,14 @@ class VerishapeBackend:
     VeriShapeEnv for that frame (see :mod:`verishape.compiler.frames`)."""
 
     def __init__(self, backend: str | Callable[..., Any], *, mode: str | None, options: dict[str, Any] | None,
-                 dynamic: bool | None, widen_specializations: bool = True) -> None:
+                 dynamic: bool | None, widen_specializations: bool = True,
+                 generic_recompiles: bool = True) -> None:
         setattr(self, MARKER, True)
         self._widen = widen_specializations
+        #: read by :func:`verishape.compiler.widen.generic_recompile.wants_generic`
+        self.generic_recompiles = bool(widen_specializations and generic_recompiles)
+        if self.generic_recompiles:
+            generic_recompile.install()
         self._dynamic = dynamic
         install_aot_hook()
         self._spec = backend

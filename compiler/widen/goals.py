@@ -64,7 +64,7 @@ def prove_at_one(k: Any, group: Group, nested_env: Any, names: dict[str, str], p
     to_generic = {}
     for s in nested_env.var_to_sources:
         ns = source_names(nested_env, s)
-        if ns:
+        if ns and ns[0] in names:  # (not in ``names``: a view's unread base, ``reuse._unread_bases``)
             to_generic[s] = by_name[names[ns[0]]]
     merged = merged_group(env, group)
     sub = {s: sympy.Integer(1) for s in merged}

@@ -154,12 +154,12 @@ def reuse(env: Any, tx: Any, gm: torch.fx.GraphModule, example_inputs: Any, back
         except NotWidened as exc:
             env.verishape_log.not_widened.append((group_name(k.env, group), str(exc)))
             log.info("verishape: %s not widened: %s", group_name(k.env, group), exc)
-            return None
+            continue
         except Exception as exc:  # noqa: BLE001 - reported as a refusal and logged; the backend compiles as stock
             log.warning("verishape: proving the reuse at size 1 of %s failed, compiling as stock: %r",
                         group_name(k.env, group), exc)
             env.verishape_log.not_widened.append((group_name(k.env, group), f"the proof failed: {exc!r}"[:300]))
-            return None
+            continue
         ev.time_s = time.perf_counter() - start
         counters["verishape"]["reused"] += 1
         counters["verishape"]["reused_at_size_1" if group else "reused_relaid"] += 1
@@ -386,6 +386,11 @@ def _match_symbols(env: Any, symbol: Group, nested_env: Any) -> dict[str, str]:
     generic_groups.discard(frozenset())
     nested_groups = {frozenset(source_names(nested_env, s)) for s in nested_env.var_to_sources}
     nested_groups.discard(frozenset())
+    # a view input's base sized in one trace alone (Dynamo fakes a view's ``_base`` to
+    # build it; whether its sizes get symbols of their own depends on how the view is
+    # replayed): left out when nothing of that trace reads the base's symbol
+    generic_groups -= _unread_bases(env, generic_groups - nested_groups)
+    nested_groups -= _unread_bases(nested_env, nested_groups - generic_groups)
     covered = frozenset().union(*generic_groups) if generic_groups else frozenset()
     nested_covered = frozenset().union(*nested_groups) if nested_groups else frozenset()
     if covered != nested_covered:
@@ -396,6 +401,30 @@ def _match_symbols(env: Any, symbol: Group, nested_env: Any) -> dict[str, str]:
             raise NotWidened(f"the size-1 trace makes one symbol of sizes the generic trace keeps apart "
                              f"({sorted(group)[:3]})")
     return _generic_names(env, symbol)
+
+
+def _unread_bases(env: Any, groups: set[frozenset[str]]) -> set[frozenset[str]]:
+    """Those of ``groups`` (source names of one symbol each) naming only a view input's
+    ``_base`` sizes whose symbol no guard, replacement or deferred assert of ``env``
+    mentions: the base is there to build the view, its size is read by nothing else (a
+    graph that took the base as an input would differ from the other graph anyway)."""
+    if not groups:
+        return set()
+    read: set[Any] = set()
+    for g in env.guards:
+        read |= g.expr.free_symbols
+    for s, r in env.replacements.items():
+        if s != r:
+            read |= {s} | getattr(r, "free_symbols", set())
+    for asserts in getattr(env, "deferred_runtime_asserts", {}).values():
+        for a in asserts:
+            read |= a.expr.free_symbols
+    out = set()
+    for symbol in env.var_to_sources:
+        names = frozenset(source_names(env, symbol))
+        if names in groups and all("._base." in n for n in names) and symbol not in read:
+            out.add(names)
+    return out
 
 
 def _generic_names(env: Any, symbol: Group) -> dict[str, str]:
@@ -415,9 +444,14 @@ def _generic_names(env: Any, symbol: Group) -> dict[str, str]:
 
 def _canon_inputs(inputs: list[tuple[str, Any]], c: Canonicalizer) -> dict[str, Any]:
     """Sizes, strides and storage offset of every tracked input, in canonical form: equal
-    on both sides, the generic artifact sees the tensors its graph was traced with."""
+    on both sides, the generic artifact sees the tensors its graph was traced with.  The
+    ``_base`` of a view input is left out: the graph reads the view, compared here (a graph
+    that took the base itself has it as a placeholder, compared with the graphs)."""
     out = {}
+    names = {name for name, _ in inputs}
     for name, fake in inputs:
+        if name.endswith("._base") and name[:-len("._base")] in names:
+            continue
         if isinstance(fake, torch.Tensor):
             out[name] = ("tensor", c.scalar(fake.shape), c.scalar(fake.stride()), c.number(fake.storage_offset()))
         else:

@@ -1,0 +1,174 @@
+"""A frame compiled again is compiled generic (issue 38): its first compile is static, as
+stock's; from its second on, every size of its input tensors gets a symbol, so the
+artifact serves the sizes still to come and the widening proofs serve sizes of 1 from it
+(:mod:`verishape.compiler.widen.generic_recompile`)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch._dynamo.utils import counters
+
+import verishape
+from verishape.compiler import frames
+from verishape.compiler.widen import generic_recompile
+from verishape.compiler.widen.sizes import source_names
+
+#: (batch, length): a size changes, then a batch of 1, then new sizes of both
+CALLS = ((2, 8), (2, 9), (1, 10), (3, 11), (1, 12))
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    torch._dynamo.reset()
+    counters.clear()
+    with frames._envs_lock:
+        frames._envs_by_code.clear()
+    yield
+    torch._dynamo.reset()
+
+
+def project(x, w):
+    return (x @ w).relu().sum(-1)
+
+
+def _compiles(compiled, fn, calls=CALLS, width=16):
+    w = torch.randn(width, 4)
+    for b, n in calls:
+        x = torch.randn(b, n, width)
+        torch.testing.assert_close(compiled(x, w), fn(x, w))
+    return counters["stats"]["unique_graphs"] - counters["verishape"]["reused"]
+
+
+def _symbol_sources(fn):
+    return [sorted(n for s in e.var_to_sources for n in source_names(e, s)) for e in frames.envs_for(fn.__code__)]
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_the_second_compile_is_generic_and_serves_every_later_call(backend):
+    """Stock compiles 4 times (static, then the length, then batch 1 static, then the
+    batch); verishape twice: static, then generic in both sizes, batch 1 reused from it."""
+    compiled = verishape.compile(project, backend=backend)
+    assert _compiles(compiled, project) == 2
+    assert counters["verishape"]["reused_at_size_1"] == 1
+    first, generic, *_ = _symbol_sources(project)
+    assert first == [], "the first compile is static"
+    assert {"L['x'].size()[0]", "L['x'].size()[1]"} <= set(generic)
+
+
+def test_stock_policy_when_turned_off_and_for_stock_backends():
+    """``generic_recompiles=False`` and a plain ``torch.compile`` (the hook installed by an
+    earlier verishape compile in the process) both compile as stock: 4 times."""
+    verishape.compile(project, backend="aot_eager")  # installs the hook
+    assert generic_recompile._installed
+    assert _compiles(torch.compile(project, backend="aot_eager"), project) == 4
+    torch._dynamo.reset()
+    counters.clear()
+    assert _compiles(verishape.compile(project, backend="aot_eager", generic_recompiles=False), project) == 4
+
+
+def test_widening_off_keeps_stock_policy():
+    assert _compiles(verishape.compile(project, backend="aot_eager", widen_specializations=False), project) == 4
+
+
+def test_marked_static_sizes_parameters_and_dynamic_false_stay_static():
+    width = 16
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(width, 4)
+
+        def forward(self, x):
+            return self.lin(x).relu()
+
+    net = Net()
+    compiled = verishape.compile(net, backend="aot_eager")
+    for b, n in ((2, 8), (3, 9)):
+        x = torch.randn(b, n, width)
+        torch._dynamo.mark_static(x, 1)
+        torch.testing.assert_close(compiled(x), net(x))
+    with frames._envs_lock:
+        envs = [e for es in frames._envs_by_code.values() for e in es]
+    assert len(envs) == 2
+    names = {n for e in envs for s in e.var_to_sources for n in source_names(e, s)}
+    assert "L['x'].size()[0]" in names
+    assert "L['x'].size()[1]" not in names, "mark_static is kept"
+    assert not any("lin" in n for n in names), "parameters stay static"
+
+    torch._dynamo.reset()
+    static = verishape.compile(project, backend="aot_eager", dynamic=False)
+    _compiles(static, project, calls=((2, 8), (2, 9)))
+    assert all(srcs == [] for srcs in _symbol_sources(project))
+
+
+def test_a_size_the_trace_pins_is_specialized_back():
+    """A size fixed by a weight (a module's parameter, static) gets a symbol and a guard
+    that pins it: the artifact is generic only where the program is."""
+    lin = torch.nn.Linear(16, 4)
+
+    def layer(x):
+        return lin(x).relu()
+
+    compiled = verishape.compile(layer, backend="aot_eager")
+    for b, n in ((2, 8), (3, 9), (4, 10)):
+        x = torch.randn(b, n, 16)
+        torch.testing.assert_close(compiled(x), layer(x))
+    assert counters["stats"]["unique_graphs"] == 2, "a new batch and length compile nothing"
+    env = frames.envs_for(layer.__code__)[-1]
+    width = [s for s in env.var_to_sources if "L['x'].size()[2]" in source_names(env, s)]
+    assert width and all(env.replace(s) == 16 for s in width)
+
+
+def test_a_view_input_is_reused_at_batch_1():
+    """A mask passed as a view of a same-shaped base (as Hugging Face's static cache passes
+    its 4-d mask): batch 1 is reused from the generic recompile, the result equals eager's."""
+
+    def masked(x, mask):
+        return (x * mask[:, 0, 0, :, None]).sum(1)
+
+    compiled = verishape.compile(masked, backend="aot_eager")
+    for b, n in ((2, 5), (3, 6), (1, 7), (1, 8)):
+        mask = torch.ones(b, 1, 1, n)[:, :, :, :]
+        x = torch.randn(b, n, 4)
+        torch.testing.assert_close(compiled(x, mask), masked(x, mask))
+    assert counters["verishape"]["reused_at_size_1"] >= 1
+
+
+class _Source:
+    def __init__(self, name):
+        self.name = name
+
+
+class _Guard:
+    def __init__(self, expr):
+        self.expr = expr
+
+
+def _env(sizes, guards=()):
+    """A shape env's bindings in small: ``{symbol name: [source names]}``."""
+    import sympy
+    from types import SimpleNamespace
+
+    symbols = {name: sympy.Symbol(name, integer=True, positive=True) for name in sizes}
+    return SimpleNamespace(var_to_sources={symbols[n]: [_Source(s) for s in srcs] for n, srcs in sizes.items()},
+                           replacements={}, guards=[_Guard(g(symbols)) for g in guards],
+                           deferred_runtime_asserts={}), symbols
+
+
+def test_an_unread_base_symbol_is_left_out_of_the_binding_check_and_a_read_one_is_not():
+    """The rule behind the static cache's reuse at batch 1 (``reuse._unread_bases``): a
+    symbol only a view's ``_base`` sizes carry, in one trace alone, is left out when nothing
+    of that trace reads it; read by a guard, the traces bind sizes differently: refused."""
+    import sympy
+
+    from verishape.compiler.widen import reuse
+    from verishape.compiler.widen.canon import NotWidened
+
+    mask, base = "L['mask'].size()[3]", "L['mask']._base.size()[3]"
+    generic, _ = _env({"s1": ["L['x'].size()[0]"], "s2": [mask]})
+    unread, _ = _env({"s2": [mask], "s3": [base]})
+    assert reuse._match_symbols(generic, (sympy.Symbol("s1", integer=True, positive=True),), unread) == {mask: mask}
+    read, _ = _env({"s2": [mask], "s3": [base]}, guards=[lambda s: sympy.Eq(s["s3"], s["s2"])])
+    with pytest.raises(NotWidened, match="binds other input sizes"):
+        reuse._match_symbols(generic, (sympy.Symbol("s1", integer=True, positive=True),), read)
