@@ -25,13 +25,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def build(width: int, layers: int) -> Any:
+def build(width: int, layers: int, device: str = "cpu") -> Any:
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(0)
-    cfg = GPT2Config(n_embd=width, n_layer=layers, n_head=max(1, width // 64), vocab_size=1024, n_positions=1024)
-    return GPT2LMHeadModel(cfg).eval()
+    cfg = GPT2Config(n_embd=width, n_layer=layers, n_head=max(1, width // 64), vocab_size=1024, n_positions=1024,
+                     bos_token_id=0, eos_token_id=0)
+    return GPT2LMHeadModel(cfg).eval().to(device)
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
@@ -40,9 +41,10 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 
     import verishape
 
-    model = build(args.width, args.layers)
-    inputs = [torch.randint(0, 1024, (b, args.length), generator=torch.Generator().manual_seed(b))
+    model = build(args.width, args.layers, args.device)
+    inputs = [torch.randint(0, 1024, (b, args.length), generator=torch.Generator().manual_seed(b)).to(args.device)
               for b in args.batches]
+    sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
     runs: dict[str, Any] = {}
     for name, compile_fn in (("stock", torch.compile), ("verishape", verishape.compile)):
         torch._dynamo.reset()
@@ -55,14 +57,18 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                       "times": []}
     last = inputs[-1]
     with torch.no_grad():
+        for run in runs.values():  # a warm-up call each, untimed
+            run["fn"](last)
         for _ in range(args.rounds):
             for run in runs.values():
+                sync()
                 t0 = time.perf_counter()
                 for _ in range(args.calls):
                     run["fn"](last)
+                sync()
                 run["times"].append((time.perf_counter() - t0) / args.calls)
     out = {name: {"compiles": r["compiles"], "step_s": statistics.median(r["times"])} for name, r in runs.items()}
-    return {"torch": torch.__version__, "width": args.width, "layers": args.layers, "length": args.length,
+    return {"torch": torch.__version__, "device": args.device, "width": args.width, "layers": args.layers, "length": args.length,
             "batches": args.batches, "calls": args.calls, "rounds": args.rounds, **out,
             "step_ratio": out["verishape"]["step_s"] / out["stock"]["step_s"]}
 
@@ -75,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batches", default="8,16", help="comma-separated; the first is compiled static")
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     ap.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "generic_recompile_cost.json")
     args = ap.parse_args(argv)
     try:
@@ -85,6 +92,11 @@ def main(argv: list[str] | None = None) -> int:
                                                              args.rounds) < 1:
         print(f"generic_recompile_cost: --batches={args.batches!r} needs two or more sizes >= 2, and "
               "--width/--layers/--length/--calls/--rounds must be at least 1", file=sys.stderr)
+        return 2
+    import torch
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("generic_recompile_cost: --device cuda needs a CUDA device; none is visible", file=sys.stderr)
         return 2
     result = measure(args)
     args.json.parent.mkdir(parents=True, exist_ok=True)

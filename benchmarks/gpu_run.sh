@@ -16,8 +16,10 @@
 # 4. (not in the default run) gpu_divisibility.py and real_models.py --device cuda;
 # 5. (not in the default run: GPU_RUN_STEPS=5 benchmarks/gpu_run.sh OUT 300) issue 38's served
 #    decoder loop on CUDA: serve_loop.py, the ~1B LLaMA widths with 4 layers, CUDA graphs
-#    (mode="reduce-overhead"), requests 2x7, 3x5, 1x11, dynamic and static caches, stock and
-#    verishape side by side: compiles, limit hits, reuses, tokens per second, tokens equal.
+#    (mode="reduce-overhead"), requests 2x7, 1x11, 3x5, dynamic and static caches, stock and
+#    verishape side by side: compiles, limit hits, reuses, tokens per second, tokens equal;
+#    and generic_recompile_cost.py: the step time of a generic recompile's artifact (every
+#    input size a symbol) against stock's second compile, Triton kernels.
 # Each step gets a share of SECONDS (default 480: about 8 minutes, so a rerun fits in a
 # session's 15 minutes of device time) and is stopped at it; what it wrote stays.
 # Results land in OUT_DIR (default benchmarks/results/gpu): gpu.log and one JSON per step.
@@ -116,8 +118,10 @@ cp "$TMP/real_models_cuda.json" "$OUT_DIR/" 2>/dev/null
 fi
 if step 5; then
 say "5. serve_loop on CUDA: ~1B LLaMA widths (4 layers), reduce-overhead, dynamic and static caches"
-timeout "$(share 280)" python3 benchmarks/serve_loop.py --families llama --caches dynamic,static --mix 2x7,3x5,1x11 \
+timeout "$(share 280)" python3 benchmarks/serve_loop.py --families llama --caches dynamic,static --mix 2x7,1x11,3x5 \
   --device "$DEVICE" --mode reduce-overhead $([[ $DEVICE == cpu ]] && echo --size tiny || echo --size 1b --layers 4) \
   --json "$OUT_DIR/serve_loop_cuda.json" 2>&1 | tee -a "$LOG"
+timeout "$(share 90)" python3 benchmarks/generic_recompile_cost.py --device "$DEVICE" \
+  $([[ $DEVICE == cpu ]] && echo --calls 2 --rounds 2 || echo --width 1024 --layers 8) --json "$OUT_DIR/generic_recompile_cost_cuda.json" 2>&1 | tee -a "$LOG"
 fi
 say "done"

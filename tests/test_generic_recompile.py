@@ -172,3 +172,19 @@ def test_an_unread_base_symbol_is_left_out_of_the_binding_check_and_a_read_one_i
     read, _ = _env({"s2": [mask], "s3": [base]}, guards=[lambda s: sympy.Eq(s["s3"], s["s2"])])
     with pytest.raises(NotWidened, match="binds other input sizes"):
         reuse._match_symbols(generic, (sympy.Symbol("s1", integer=True, positive=True),), read)
+
+
+def test_the_dynamo_decision_it_wraps_exists_with_the_arguments_it_reads():
+    """The one Dynamo function the policy wraps (``generic_recompile.CONTEXT``), with the
+    arguments the wrapper reads by position, and the compile id it reads: a torch that
+    renamed them fails here, not silently in a compile."""
+    import importlib
+    import inspect
+
+    from torch._guards import CompileId
+
+    module, name = generic_recompile.CONTEXT
+    fn = getattr(importlib.import_module(module), name)
+    fn = getattr(fn, "_verishape_original", fn)
+    assert list(inspect.signature(fn).parameters)[:4] == ["e", "tx", "source", "static_shapes"]
+    assert "frame_compile_id" in CompileId.__dataclass_fields__

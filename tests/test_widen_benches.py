@@ -50,6 +50,9 @@ def test_the_summary_counts_reuse_wrong_and_reasons(fuzz):
     ("layout_copy_cost", ["--lengths", "2"], "must be integers >= 4"),
     ("warm_restart", ["--workloads", "gpt5"], "unknown workload or start"),
     ("warm_restart", ["--starts", "warm"], "must begin with cold"),
+    ("generic_recompile_cost", ["--batches", "8"], "needs two or more sizes >= 2"),
+    ("generic_recompile_cost", ["--batches", "8,x"], "needs two or more sizes >= 2"),
+    ("generic_recompile_cost", ["--calls", "0"], "must be at least 1"),
 ])
 def test_bad_arguments_are_one_line_and_exit_2(name, argv, says, capsys):
     module = next(load_benchmark(name))
@@ -59,7 +62,8 @@ def test_bad_arguments_are_one_line_and_exit_2(name, argv, says, capsys):
 
 
 @pytest.mark.parametrize("name,argv", [("gpu_divisibility", []), ("gpu_scale", []),
-                                       ("serve_loop", ["--device", "cuda"])])
+                                       ("serve_loop", ["--device", "cuda"]),
+                                       ("generic_recompile_cost", ["--device", "cuda"])])
 def test_gpu_benchmarks_say_they_need_a_gpu(name, argv, capsys):
     import torch
 
