@@ -2,10 +2,10 @@
 frame's second compile makes, stock's (only the sizes that changed are symbols) against
 verishape's (every input size a symbol, ``compiler/widen/generic_recompile.py``).
 
-A GPT-2-style model (random weights, ``--width`` wide, ``--layers`` deep) is called at
-batch ``--batches[0]`` then at the other batches, the sequence length fixed: both variants
-compile twice, stock's second artifact generic in the batch alone, verishape's in the
-batch and the length.  Then each variant's call at the last batch is timed ``--calls``
+A GPT-2-style model (random weights, ``--width`` wide, ``--layers`` deep) is called with
+``input_ids`` and an ``attention_mask`` at batch ``--batches[0]`` then at the other batches,
+the sequence length fixed: both variants compile twice, stock's second artifact generic in
+the batch alone, verishape's in the batch and the length (the two inputs share both).  Then each variant's call at the last batch is timed ``--calls``
 times, the two taking turns over ``--rounds`` rounds; medians and the ratio
 verishape / stock.  JSON output.
 
@@ -35,11 +35,24 @@ def build(width: int, layers: int, device: str = "cpu") -> Any:
     return GPT2LMHeadModel(cfg).eval().to(device)
 
 
+def _symbolic_inputs() -> list[str] | None:
+    """The input sizes verishape's newest compile made symbols (its VeriShapeEnv; None
+    after a stock compile, whose env verishape does not keep)."""
+    from verishape.compiler import frames
+
+    with frames._envs_lock:
+        envs = [e for es in frames._envs_by_code.values() for e in es]
+    if not envs:
+        return None
+    return sorted({src.name for srcs in envs[-1].var_to_sources.values() for src in srcs})
+
+
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     import torch
     from torch._dynamo.utils import counters
 
     import verishape
+    from verishape.compiler import frames
 
     model = build(args.width, args.layers, args.device)
     inputs = [torch.randint(0, 1024, (b, args.length), generator=torch.Generator().manual_seed(b)).to(args.device)
@@ -49,25 +62,30 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     for name, compile_fn in (("stock", torch.compile), ("verishape", verishape.compile)):
         torch._dynamo.reset()
         counters.clear()
+        with frames._envs_lock:
+            frames._envs_by_code.clear()
         fn = compile_fn(model.forward)
         with torch.no_grad():
             for ids in inputs:
-                torch.testing.assert_close(fn(ids).logits, model(ids).logits, atol=1e-4, rtol=1e-4)
+                mask = torch.ones_like(ids)
+                torch.testing.assert_close(fn(ids, attention_mask=mask).logits,
+                                           model(ids, attention_mask=mask).logits, atol=1e-4, rtol=1e-4)
         runs[name] = {"fn": fn, "compiles": counters["stats"]["unique_graphs"] - counters["verishape"]["reused"],
-                      "times": []}
-    last = inputs[-1]
+                      "times": [], "symbolic": _symbolic_inputs()}
+    last, last_mask = inputs[-1], torch.ones_like(inputs[-1])
     with torch.no_grad():
         for run in runs.values():  # a warm-up call each, untimed
-            run["fn"](last)
+            run["fn"](last, attention_mask=last_mask)
         for _ in range(args.rounds):
             for run in runs.values():
                 sync()
                 t0 = time.perf_counter()
                 for _ in range(args.calls):
-                    run["fn"](last)
+                    run["fn"](last, attention_mask=last_mask)
                 sync()
                 run["times"].append((time.perf_counter() - t0) / args.calls)
-    out = {name: {"compiles": r["compiles"], "step_s": statistics.median(r["times"])} for name, r in runs.items()}
+    out = {name: {"compiles": r["compiles"], "step_s": statistics.median(r["times"]),
+                  "symbolic_input_sizes": r["symbolic"]} for name, r in runs.items()}
     return {"torch": torch.__version__, "device": args.device, "width": args.width, "layers": args.layers, "length": args.length,
             "batches": args.batches, "calls": args.calls, "rounds": args.rounds, **out,
             "step_ratio": out["verishape"]["step_s"] / out["stock"]["step_s"]}

@@ -53,10 +53,11 @@ def compile(
     batch sweep 0.80x stock); ``widen_specializations=False`` compiles size 1 as stock does.
 
     ``generic_recompiles``: a frame's first compile is static, as stock's; its later
-    compiles give every size of the input tensors a symbol (stock: only the sizes that
-    changed), so the artifact they make serves the sizes still to come and the widening
-    proofs serve sizes of 1 and other layouts from it (a served decoder: 4 compiles where
-    stock needs 8 and its recompile limit; :mod:`verishape.compiler.widen.generic_recompile`).
+    compiles also give a symbol to every size two or more input tensors share (stock: only
+    the sizes that changed), so the artifact they make serves the sizes still to come and
+    the widening proofs serve sizes of 1 and other layouts from it (a served decoder: 4
+    compiles where stock needs 8 and its recompile limit;
+    :mod:`verishape.compiler.widen.generic_recompile`).
     Off with ``widen_specializations=False`` too.
     """
     if model is None:

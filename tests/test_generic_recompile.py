@@ -1,7 +1,7 @@
-"""A frame compiled again is compiled generic (issue 38): its first compile is static, as
-stock's; from its second on, every size of its input tensors gets a symbol, so the
-artifact serves the sizes still to come and the widening proofs serve sizes of 1 from it
-(:mod:`verishape.compiler.widen.generic_recompile`)."""
+"""A frame compiled again is compiled generic in the sizes its inputs share (issue 38): its
+first compile is static, as stock's; from its second on, every size that two or more input
+tensors share gets a symbol, so the artifact serves the sizes still to come and the
+widening proofs serve sizes of 1 from it (:mod:`verishape.compiler.widen.generic_recompile`)."""
 
 from __future__ import annotations
 
@@ -28,15 +28,16 @@ def _fresh_dynamo():
     torch._dynamo.reset()
 
 
-def project(x, w):
-    return (x @ w).relu().sum(-1)
+def project(x, mask, w):
+    """A served step in small: activations and a mask that share the batch and the length."""
+    return ((x @ w).relu() * mask[..., None]).sum(-1)
 
 
 def _compiles(compiled, fn, calls=CALLS, width=16):
     w = torch.randn(width, 4)
     for b, n in calls:
-        x = torch.randn(b, n, width)
-        torch.testing.assert_close(compiled(x, w), fn(x, w))
+        x, mask = torch.randn(b, n, width), torch.ones(b, n)
+        torch.testing.assert_close(compiled(x, mask, w), fn(x, mask, w))
     return counters["stats"]["unique_graphs"] - counters["verishape"]["reused"]
 
 
@@ -47,13 +48,14 @@ def _symbol_sources(fn):
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
 def test_the_second_compile_is_generic_and_serves_every_later_call(backend):
     """Stock compiles 4 times (static, then the length, then batch 1 static, then the
-    batch); verishape twice: static, then generic in both sizes, batch 1 reused from it."""
+    batch); verishape twice: static, then generic in both shared sizes, batch 1 reused from
+    it."""
     compiled = verishape.compile(project, backend=backend)
     assert _compiles(compiled, project) == 2
     assert counters["verishape"]["reused_at_size_1"] == 1
     first, generic, *_ = _symbol_sources(project)
     assert first == [], "the first compile is static"
-    assert {"L['x'].size()[0]", "L['x'].size()[1]"} <= set(generic)
+    assert {"L['x'].size()[0]", "L['x'].size()[1]", "L['mask'].size()[0]"} <= set(generic)
 
 
 def test_stock_policy_when_turned_off_and_for_stock_backends():
@@ -103,21 +105,61 @@ def test_marked_static_sizes_parameters_and_dynamic_false_stay_static():
 
 
 def test_a_size_the_trace_pins_is_specialized_back():
-    """A size fixed by a weight (a module's parameter, static) gets a symbol and a guard
-    that pins it: the artifact is generic only where the program is."""
+    """A shared size fixed by a weight (a module's parameter, static) gets a symbol and a
+    guard that pins it: the artifact is generic only where the program is."""
     lin = torch.nn.Linear(16, 4)
 
-    def layer(x):
-        return lin(x).relu()
+    def layer(x, shift):
+        return lin(x + shift).relu()
 
     compiled = verishape.compile(layer, backend="aot_eager")
     for b, n in ((2, 8), (3, 9), (4, 10)):
-        x = torch.randn(b, n, 16)
-        torch.testing.assert_close(compiled(x), layer(x))
+        x, shift = torch.randn(b, n, 16), torch.randn(16)
+        torch.testing.assert_close(compiled(x, shift), layer(x, shift))
     assert counters["stats"]["unique_graphs"] == 2, "a new batch and length compile nothing"
     env = frames.envs_for(layer.__code__)[-1]
     width = [s for s in env.var_to_sources if "L['x'].size()[2]" in source_names(env, s)]
     assert width and all(env.replace(s) == 16 for s in width)
+
+
+def test_a_size_one_input_has_alone_keeps_stock_policy():
+    """A single input: nothing is shared, so the recompile makes only the size that
+    changed a symbol, as stock does (no lowering question about sizes no call varies)."""
+
+    def softmax_sum(h):
+        return torch.softmax(h, 1).sum(1)
+
+    compiled = verishape.compile(softmax_sum, backend="aot_eager")
+    for n in (3, 4, 1):
+        h = torch.randn(2, n, 4)
+        torch.testing.assert_close(compiled(h), softmax_sum(h))
+    assert _symbol_sources(softmax_sum)[1] == ["L['h'].size()[1]"]
+    assert counters["verishape"]["reused_at_size_1"] == 1
+
+
+_TABLE = torch.randn(6, 8)
+
+
+def test_globals_stay_static_even_when_they_share_a_size():
+    def lookup(x):
+        return x @ _TABLE
+
+    compiled = verishape.compile(lookup, backend="aot_eager")
+    for b in (6, 7, 8):
+        x = torch.randn(b, 6)
+        torch.testing.assert_close(compiled(x), lookup(x))
+    assert not any("G[" in n for srcs in _symbol_sources(lookup) for n in srcs)
+
+
+def test_shared_sizes_walks_arguments_and_objects_not_modules():
+    class Cache:
+        def __init__(self):
+            self.layers = [{"keys": torch.zeros(2, 3, 7, 5)}, {"keys": torch.zeros(2, 3, 7, 5)}]
+
+    shared = generic_recompile.shared_sizes({"self": torch.nn.Linear(7, 7), "ids": torch.zeros(2, 9),
+                                             "kwargs": {"cache": Cache()}})
+    assert shared == {2, 3, 5, 7}, "the Linear's 7 is not counted; the cache's sizes are"
+    assert generic_recompile.shared_sizes({"x": torch.zeros(4, 9)}) == frozenset()
 
 
 def test_a_view_input_is_reused_at_batch_1():

@@ -1,4 +1,4 @@
-"""A frame compiled again is compiled generic: every size of its input tensors dynamic.
+"""A frame compiled again is compiled generic in the sizes its input tensors share.
 
 Automatic dynamic (``dynamic=None``) compiles a frame static first and, on each recompile,
 makes dynamic only the sizes that changed since the compiles before.  A served decoder
@@ -8,16 +8,22 @@ its first length), the batch has not changed yet when the cache length does, and
 more compile, and Dynamo's recompile limit (8) is reached within a handful of requests.
 
 Here a frame's *second and later* compiles (``frame_compile_id > 0``: the frame has been
-called with inputs its first artifact does not take) give every size of every input tensor
-a symbol (``DimDynamic.DYNAMIC``, Dynamo's own automatic-dynamic kind: no duck sizing, and
-a size the trace pins, such as a head dimension fixed by the weights, is specialized back by
-the trace with a guard, as ``maybe_mark_dynamic`` allows).  Sizes of 1 stay specialized
-(0/1 specialization); the widening proofs (:mod:`verishape.compiler.widen.reuse`) then run
-the generic artifact at 1, and in another layout, instead of compiling again.
+called with inputs its first artifact does not take) also give a symbol to every size that
+two or more of the frame's input tensors share: the sizes of the problem (a batch that
+``input_ids``, the mask and every cache tensor carry; a cache length every layer's keys and
+values carry; a static cache's length its mask carries too), as opposed to a size one tensor
+has alone, whose generality no later call is likely to need and which would only add
+lowering questions (a single-input program keeps stock's policy).  The kind is Dynamo's own
+automatic-dynamic one (``DimDynamic.DYNAMIC``: no duck sizing; a size the trace pins, such
+as a head dimension fixed by the weights, is specialized back with a guard, as
+``maybe_mark_dynamic`` allows).  Sizes of 1 stay specialized (0/1 specialization); the
+widening proofs (:mod:`verishape.compiler.widen.reuse`) then run the generic artifact at 1,
+and in another layout, instead of compiling again.
 
 What is left alone: the first compile (static, as stock); tensors Dynamo keeps static
-(parameters and buffers, ``dynamic=False``, ``torch._dynamo.mark_static``); a frame of a
-backend other than verishape's, or with widening off; sizes already dynamic or unbacked.
+(parameters and buffers, ``dynamic=False``, ``torch._dynamo.mark_static``); tensors that are
+not reached from the frame's arguments (globals); a frame of a backend other than
+verishape's, or with widening off; sizes already dynamic or unbacked.
 Nothing here decides what an artifact computes: Dynamo traces and guards the symbols as it
 does with ``mark_dynamic``, so this is a compile policy, not a soundness question.  Its
 cost: a frame recompiled for a reason other than a size (a global, a flag) gets generic
@@ -30,6 +36,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+import weakref
+from collections import Counter
 from typing import Any
 
 from verishape.core import torch_seam
@@ -79,16 +87,74 @@ def is_recompile() -> bool:
     return bool(compile_id is not None and getattr(compile_id, "frame_compile_id", None))
 
 
-def generic_sizes(context: Any, tensor: Any) -> Any:
-    """``context`` with every static size of ``tensor`` made dynamic, except the sizes
-    ``torch._dynamo.mark_static`` pinned; the same object when nothing changes."""
+#: how deep :func:`shared_sizes` looks into the frame's arguments (a dict of keyword
+#: arguments, a cache object, its list of layers, a layer, a tensor), and how many objects
+_DEPTH, _OBJECTS = 5, 2000
+
+#: the shared sizes of the compile under way, computed once per Dynamo output graph (held
+#: weakly: an output graph is neither hashable nor kept alive by this)
+_last: tuple[Any, frozenset[int]] = (lambda: None, frozenset())
+
+
+def shared_sizes(f_locals: dict[str, Any]) -> frozenset[int]:
+    """The sizes (>= 2) that two or more distinct input tensors reachable from the frame's
+    arguments have: through dicts, lists, tuples and plain objects' attributes, never into
+    an ``nn.Module`` (its parameters and buffers stay static anyway)."""
+    import torch
+
+    counts: Counter[int] = Counter()
+    seen: set[int] = set()
+    stack: list[tuple[Any, int]] = [(v, 0) for v in f_locals.values()]
+    while stack and len(seen) < _OBJECTS:
+        value, depth = stack.pop()
+        if id(value) in seen or isinstance(value, (torch.nn.Module, type, str, bytes, int, float, bool)):
+            continue
+        seen.add(id(value))
+        if isinstance(value, torch.Tensor):
+            counts.update({n for n in value.shape if isinstance(n, int) and n >= 2})
+            continue
+        if depth >= _DEPTH:
+            continue
+        if isinstance(value, dict):
+            children = list(value.values())
+        elif isinstance(value, (list, tuple)):
+            children = list(value)
+        else:
+            children = list(getattr(value, "__dict__", {}).values())
+        stack.extend((c, depth + 1) for c in children)
+    return frozenset(n for n, c in counts.items() if c >= 2)
+
+
+def _shared_of(tx: Any) -> frozenset[int]:
+    global _last
+    output = tx.output
+    ref, found = _last
+    if ref() is not output:
+        found = shared_sizes(getattr(getattr(output, "root_tx", tx), "f_locals", {}) or {})
+        _last = (weakref.ref(output), found)
+    return found
+
+
+def from_arguments(source: Any) -> bool:
+    """``source`` is reached from the frame's arguments (a local), not a global."""
+    from torch._dynamo.source import LocalSource
+
+    base = source.get_base() if hasattr(source, "get_base") else source
+    return isinstance(base, LocalSource)
+
+
+def generic_sizes(context: Any, tensor: Any, shared: frozenset[int]) -> Any:
+    """``context`` with every static size of ``tensor`` that is in ``shared`` made dynamic,
+    except the sizes ``torch._dynamo.mark_static`` pinned; the same object when nothing
+    changes."""
     from torch.fx.experimental.symbolic_shapes import DimDynamic
 
     sizes = getattr(context, "dynamic_sizes", None)
-    if sizes is None:
+    if sizes is None or not shared:
         return context
     pinned = getattr(tensor, "_dynamo_static_indices", ())
-    chosen = [DimDynamic.DYNAMIC if d is DimDynamic.STATIC and i not in pinned else d for i, d in enumerate(sizes)]
+    chosen = [DimDynamic.DYNAMIC if d is DimDynamic.STATIC and i not in pinned and tensor.shape[i] in shared else d
+              for i, d in enumerate(sizes)]
     if chosen == list(sizes):
         return context
     return dataclasses.replace(context, dynamic_sizes=chosen)
@@ -100,9 +166,10 @@ def _generic_on_recompile(original: Any) -> Any:
     def _automatic_dynamic(e: Any, tx: Any, source: Any, static_shapes: bool, *args: Any, **kwargs: Any) -> Any:
         context = original(e, tx, source, static_shapes, *args, **kwargs)
         if (static_shapes or not config.automatic_dynamic_shapes or config.assume_static_by_default is False
-                or not wants_generic(getattr(tx.output, "compiler_fn", None)) or not is_recompile()):
+                or not wants_generic(getattr(tx.output, "compiler_fn", None)) or not is_recompile()
+                or not from_arguments(source)):
             return context
-        return generic_sizes(context, e)
+        return generic_sizes(context, e, _shared_of(tx))
 
     _automatic_dynamic._verishape_original = original  # type: ignore[attr-defined]
     return _automatic_dynamic
