@@ -31,6 +31,7 @@ import sympy
 import torch
 from torch._dynamo.source import TensorProperty, TensorPropertySource
 from torch.export import ExportedProgram
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.symbol import SymT, symbol_is_type
 from torch.utils._sympy.value_ranges import ValueRanges
@@ -325,8 +326,9 @@ def _ordered_envs(ep: ExportedProgram, built: list[VeriShapeEnv]) -> list[VeriSh
     return [e for e in built if e is not own] + ([own] if own is not None and any(e is own for e in built) else [])
 
 
-def program_shape_env(ep: ExportedProgram) -> Any:
-    """The ShapeEnv of ``ep``'s graph (from its fake values), or None for a graph without any."""
+def program_shape_env(ep: ExportedProgram) -> ShapeEnv | None:
+    """The ShapeEnv of ``ep``'s graph (from its fake values: stock's or a VeriShapeEnv), or
+    None for a graph without any."""
     from torch._guards import detect_fake_mode
 
     vals = [n.meta.get("val") for n in ep.graph.nodes if n.op == "placeholder"]
