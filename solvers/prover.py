@@ -42,6 +42,7 @@ import sympy
 import z3
 
 from verishape.proofs.record import Obligation, ProofRecord
+from verishape.proofs.kinds import Asker
 from verishape.proofs.result import PROVED, REFUTED, UNKNOWN, Limits, SolveResult, Value
 
 from . import concrete, refute
@@ -53,15 +54,16 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("verishape.solvers")
 
-#: Who is asking, recorded with each stored obligation: ``compile``, ``export``, ``audit``,
-#: ``fuzz``, ``minimize`` or ``query`` (anything else: a direct call).
+#: Who is asking, recorded with each stored obligation (:class:`verishape.proofs.kinds.Asker`;
+#: ``query``: a direct call).
 _asker: contextvars.ContextVar[str] = contextvars.ContextVar("verishape_asker", default="query")
 
 
 @contextlib.contextmanager
 def asked_by(kind: str) -> Iterator[None]:
-    """Queries made inside this block are recorded as asked by ``kind``."""
-    token = _asker.set(kind)
+    """Queries made inside this block are recorded as asked by ``kind`` (an
+    :class:`~verishape.proofs.kinds.Asker`)."""
+    token = _asker.set(Asker.checked(kind))
     try:
         yield
     finally:

@@ -8,6 +8,7 @@ symbol is still declared ``positive``; the solver must not read that declaration
 
 from __future__ import annotations
 
+import pytest
 import sympy
 import torch
 import torch.fx.experimental._config as fx_config
@@ -92,21 +93,21 @@ y = sympy.Symbol("y", integer=True)
 def test_ask_returns_a_record_only_for_a_proof():
     prover = solvers.Prover(store=None)
     premises = premises_mod.Premises([sympy.Ge(x, 3)], witness={x: 4})
-    record = premises.ask(sympy.Gt(x, 2), "test", where="here", prover=prover)
+    record = premises.ask(sympy.Gt(x, 2), "audit", where="here", prover=prover)
     assert record is not None and record.result.proved and record.decided is True
     assert record.obligation.premises == (sympy.Ge(x, 3),) and record.obligation.source == "here"
     # refuted by the first tier at a point near the witness: no record, no solver call
     calls = prover.stats.solver_calls
-    assert premises.ask(sympy.Gt(x, 3), "test", prover=prover) is None
+    assert premises.ask(sympy.Gt(x, 3), "audit", prover=prover) is None
     assert prover.stats.solver_calls == calls and prover.stats.refuted_concretely == 1
     # decide keeps the refutation, with a counterexample that satisfies the premises
-    refuted = premises.decide(sympy.Gt(x, 3), "test", prover=prover).result
+    refuted = premises.decide(sympy.Gt(x, 3), "audit", prover=prover).result
     assert refuted.refuted and refuted.counterexample["x"] >= 3 and not refuted.counterexample["x"] > 3
 
 
 def test_a_vacuous_proof_is_no_proof_and_marks_the_premises():
     premises = premises_mod.Premises([sympy.Ge(x, 3), sympy.Le(x, 2)])
-    assert premises.ask(sympy.Eq(x, 7), "test", prover=solvers.Prover(store=None)) is None
+    assert premises.ask(sympy.Eq(x, 7), "audit", prover=solvers.Prover(store=None)) is None
     assert premises.contradictory
 
 
@@ -114,9 +115,9 @@ def test_assuming_binds_facts_for_one_block():
     premises = premises_mod.Premises.stated([sympy.Ge(x, 0)])
     prover = solvers.Prover(store=None)
     with premises.assuming(sympy.Ge(y, x), sympy.Ge(x, 5)):
-        assert premises.ask(sympy.Ge(y, 5), "test", prover=prover) is not None
+        assert premises.ask(sympy.Ge(y, 5), "audit", prover=prover) is not None
     assert premises.facts == [sympy.Ge(x, 0)]
-    assert premises.ask(sympy.Ge(y, 5), "test", prover=prover) is None
+    assert premises.ask(sympy.Ge(y, 5), "audit", prover=prover) is None
 
 
 def test_gather_keeps_connected_facts_and_states_ranges_on_plain_symbols():
@@ -128,7 +129,7 @@ def test_gather_keeps_connected_facts_and_states_ranges_on_plain_symbols():
     ps, pt = premises.to_plain[s], premises.to_plain[t]
     assert premises.facts == [sympy.Ge(ps, pt), sympy.Le(0, ps), sympy.Le(ps, 10), sympy.Le(2, pt), sympy.Le(pt, 10)]
     assert premises.witness == {ps: 4, pt: 3}
-    assert premises.ask(goal, "test", prover=solvers.Prover(store=None)) is not None
+    assert premises.ask(goal, "audit", prover=solvers.Prover(store=None)) is not None
 
 
 def test_a_bare_size_is_not_a_question_for_the_solver():
@@ -174,3 +175,26 @@ def test_audit_finds_a_counterexample_at_size_zero(tmp_path):
     f = next(x for x in report["findings"] if x["kind"] == "guard_not_implied")
     assert "//4" in f["guard"].replace(" ", "")
     assert f["counterexample"] == {"L['x'].size()[0]": 0}
+
+
+def test_decision_and_asker_kinds_are_one_vocabulary_each():
+    """Every decision kind the code passes is a :class:`Decision` (an unknown one is a bug,
+    raised where it is passed), every asker an :class:`Asker`; both store as plain strings
+    and print as their value."""
+    import json
+
+    from verishape.core.decisions import KINDS
+    from verishape.proofs.kinds import Asker, Decision
+
+    x = sympy.Symbol("x", integer=True)
+    premises = premises_mod.Premises([sympy.Ge(x, 3)])
+    with pytest.raises(ValueError, match="this is a verishape bug"):
+        premises.ask(sympy.Gt(x, 2), "guard_avoidde", prover=solvers.Prover(store=None))
+    record = premises.ask(sympy.Gt(x, 2), Decision.GUARD_DROPPED, prover=solvers.Prover(store=None))
+    assert type(record.obligation.kind) is str and record.obligation.kind == "guard_dropped"
+    assert json.loads(record.dumps())["obligation"]["kind"] == "guard_dropped"
+    assert set(KINDS) == {str(k) for k in Decision} and all(KINDS.values())
+    assert f"{Decision.AUDIT}|{Asker.FUZZ}" == "audit|fuzz"
+    with pytest.raises(ValueError, match="this is a verishape bug"):
+        with solvers.asked_by("someone"):
+            pass

@@ -23,6 +23,7 @@ from verishape.core import sources
 from verishape.solvers import concrete
 from verishape.core.premises import Premises, range_facts, relevant
 from verishape.core.shape_env import VeriShapeEnv
+from verishape.proofs.kinds import Decision
 
 from . import checks as export_checks
 
@@ -162,13 +163,13 @@ def _proved_core(env: VeriShapeEnv, goal: sympy.Basic, chosen: list[sympy.Basic]
     prove ``goal``; reduced to a minimal set (one solver call per fact) when there are few.
     None when the goal is not proved."""
     premises = Premises.gather(goal, chosen, ranges, hints=env.backed_var_to_val, connected=False)
-    if premises is None or premises.ask(goal, "constraint_reason") is None:
+    if premises is None or premises.ask(goal, Decision.CONSTRAINT_REASON) is None:
         return None
     core = list(premises.facts)
     if len(core) <= _CORE_LIMIT:
         for fact in list(core):
             trial = [f for f in core if f is not fact]
-            if dataclasses.replace(premises, facts=trial).ask(goal, "constraint_reason") is not None:
+            if dataclasses.replace(premises, facts=trial).ask(goal, Decision.CONSTRAINT_REASON) is not None:
                 core = trial
     # Shown as the recorded facts, then the range facts in symbol order (a recorded fact
     # that is also a range fact is shown among the ranges).

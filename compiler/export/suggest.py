@@ -46,6 +46,7 @@ import torch
 from torch.utils._sympy.printers import PythonPrinter
 
 from verishape.core import locations
+from verishape.proofs.kinds import Decision
 
 log = logging.getLogger("verishape")
 
@@ -292,7 +293,7 @@ class _Solver:
         if premises is None:
             return None
         with premises.assuming(*extra):
-            record = premises.ask(goal, "suggested_check")
+            record = premises.ask(goal, Decision.SUGGESTED_CHECK)
         return None if record is None else record.result.time_s * 1e3
 
     def sufficient(self, cand: sympy.Basic) -> float | None:

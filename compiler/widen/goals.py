@@ -8,6 +8,8 @@ from typing import Any
 
 import sympy
 
+from verishape.proofs.kinds import Decision
+
 from . import lowered_sizes
 from .canon import NotWidened
 from .sizes import Group, at_one, merged_group, source_names
@@ -187,4 +189,5 @@ def _prove_one(prover: Any, goal: sympy.Basic, premises: list[sympy.Basic], hint
     to_plain = plain_symbols([goal, *premises], None)
     if to_plain is None:
         return None
-    return Premises.stated(premises, to_plain, hints).ask(goal, "specialization_widened", where=what, prover=prover)
+    return Premises.stated(premises, to_plain, hints).ask(goal, Decision.SPECIALIZATION_WIDENED, where=what,
+                                                          prover=prover)

@@ -22,6 +22,7 @@ from verishape.proofs.result import SolveResult
 from verishape.core import premises as premises_mod
 from verishape.core.errors import UsageError
 from verishape.core.sources import describe, symbol_sources
+from verishape.proofs.kinds import Decision
 
 from .frame import NOT_COMPILED, Frame
 from .records import Check, Finding, FrameAudit
@@ -70,7 +71,7 @@ class FrameAuditor(StockFindings):
     def prove(self, goal: object, premises: Sequence[object] = ()) -> solvers.SolveResult:
         """Whether ``premises`` imply ``goal``, over the audit's plain symbols (any answer:
         a refutation's counterexample is a finding)."""
-        return premises_mod.Premises.stated(premises, self.to_plain).decide(goal, "audit", prover=self.solver).result
+        return premises_mod.Premises.stated(premises, self.to_plain).decide(goal, Decision.AUDIT, prover=self.solver).result
 
     def empty(self, facts: Sequence[object]) -> bool:
         """Whether no input satisfies ``facts`` (over the audit's plain symbols), proved."""

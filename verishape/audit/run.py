@@ -12,6 +12,7 @@ import verishape.solvers as solvers
 
 from verishape.core.errors import UsageError, check_script, check_writable
 from verishape.core.premises import Premises
+from verishape.proofs.kinds import Asker
 
 from .analyze import FrameAuditor
 from .capture import run_script
@@ -56,7 +57,7 @@ def _progress(message: str) -> None:
     print(f"verishape: {message}", file=sys.stderr, flush=True)
 
 
-@solvers.asked_by("audit")  # the proof store records who asked (compiles inside say "compile")
+@solvers.asked_by(Asker.AUDIT)  # the proof store records who asked (compiles inside say "compile")
 def verify_guards(script: str | Path, script_args: Sequence[str] = (), *, assume: Sequence[str] = (),
                   json_path: str | Path | None = None, progress: bool = True) -> tuple[int, dict[str, Any]]:
     """Audit ``script``; returns (exit status, report).  Raises UsageError on bad input:

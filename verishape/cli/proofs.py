@@ -30,9 +30,10 @@ from typing import Any, TextIO
 
 from verishape.core import proof_check as pc
 from verishape.core.errors import UsageError, check_writable
+from verishape.proofs.kinds import Asker
 
 _VERDICTS = ("proved", "refuted", "unknown")
-_KINDS = ("compile", "export", "audit", "fuzz", "minimize", "query")
+_KINDS = tuple(str(a) for a in Asker)
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 

@@ -7,20 +7,13 @@ import dataclasses
 import logging
 
 from verishape.proofs import ProofRecord
+from verishape.proofs.kinds import Decision
 
 log = logging.getLogger("verishape")
 
-#: Why a decision was asked, in the words reports use.
-KINDS = {
-    "guard_avoided": "backed comparison implied by existing guards and ranges: no new guard",
-    "dde_avoided": "comparison on unbacked symbols decided: no data-dependent error",
-    "guard_or_false": "guard_or_false decided by proof instead of its fallback",
-    "guard_or_true": "guard_or_true decided by proof instead of its fallback",
-    "assert_discharged": "runtime assert implied by earlier facts: not emitted",
-    "static_query": "static query (statically_known_*, Inductor size queries) answered",
-    "specialization_widened": "0/1 specialization widened: the size-1 trace equals the generic graph and "
-                              "its shape guards are implied",
-}
+#: Why a decision was asked, in the words reports use (every
+#: :class:`verishape.proofs.kinds.Decision`).
+KINDS = {str(kind): kind.description for kind in Decision}
 
 
 @dataclasses.dataclass

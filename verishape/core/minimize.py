@@ -29,6 +29,7 @@ import sympy
 from torch.utils._sympy import functions as tf
 
 import verishape.solvers as solvers
+from verishape.proofs.kinds import Asker, Decision
 from verishape.proofs import ProofRecord
 from verishape.solvers import concrete
 
@@ -96,12 +97,12 @@ def divisor_symbols(exprs: Sequence[sympy.Basic], prover: solvers.Prover,
                 if not divisor.free_symbols:
                     continue
                 premises = Premises(range_facts(divisor.free_symbols, ranges or {}, size_like=size_like))
-                if premises.ask(sympy.Ne(divisor, 0), "divisor_nonzero", prover=prover) is None:
+                if premises.ask(sympy.Ne(divisor, 0), Decision.DIVISOR_NONZERO, prover=prover) is None:
                     out |= divisor.free_symbols
     return out
 
 
-@solvers.asked_by("minimize")  # the proof store records who asked
+@solvers.asked_by(Asker.MINIMIZE)  # the proof store records who asked
 def minimize(guards: Sequence[sympy.Basic], ranges: dict[sympy.Symbol, object],
              prover: solvers.Prover, *, size_like: set[sympy.Symbol] | frozenset[sympy.Symbol] = frozenset(),
              witness: dict[sympy.Symbol, int] | None = None, tighten_ranges: bool = False) -> Minimization:
@@ -182,8 +183,8 @@ def _rewrite_pass(stock: list[sympy.Basic], ranges: dict[sympy.Symbol, object], 
         new = cancel(g, ranges)
         if new is not None and new not in kept and new not in stock:
             premises = range_premises([g])
-            there = Premises([g, *premises], witness=witness).ask(new, "guard_rewritten", prover=prover)
-            back = there and Premises([new, *premises], witness=witness).ask(g, "guard_rewritten", prover=prover)
+            there = Premises([g, *premises], witness=witness).ask(new, Decision.GUARD_REWRITTEN, prover=prover)
+            back = there and Premises([new, *premises], witness=witness).ask(g, Decision.GUARD_REWRITTEN, prover=prover)
             if there and back:
                 rewritten[g] = new
                 rewrites += [there, back]  # both directions, each exactly as proved (and re-checkable)
@@ -204,7 +205,7 @@ def _drop_pass(kept: list[sympy.Basic], protectors: set[sympy.Symbol], prover: s
         premises = relevant(g, rest)
         if not premises:
             continue
-        record = Premises(premises + range_premises([g, *premises]), witness=witness).ask(g, "guard_dropped",
+        record = Premises(premises + range_premises([g, *premises]), witness=witness).ask(g, Decision.GUARD_DROPPED,
                                                                                         prover=prover)
         if record is not None:
             dropped.append(record)
@@ -222,11 +223,11 @@ def _equivalence(stock: list[sympy.Basic], kept: list[sympy.Basic], tightened: l
     new_ranges = [f for f in old_ranges if not (f.free_symbols & new_by_symbol.keys())]
     new_ranges += [f for t in tightened for f in t.facts()]
     record = Premises(kept + new_ranges, witness=witness).decide(sympy.And(*stock, *old_ranges),
-                                                                 "guard_set_equivalence", prover=prover)
+                                                                 Decision.GUARD_SET_EQUIVALENCE, prover=prover)
     if record.result.proved and not record.result.vacuous and (rewritten or tightened):
         # Installed facts that are not stock's own must follow from stock's too.
         converse = Premises([*stock, *old_ranges], witness=witness).decide(
-            sympy.And(*kept, *new_ranges), "guard_set_equivalence", prover=prover)
+            sympy.And(*kept, *new_ranges), Decision.GUARD_SET_EQUIVALENCE, prover=prover)
         if not converse.result.proved or converse.result.vacuous:
             record = dataclasses.replace(record, result=converse.result)
     return record
@@ -301,7 +302,7 @@ def tighten(kept: Sequence[sympy.Basic], ranges: dict[sympy.Symbol, object], pro
         folded_records: list[ProofRecord] = []
         for g in sorted(group, key=cost, reverse=True):
             others = [h for h in remaining if h != g]
-            record = Premises(new + others).ask(g, "guard_dropped", prover=prover)
+            record = Premises(new + others).ask(g, Decision.GUARD_DROPPED, prover=prover)
             if record is not None:
                 folded.append(g)
                 remaining = others
@@ -345,7 +346,7 @@ def _tighter_range(sym: sympy.Symbol, group: Sequence[sympy.Basic], vr: object,
     for upper in dict.fromkeys([run_end, old_upper]):
         if lower == old_lower and upper == old_upper:
             return None  # nothing tighter to say
-        record = Premises(premises).ask(sympy.And(*_interval(x, lower, upper)), "range_tightened", prover=prover)
+        record = Premises(premises).ask(sympy.And(*_interval(x, lower, upper)), Decision.RANGE_TIGHTENED, prover=prover)
         if record is not None:
             return lower, upper, record
     return None

@@ -32,6 +32,7 @@ from torch.utils._sympy.numbers import IntInfinity, NegativeIntInfinity
 
 import verishape.solvers as solvers
 from verishape.proofs import Obligation, ProofRecord
+from verishape.proofs.kinds import Decision
 
 _UNBACKED = re.compile(r"^u(\d+)$")
 
@@ -230,6 +231,7 @@ class Premises:
                prover: solvers.Prover | None = None) -> ProofRecord:
         """The record of asking whether these premises imply ``goal``, whatever the answer
         (the audit reports refutations with their counterexample)."""
+        kind = Decision.checked(kind)
         target, result = self._prove(goal, prover)
         return ProofRecord(Obligation(target, tuple(self.facts), kind, where), result, value)
 
@@ -238,6 +240,7 @@ class Premises:
         """The proof record when these premises imply ``goal`` and are not contradictory;
         None otherwise (refuted, unknown, vacuous: act as stock would).  ``where`` may be
         a function, called only for a proof (finding the user's line walks the stack)."""
+        kind = Decision.checked(kind)
         target, result = self._prove(goal, prover)
         if not result.proved or result.vacuous:
             return None

@@ -35,6 +35,7 @@ from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.value_ranges import ValueRanges
 
 import verishape.solvers as solvers
+from verishape.proofs.kinds import Asker, Decision
 
 from . import locations, replacement_asserts, torch_seam
 from .premises import Premises, current_prover, newest_unbacked, unbacked_index
@@ -123,7 +124,7 @@ class VeriShapeEnv(ShapeEnv):
     # the kind decides which asserts may serve as premises (Note [Asserts see only the past]).
     @record_shapeenv_event(save_tracked_fakes=True)
     def guard_or_defer_runtime_assert(self, orig_expr: sympy.Basic, msg: str, fx_node: Any = None) -> bool:
-        with self._asking("assert_discharged"):
+        with self._asking(Decision.ASSERT_DISCHARGED):
             return super().guard_or_defer_runtime_assert(orig_expr, msg, fx_node)
 
     def _set_replacement(self, a: sympy.Symbol, tgt: sympy.Expr, msg: str) -> None:
@@ -148,13 +149,14 @@ class VeriShapeEnv(ShapeEnv):
         one."""
         asked = self._vs_kind
         if asked is None:
-            return "static_query"
+            return Decision.STATIC_QUERY
         if isinstance(asked, str):
             return asked
         orig_expr, fallback_value = asked
         if fallback_value is None:
-            return "guard_avoided" if orig_expr.free_symbols <= self.backed_var_to_val.keys() else "dde_avoided"
-        return "guard_or_true" if fallback_value else "guard_or_false"
+            return (Decision.GUARD_AVOIDED if orig_expr.free_symbols <= self.backed_var_to_val.keys()
+                    else Decision.DDE_AVOIDED)
+        return Decision.GUARD_OR_TRUE if fallback_value else Decision.GUARD_OR_FALSE
 
     # ------------------------------------------------------------------ the choke point
 
@@ -213,7 +215,7 @@ class VeriShapeEnv(ShapeEnv):
         prover = current_prover()
         for value, target in self._candidates(goal):
             start = time.perf_counter()
-            with solvers.asked_by("export" if torch.compiler.is_exporting() else "compile"):
+            with solvers.asked_by(Asker.EXPORT if torch.compiler.is_exporting() else Asker.COMPILE):
                 record = premises.ask(target, kind, where=self._source_line, value=value, prover=prover)
             self.verishape_log.solver_time_s += time.perf_counter() - start
             if premises.contradictory:
@@ -256,7 +258,7 @@ class VeriShapeEnv(ShapeEnv):
         """The deferred runtime asserts (the graph's ``_assert_scalar`` nodes); when an
         assert is being discharged, only those emitted no later than it (Note [Asserts see only the past]; an assert
         of unknown order, such as one on a float symbol, is not a premise then)."""
-        limit = newest_unbacked(goal) if kind == "assert_discharged" else None
+        limit = newest_unbacked(goal) if kind == Decision.ASSERT_DISCHARGED else None
         pool: list[sympy.Basic] = []
         for key, asserts in self.deferred_runtime_asserts.items():
             if limit is not None and key is not None:

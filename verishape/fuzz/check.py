@@ -23,6 +23,7 @@ from typing import Any
 import sympy
 
 from verishape.solvers.concrete import holds
+from verishape.proofs.kinds import Decision
 
 from .compare import (NO_RETRY_GROUPS, Eager, accepts_other_values, diff, error_line, predict, run_eager,
                       unsupported_reason, value_error_group)
@@ -238,7 +239,7 @@ def pinned_symbols(trace: Trace) -> dict[sympy.Symbol, int]:
         if len(admitted) != 1:
             continue
         value = admitted[0]
-        if Premises(own).ask(sympy.Eq(sym, value), "fuzz_pin") is not None:
+        if Premises(own).ask(sympy.Eq(sym, value), Decision.FUZZ_PIN) is not None:
             pins[sym] = value
     return pins
 

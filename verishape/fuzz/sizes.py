@@ -17,6 +17,7 @@ import sympy
 
 import verishape.solvers as solvers
 from verishape.solvers import concrete
+from verishape.proofs.kinds import Asker
 
 from .inputs import MAX_NUMEL
 from .trace import Trace
@@ -47,7 +48,7 @@ def edges(trace: Trace) -> list[int]:
     return sorted(v for v in found if 0 <= v <= MAX_SIDE)
 
 
-@solvers.asked_by("fuzz")  # the proof store records who asked
+@solvers.asked_by(Asker.FUZZ)  # the proof store records who asked
 def _solve(assumptions: list[sympy.Basic]) -> dict[str, int] | None:
     return solvers.point(assumptions)
 
