@@ -10,7 +10,8 @@ batch-1 widening is on.
 
 Torch hands a named backend its ``mode`` and ``options``.  ``options`` takes two keys of
 verishape's own, ``backend`` (the inner backend: ``inductor``, ``aot_eager`` or ``eager``)
-and ``widen_specializations`` (bool); every other key is an Inductor option.  A bad one is
+``widen_specializations`` and ``generic_recompiles`` (bools); every other key is an Inductor
+option.  A bad one is
 refused in one line that names it and what is accepted.
 """
 
@@ -23,10 +24,11 @@ from verishape.core.errors import VerishapeError
 
 from . import frames
 from .backend import VerishapeBackend
+from .widen import generic_recompile
 
 #: inner backends, and verishape's own option keys
 INNER_BACKENDS = ("inductor", "aot_eager", "eager")
-OWN_OPTIONS = ("backend", "widen_specializations")
+OWN_OPTIONS = ("backend", "widen_specializations", "generic_recompiles")
 
 _built: dict[tuple[Any, ...], VerishapeBackend] = {}
 _built_lock = threading.Lock()
@@ -37,30 +39,34 @@ class BadOption(VerishapeError, ValueError):
     and what is accepted)."""
 
 
-def _settings(mode: str | None, options: dict[str, Any] | None) -> tuple[str, bool, dict[str, Any] | None]:
+def _settings(mode: str | None, options: dict[str, Any] | None) -> tuple[str, bool, bool, dict[str, Any] | None]:
     options = dict(options or {})
     inner = options.pop("backend", "inductor")
     if inner not in INNER_BACKENDS:
         raise BadOption(f"backend='verishape': options['backend']={inner!r} is not an inner backend; use one of "
                         f"{', '.join(map(repr, INNER_BACKENDS))}")
-    widen = options.pop("widen_specializations", True)
-    if not isinstance(widen, bool):
-        raise BadOption(f"backend='verishape': options['widen_specializations']={widen!r} must be True or False")
+    flags = []
+    for name in ("widen_specializations", "generic_recompiles"):
+        value = options.pop(name, True)
+        if not isinstance(value, bool):
+            raise BadOption(f"backend='verishape': options[{name!r}]={value!r} must be True or False")
+        flags.append(value)
+    widen, generic = flags
     if inner != "inductor" and (options or (mode not in (None, "default"))):
         what = f"mode={mode!r}" if mode not in (None, "default") else f"options {sorted(options)}"
         raise BadOption(f"backend='verishape': {what} apply to the inductor inner backend only "
                         f"(options['backend']={inner!r}); drop them or use options['backend']='inductor'")
-    return inner, widen, options or None
+    return inner, widen, generic, options or None
 
 
 def _backend(mode: str | None, options: dict[str, Any] | None) -> VerishapeBackend:
-    inner, widen, inner_options = _settings(mode, options)
-    key = (inner, widen, mode, tuple(sorted((k, repr(v)) for k, v in (inner_options or {}).items())))
+    inner, widen, generic, inner_options = _settings(mode, options)
+    key = (inner, widen, generic, mode, tuple(sorted((k, repr(v)) for k, v in (inner_options or {}).items())))
     with _built_lock:
         backend = _built.get(key)
         if backend is None:
             backend = VerishapeBackend(inner, mode=mode if inner == "inductor" else None, options=inner_options,
-                                       dynamic=None, widen_specializations=widen)
+                                       dynamic=None, widen_specializations=widen, generic_recompiles=generic)
             _built[key] = backend
     return backend
 
@@ -71,7 +77,21 @@ def verishape_backend(gm: Any, example_inputs: Any, *, mode: str | None = None,
     return _backend(mode, options)(gm, example_inputs)
 
 
+def _generic_recompiles(held: dict[str, Any]) -> bool:
+    """Whether a frame of this backend, with the ``mode`` and ``options`` torch's wrapper
+    holds for it, recompiles generic (:mod:`verishape.compiler.widen.generic_recompile`);
+    options it would refuse: no (the backend call refuses them in one line)."""
+    try:
+        _, widen, generic, _ = _settings(held.get("mode"), held.get("options"))
+    except BadOption:
+        return False
+    return widen and generic
+
+
 # Dynamo's wrapper keeps this function as its ``compiler_fn``: the marker makes the frames
-# it compiles build VeriShapeEnv (``frames.is_verishape_backend``).
+# it compiles build VeriShapeEnv (``frames.is_verishape_backend``); the policy reads its
+# options through ``generic_recompiles``.
 setattr(verishape_backend, frames.MARKER, True)
+verishape_backend.generic_recompiles = _generic_recompiles  # type: ignore[attr-defined]
 frames.install()  # before the first frame: Dynamo imports this module when it looks the name up
+generic_recompile.install()

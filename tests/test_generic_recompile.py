@@ -230,3 +230,19 @@ def test_the_dynamo_decision_it_wraps_exists_with_the_arguments_it_reads():
     fn = getattr(fn, "_verishape_original", fn)
     assert list(inspect.signature(fn).parameters)[:4] == ["e", "tx", "source", "static_shapes"]
     assert "frame_compile_id" in CompileId.__dataclass_fields__
+
+
+@pytest.mark.parametrize("options,compiles", [({"backend": "aot_eager"}, 2),
+                                              ({"backend": "aot_eager", "generic_recompiles": False}, 4),
+                                              ({"backend": "aot_eager", "widen_specializations": False}, 4)])
+def test_the_named_backend_reads_the_policy_from_its_options(options, compiles):
+    """``torch.compile(backend="verishape")``: generic recompiles as ``verishape.compile``
+    has them, off with its options."""
+    assert _compiles(torch.compile(project, backend="verishape", options=options), project) == compiles
+
+
+def test_the_named_backend_refuses_a_bad_policy_option():
+    from verishape.compiler.registered import BadOption, _settings
+
+    with pytest.raises(BadOption, match=r"options\['generic_recompiles'\]='yes' must be True or False"):
+        _settings(None, {"generic_recompiles": "yes"})

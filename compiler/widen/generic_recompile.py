@@ -68,13 +68,17 @@ def install() -> None:
 
 def wants_generic(compiler_fn: Any, depth: int = 8) -> bool:
     """The frame's backend (Dynamo's wrappers walked down) is a verishape backend with
-    generic recompiles on."""
+    generic recompiles on: a ``VerishapeBackend`` says so itself; the named backend
+    (``backend="verishape"``) from the ``mode`` and ``options`` torch's wrapper holds for it."""
     fn = compiler_fn
+    held: dict[str, Any] = {}
     for _ in range(depth):
         if fn is None:
             return False
         if hasattr(fn, "generic_recompiles"):
-            return bool(fn.generic_recompiles)
+            wanted = fn.generic_recompiles
+            return bool(wanted(held) if callable(wanted) else wanted)
+        held = getattr(fn, "kwargs", None) if isinstance(getattr(fn, "kwargs", None), dict) else held
         fn = getattr(fn, "__wrapped__", None) or getattr(fn, "compiler_fn", None)
     return False
 
