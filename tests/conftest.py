@@ -75,6 +75,24 @@ def restored_torch_state():
         torch._dynamo.reset()
 
 
+@pytest.fixture
+def fresh_frames():
+    """Dynamo reset, its counters cleared and verishape's record of compiled frames emptied,
+    before and after: a test that counts compiles, reuses or frames counts only its own
+    (``pytestmark = pytest.mark.usefixtures("fresh_frames")``)."""
+    import torch
+    from torch._dynamo.utils import counters
+
+    from verishape.compiler import frames
+
+    torch._dynamo.reset()
+    counters.clear()
+    with frames._envs_lock:
+        frames._envs_by_code.clear()
+    yield
+    torch._dynamo.reset()
+
+
 @pytest.fixture(autouse=True)
 def _isolated_torch_state():
     """Every test that runs with torch imported runs inside :func:`restored_torch_state`;

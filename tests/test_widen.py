@@ -25,14 +25,7 @@ from verishape.compiler.widen import canon, kept, questions, reuse as widen
 from verishape.core.premises import use_prover
 
 
-@pytest.fixture(autouse=True)
-def _fresh_dynamo():
-    torch._dynamo.reset()
-    counters.clear()
-    with frames._envs_lock:  # count only this test's frames
-        frames._envs_by_code.clear()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_frames")
 
 
 def _sweep(fn, sizes, make, backend="aot_eager", dynamic=True, **kw):

@@ -21,14 +21,7 @@ from verishape.compiler.widen import layout
 from verishape.compiler.widen.canon import Canonicalizer, NotWidened
 
 
-@pytest.fixture(autouse=True)
-def _fresh_dynamo():
-    torch._dynamo.reset()
-    counters.clear()
-    with frames._envs_lock:
-        frames._envs_by_code.clear()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_frames")
 
 
 def transposed(b: int, length: int, heads: int = 2, dim: int = 4) -> torch.Tensor:

@@ -34,36 +34,21 @@ policy.
 from __future__ import annotations
 
 import dataclasses
-import logging
-import threading
 import weakref
 from collections import Counter
 from typing import Any
 
 from verishape.core import torch_seam
 
-log = logging.getLogger("verishape")
-
 #: where Dynamo decides, per input tensor, which sizes get a symbol
 CONTEXT = ("torch._dynamo.variables.builder", "_automatic_dynamic")
-
-_lock = threading.Lock()
-_installed = False
 
 
 def install() -> None:
     """Wrap Dynamo's per-tensor decision (idempotent).  A torch without it keeps stock's
     policy, said once as a warning."""
-    global _installed
-    with _lock:
-        if _installed:
-            return
-        _installed = True
-    import torch._dynamo.variables.builder  # noqa: F401 - the module the decision lives in
-
-    if torch_seam.wrap(*CONTEXT, _generic_on_recompile) is None:
-        log.warning("verishape: this torch has no %s.%s: recompiles make only the sizes that changed "
-                    "dynamic, as stock does", *CONTEXT)
+    torch_seam.wrap_once(CONTEXT, _generic_on_recompile, "recompiles make only the sizes that changed "
+                         "dynamic, as stock does")
 
 
 def wants_generic(compiler_fn: Any, depth: int = 8) -> bool:

@@ -15,20 +15,13 @@ counts reuses as compiles, as stock does (said once, as a warning).
 from __future__ import annotations
 
 import dataclasses
-import logging
-import threading
 import types
 from typing import Any
 
 from verishape.core import torch_seam
 
-log = logging.getLogger("verishape")
-
 #: where Dynamo counts a frame's cache entries before it decides on the limit
 COUNTER = ("torch._dynamo.convert_frame", "compute_cache_size")
-
-_lock = threading.Lock()
-_installed = False
 
 
 def note() -> None:
@@ -61,16 +54,8 @@ def reuse_entries(code: types.CodeType, f_globals: dict[str, Any]) -> int:
 
 
 def _install() -> None:
-    global _installed
-    with _lock:
-        if _installed:
-            return
-        _installed = True
-    import torch._dynamo.convert_frame  # noqa: F401 - the module the counter lives in
-
-    if torch_seam.wrap(*COUNTER, _counting_apart) is None:
-        log.warning("verishape: this torch has no %s.%s: a proved reuse counts against Dynamo's recompile "
-                    "limit, as a compile does", *COUNTER)
+    torch_seam.wrap_once(COUNTER, _counting_apart, "a proved reuse counts against Dynamo's recompile limit, "
+                         "as a compile does")
 
 
 def _counting_apart(original: Any) -> Any:

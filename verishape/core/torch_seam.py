@@ -22,7 +22,9 @@ import dataclasses
 import functools
 import importlib
 import inspect
+import logging
 import re
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -197,6 +199,23 @@ def wrap(module_name: str, path: str, make: Callable[[Any], Any]) -> Callable[[]
     wrapped = make(getattr(fn, "_verishape_original", fn))
     setattr(owner, name, kind(wrapped) if kind is not None else wrapped)
     return lambda: setattr(owner, name, raw)
+
+
+_wrapped_once: set[tuple[str, str]] = set()
+_wrap_once_lock = threading.Lock()
+
+
+def wrap_once(target: tuple[str, str], make: Callable[[Any], Any], missing: str) -> None:
+    """:func:`wrap` ``target`` (module name, path) the first time this is called for it,
+    importing the module first; where torch lacks it, log ``missing`` once as a warning
+    (the caller's feature then behaves as stock)."""
+    with _wrap_once_lock:
+        if target in _wrapped_once:
+            return
+        _wrapped_once.add(target)
+    importlib.import_module(target[0])
+    if wrap(*target, make) is None:
+        logging.getLogger("verishape").warning("verishape: this torch has no %s.%s: %s", *target, missing)
 
 
 def widening_missing(lookup: Callable[[str], Any] | Mapping[str, Any] | None = None) -> list[str]:
