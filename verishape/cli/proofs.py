@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
-from verishape.core import proof_check as pc
+from verishape.solvers import proof_check as pc
 from verishape.core.errors import UsageError, check_writable
 from verishape.proofs.kinds import Asker
 
