@@ -11,8 +11,9 @@ module of the layers (``verishape/core/``, ``solvers/``, ``proofs/``, ``compiler
 subfolders: :func:`answer_sources`), the default solver limits, the Z3 version and the
 package version.
 A change to any of them gives new keys, so an artifact compiled under an older encoding
-is never reused.  Per compile, a prover with other limits or guard minimization turned
-off add their own suffix.
+is never reused.  Per compile, settings other than the defaults
+(:class:`verishape.core.settings.Settings`: solver limits, guard minimization, widening,
+generic recompiles) add the digest of the whole settings value as a suffix.
 
 AOTAutograd compiles the backward graph lazily, on the first ``.backward()``, outside
 the backend call; :func:`install_aot_hook` makes the backward compiler run under the
@@ -36,6 +37,8 @@ from verishape.proofs.encoding import hash_sources, package_sources
 from verishape.core import torch_seam
 from verishape._version import __version__
 from verishape.core.premises import current_prover
+from verishape.core.settings import DEFAULT as DEFAULT_SETTINGS
+from verishape.core.settings import Settings
 from verishape.core.shape_env import VeriShapeEnv, minimization_enabled
 
 from .widen import generic_recompile, kept
@@ -70,20 +73,18 @@ CACHE_TAG = "verishape-{}-{}".format(__version__, fingerprint(
     sources=answer_sources(), limits=solvers.Limits(), z3_version=z3.get_full_version(), version=__version__))
 
 
-def _settings_suffix() -> str:
-    """What this compile changes relative to the defaults the tag was built with."""
-    parts = []
-    limits = current_prover().limits
-    if limits != solvers.Limits():
-        digest = hashlib.sha256(repr(sorted(dataclasses.asdict(limits).items())).encode()).hexdigest()[:8]
-        parts.append(f"limits-{digest}")
-    if not minimization_enabled():
-        parts.append("unminimized")
-    return "".join(f"-{p}" for p in parts)
+def current_settings(*, widen_specializations: bool, generic_recompiles: bool) -> Settings:
+    """The settings a compile runs under now: the scoped ones (the prover's limits, guard
+    minimization) with the backend's own."""
+    return Settings(limits=current_prover().limits, minimize_guards=minimization_enabled(),
+                    widen_specializations=widen_specializations, generic_recompiles=generic_recompiles)
 
 
-def cache_tag(user_tag: str | None) -> str:
-    ours = CACHE_TAG + _settings_suffix()
+def cache_tag(user_tag: str | None, settings: Settings) -> str:
+    """The tag a compile under ``settings`` stores its artifacts under, after the user's own:
+    :data:`CACHE_TAG` under the defaults, with the digest of the whole settings value
+    otherwise (a change of any setting gives new keys)."""
+    ours = CACHE_TAG if settings == DEFAULT_SETTINGS else f"{CACHE_TAG}-settings-{settings.digest()}"
     return f"{user_tag}+{ours}" if user_tag else ours
 
 
@@ -163,13 +164,15 @@ class VerishapeBackend:
             self._inner = lookup_backend(backend)
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: Any, **kwargs: Any) -> Any:
-        # No widening suffix: a kept generic compile is lowered exactly as without widening,
-        # and a size-1 call that reuses it stores nothing in torch's caches.
-        tag = cache_tag(torch.compiler.config.cache_key_tag)
+        tag = cache_tag(torch.compiler.config.cache_key_tag, self.settings())
         with torch.compiler.config.patch(cache_key_tag=tag):
             if not self._widen:
                 return self._inner(gm, example_inputs, **kwargs)
             return self._compile_widening(gm, example_inputs, **kwargs)
+
+    def settings(self) -> Settings:
+        """The settings this backend compiles under now (hashed whole into the cache tag)."""
+        return current_settings(widen_specializations=self._widen, generic_recompiles=self.generic_recompiles)
 
     def _compile_widening(self, gm: torch.fx.GraphModule, example_inputs: Any, **kwargs: Any) -> Any:
         """A call whose kept sizes are 1 runs the generic artifact of an earlier compile of

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 import torch
 
 from . import frames
-from .backend import cache_tag
+from .backend import cache_tag, current_settings
 
 _lock = threading.Lock()
 _saved_tag: list[str] = []
@@ -34,7 +34,10 @@ def enable() -> contextlib.AbstractContextManager[None]:
     with _lock:
         if not _saved_tag:
             _saved_tag.append(torch.compiler.config.cache_key_tag)
-            torch.compiler.config.cache_key_tag = cache_tag(_saved_tag[0] or None)
+            # stock backends' frames reason with VeriShapeEnv; widening and generic
+            # recompiles are verishape's backend's (see compiler/widen/)
+            settings = current_settings(widen_specializations=False, generic_recompiles=False)
+            torch.compiler.config.cache_key_tag = cache_tag(_saved_tag[0] or None, settings)
             frames.set_everywhere(True)
     return _until_exit()
 

@@ -210,8 +210,9 @@ def obligation_key(goal_srepr: str, premise_sreprs: Iterable[str], limits: Limit
     record's key can be checked against its own columns."""
     encoding_hash = ENCODING_HASH if encoding_hash is None else encoding_hash
     solver = SOLVER if solver is None else solver
+    # the limits whole, in field order: a limit added to Limits enters every key
     payload = json.dumps([goal_srepr, premise_texts(premise_sreprs), encoding_hash, solver,
-                          limits.rlimit, limits.timeout_ms, limits.seed], separators=(",", ":"))
+                          *dataclasses.astuple(limits)], separators=(",", ":"))
     return hashlib.sha256(payload.encode()).hexdigest()
 
 

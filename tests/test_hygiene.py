@@ -17,6 +17,8 @@ from verishape.compiler import CACHE_TAG, backend
 from verishape._version import __version__
 from verishape.core.minimize import Tightening
 from verishape.core.premises import use_prover
+from verishape.core.settings import DEFAULT as DEFAULT_SETTINGS
+from verishape.core.settings import Settings
 from verishape.core.shape_env import VeriShapeEnv, guard_minimization
 
 # ---------------------------------------------------------------- the version counter
@@ -73,14 +75,42 @@ def test_the_tag_is_derived_from_what_the_answers_depend_on():
 
 
 def test_per_compile_settings_that_change_answers_change_the_tag():
-    assert backend.cache_tag(None) == CACHE_TAG
-    assert backend.cache_tag("mine") == f"mine+{CACHE_TAG}"
+    plain = backend.current_settings(widen_specializations=True, generic_recompiles=True)
+    assert plain == DEFAULT_SETTINGS
+    assert backend.cache_tag(None, plain) == CACHE_TAG
+    assert backend.cache_tag("mine", plain) == f"mine+{CACHE_TAG}"
     with use_prover(solvers.Prover(dataclasses.replace(solvers.Limits(), rlimit=10))):
-        low_limit = backend.cache_tag(None)
+        low_limit = backend.cache_tag(None, backend.current_settings(widen_specializations=True,
+                                                                     generic_recompiles=True))
     with guard_minimization(False):
-        unminimized = backend.cache_tag(None)
+        unminimized = backend.cache_tag(None, backend.current_settings(widen_specializations=True,
+                                                                       generic_recompiles=True))
     assert len({CACHE_TAG, low_limit, unminimized}) == 3
     assert all(t.startswith(CACHE_TAG) for t in (low_limit, unminimized))
+
+
+def _flipped(value):
+    if isinstance(value, bool):
+        return not value
+    if dataclasses.is_dataclass(value):  # the solver limits: change each of its fields in turn
+        return [dataclasses.replace(value, **{f.name: getattr(value, f.name) + 1}) for f in dataclasses.fields(value)]
+    raise AssertionError(f"test_every_setting_moves_the_digest does not know how to change {value!r}: teach it")
+
+
+def test_every_setting_moves_the_digest_and_the_tag():
+    """The settings are hashed whole: a field added to Settings is in every cache key
+    without anyone remembering to add it (this test fails on a field it cannot change)."""
+    seen = {DEFAULT_SETTINGS.digest()}
+    for field in dataclasses.fields(Settings):
+        changed = _flipped(getattr(DEFAULT_SETTINGS, field.name))
+        for value in changed if isinstance(changed, list) else [changed]:
+            other = dataclasses.replace(DEFAULT_SETTINGS, **{field.name: value})
+            assert other.digest() not in seen, field.name
+            seen.add(other.digest())
+            assert backend.cache_tag(None, other) == f"{CACHE_TAG}-settings-{other.digest()}"
+    assert Settings().digest() == DEFAULT_SETTINGS.digest()  # and nothing else moves it
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        DEFAULT_SETTINGS.minimize_guards = False  # type: ignore[misc]
 
 
 def _needs_grad(x):

@@ -430,3 +430,16 @@ def test_decision_log_counts_answers_from_the_store():
     assert log.from_store() == (1, 2)
     assert "1 of 2 answers from the proof store" in log.summary()
     assert "from store" in str(log.records[1]) and "from store" not in str(log.records[0])
+
+
+def test_every_solver_limit_is_in_the_obligation_key():
+    """The key holds the limits whole: a field added to Limits enters every key without
+    anyone listing it (and a record decided under other limits is another obligation)."""
+    limits = solvers.Limits()
+    base = store_mod.obligation_key("Symbol('s0')", ["Symbol('s1')"], limits)
+    keys = {base}
+    for field in dataclasses.fields(limits):
+        other = dataclasses.replace(limits, **{field.name: getattr(limits, field.name) + 1})
+        keys.add(store_mod.obligation_key("Symbol('s0')", ["Symbol('s1')"], other))
+    assert len(keys) == 1 + len(dataclasses.fields(limits))
+    assert store_mod.obligation_key("Symbol('s0')", ["Symbol('s1')", "Symbol('s1')"], limits) == base
