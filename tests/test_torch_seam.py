@@ -164,3 +164,116 @@ def test_version_needs_no_torch_internals():
     code = ("import sys\nsys.modules['torch'] = None\nfrom verishape.cli.main import main\nsys.exit(main(['--version']))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.startswith("verishape "), out.stderr
+
+
+# ---------------------------------------------------------------- private names, all declared
+
+_PACKAGE_FOLDERS = ("verishape", "compiler", "solvers", "proofs")
+
+
+def _is_private(dotted: str) -> bool:
+    return any(part.startswith("_") and not part.startswith("__") for part in dotted.split(".")[1:])
+
+
+def _torch_names_read(path) -> set[str]:
+    """The dotted torch names a module reads: ``import``/``from ... import`` of torch
+    modules, attribute chains on ``torch`` or on a name bound by such an import, and
+    ``(module, name)`` string pairs naming a torch function (what ``wrap_once`` takes)."""
+    import ast
+
+    tree = ast.parse(path.read_text())
+    alias = {"torch": "torch"}
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "torch":
+            for a in node.names:
+                alias[a.asname or a.name] = f"{node.module}.{a.name}"
+                names.add(f"{node.module}.{a.name}")
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] == "torch":
+                    alias[a.asname or a.name.split(".")[0]] = a.name if a.asname else "torch"
+                    names.add(a.name)
+        elif (isinstance(node, ast.Tuple) and len(node.elts) == 2
+              and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts)
+              and node.elts[0].value.startswith("torch.")):
+            names.add(f"{node.elts[0].value}.{node.elts[1].value}")
+    def dotted(node):
+        parts, base = [], node
+        while isinstance(base, ast.Attribute):
+            parts.append(base.attr)
+            base = base.value
+        return ".".join([alias[base.id], *reversed(parts)]) if isinstance(base, ast.Name) and base.id in alias else None
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and (name := dotted(node)):
+            names.add(name)
+            if name.endswith(".patch"):  # a config's patch(flag=...): the flags are read too
+                call = next((c for c in ast.walk(tree) if isinstance(c, ast.Call) and c.func is node), None)
+                names.update(f"{name[:-len('.patch')]}.{k.arg}" for k in getattr(call, "keywords", ()) if k.arg)
+    return names
+
+
+def _private_names_outside_the_seam(private_only: bool = True) -> dict[str, set[str]]:
+    from pathlib import Path
+
+    root = Path(torch_seam.__file__).resolve().parents[2]
+    used: dict[str, set[str]] = {}
+    for folder in _PACKAGE_FOLDERS:
+        for path in sorted((root / folder).rglob("*.py")):
+            if path.name in ("torch_seam.py", "torch_names.py"):
+                continue
+            for name in _torch_names_read(path):
+                if _is_private(name) or not private_only:
+                    used.setdefault(name, set()).add(str(path.relative_to(root)))
+    # a chain's prefixes are reads of the same thing (torch._guards.CompileContext.current_compile_id
+    # reads torch._guards.CompileContext): keep the longest
+    return {n: f for n, f in used.items() if not any(m.startswith(n + ".") for m in used)}
+
+
+def _covered(name: str, declared: frozenset[str]) -> bool:
+    """Declared itself, or a member of a declared object that is not a module (an enum's
+    value, a class's method, an attribute of ``V``): the probe resolved its owner."""
+    if name in declared:
+        return True
+    parts = name.split(".")
+    for cut in range(len(parts) - 1, 1, -1):
+        owner = ".".join(parts[:cut])
+        if owner in declared:
+            return not isinstance(torch_seam.resolve(owner), types.ModuleType)
+    return False
+
+
+def test_every_private_torch_name_outside_the_seam_is_declared_there_and_probed():
+    declared = torch_seam.declared_names()
+    used = _private_names_outside_the_seam()
+    undeclared = sorted(f"{n} ({', '.join(sorted(f))})" for n, f in used.items() if not _covered(n, declared))
+    assert not undeclared, f"declare these in verishape/core/torch_seam.py: {undeclared}"
+    # counted, so a change that reads one more (or one fewer) shows in review: update the
+    # number with the declaration
+    assert len(used) == 113, f"{len(used)} private torch names read outside the seam (was 113)"
+    # every declared name exists on this torch (the probes would refuse it otherwise), but
+    # the registry's alternatives (one role under several releases' names) and optional Triton
+    alternatives = {f"{row.module}.{p}" for row in torch_seam.WIDENING_REGISTRY if len(row.paths) > 1 for p in row.paths}
+    absent = [n for n in declared - alternatives - set(torch_seam.TRITON_CPU_VOCABULARY)
+              if torch_seam.resolve(n) is torch_seam._MISSING]
+    assert absent == []
+
+
+def test_no_vocabulary_entry_is_stale():
+    used = _private_names_outside_the_seam(private_only=False)
+    reads = set(used) | {p for n in used for p in (".".join(n.split(".")[:c]) for c in range(2, n.count(".") + 1))}
+    listed = (*torch_seam.VOCABULARY, *torch_seam.LOWERING_VOCABULARY, *torch_seam.FUZZ_VOCABULARY,
+              torch_seam.OP_DB, *torch_seam.TRITON_CPU_VOCABULARY)
+    seam_only = {"torch._subclasses.fake_tensor.unset_fake_temporarily"}  # read by the seam's own helpers
+    stale = sorted(n for n in listed if n not in reads and n not in seam_only)
+    assert not stale, f"listed in the seam's vocabularies but read by no module: {stale}"
+
+
+def test_names_probed_on_first_use_are_refused_in_one_line():
+    with pytest.raises(UnsupportedTorch, match=r"^fuzzing things cannot run on torch \S+: missing torch\._no_such\.name$"):
+        torch_seam.require_names(("torch._no_such.name",), "fuzzing things")
+    torch_seam.require_names(torch_seam.FUZZ_VOCABULARY, "fuzzing")  # present here
+    missing = torch_seam.widening_missing({n: object() for n in torch_seam.declared_names()
+                                           if n not in torch_seam.LOWERING_VOCABULARY[:1]})
+    assert torch_seam.LOWERING_VOCABULARY[0] in missing

@@ -41,7 +41,7 @@ from typing import Any
 from verishape.core import torch_seam
 
 #: where Dynamo decides, per input tensor, which sizes get a symbol
-CONTEXT = ("torch._dynamo.variables.builder", "_automatic_dynamic")
+CONTEXT = torch_seam.AUTOMATIC_DYNAMIC
 
 
 def install() -> None:

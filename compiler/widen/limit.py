@@ -21,7 +21,7 @@ from typing import Any
 from verishape.core import torch_seam
 
 #: where Dynamo counts a frame's cache entries before it decides on the limit
-COUNTER = ("torch._dynamo.convert_frame", "compute_cache_size")
+COUNTER = torch_seam.CACHE_SIZE_COUNTER
 
 
 def note() -> None:

@@ -2,15 +2,17 @@
 
 verishape replaces or reads a handful of private torch names (ShapeEnv methods, the
 class Dynamo's ``OutputGraph`` builds, export's ShapeEnv sites, two FX passes, Inductor's
-backend wrapper, the cache-entry list of a code object, Dynamo's compilation metrics).
-Every such name is listed here, once, and this module is also the probe of item 1 of
-issue 14: instead of trusting a version string, :func:`probe` checks each name, signature
-and construction site verishape relies on, so a torch that moved one of them is refused in
-one line naming what is missing, never compiled silently with the stock ShapeEnv.
+backend wrapper, the cache-entry list of a code object, Dynamo's compilation metrics) and
+reads many more as data (sympy functions, sources, IR classes).  Every one is listed once,
+in :mod:`verishape.core.torch_names`, and this module is the probe of item 1 of issue 14:
+instead of trusting a version string, :func:`probe` checks each name, signature and
+construction site verishape relies on, so a torch that moved one of them is refused in one
+line naming what is missing, never compiled silently with the stock ShapeEnv.
 
-Why one module (and not a probe in one place and the patches elsewhere): the probe is
-only as good as its list, and the list stays right only when the code that patches a name
-and the check that the name is there sit side by side.
+Why the list is checked against the code: the probe is only as good as its list.  The
+names sit in one data module that every patch and read here takes them from, and
+``tests/test_torch_seam.py`` reads every module of the package, so a private torch name
+read anywhere but declared nowhere fails the suite instead of failing a user's compile.
 
 Nothing here imports torch at module import: ``verishape --version`` and the CLI's input
 checks must work whatever torch is installed (or not).
@@ -29,6 +31,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .errors import VerishapeError
+from .torch_names import *  # noqa: F401,F403  (the names, listed once in torch_names.py; probed here)
+from .torch_names import _MISSING
 
 #: The oldest torch whose internals verishape was written against; newer ones are accepted
 #: when the probe passes.
@@ -47,134 +51,7 @@ def parse_version(text: str) -> tuple[int, int]:
     return int(m.group(1)), int(m.group(2))
 
 
-# ---------------------------------------------------------------------------- the names
 
-SHAPE_ENV = "torch.fx.experimental.symbolic_shapes.ShapeEnv"
-SOURCE = "torch._guards.Source"
-OUTPUT_GRAPH_MODULE = "torch._dynamo.output_graph"
-OUTPUT_GRAPH = OUTPUT_GRAPH_MODULE + ".OutputGraph"
-#: Modules of ``torch.export`` that build a ShapeEnv from their module global ``ShapeEnv``.
-EXPORT_SITES = ("torch._export.non_strict_utils", "torch.export._trace")
-#: Modules that bound ``insert_deferred_runtime_asserts`` at import time (Dynamo's output
-#: graph, export's final pass, ``run_decompositions``) and, first, its defining module.
-ASSERT_PASS_MODULES = ("torch.fx.passes.runtime_assert", "torch._dynamo.output_graph", "torch._export.utils",
-                       "torch.export.exported_program")
-DEDUPE_SYMINTS = "torch._inductor.fx_passes.dedupe_symint_uses.dedupe_symints"
-INDUCTOR_WRAPPER = "torch._TorchCompileInductorWrapper"
-CACHE_ENTRIES = "torch._dynamo.eval_frame._debug_get_cache_entry_list"
-COMPILATION_METRICS = "torch._dynamo.utils.get_compilation_metrics"
-#: compiler/backend.py wraps it to carry the cache tag into the backward compile; it reads
-#: ``bw_compiler`` by keyword, as Dynamo's AOT backends pass it.
-AOT_MODULE_SIMPLIFIED = "torch._dynamo.backends.common.aot_module_simplified"
-#: AOTAutograd's cache key function (module, name): a generic compile's widening record is
-#: stored under the key its artifact is cached under (compiler/widen/record.py); wrapped
-#: when widening first records a compile, optional (without it no record is kept)
-AOT_CACHE_KEY = ("torch._functorch._aot_autograd.autograd_cache", "autograd_cache_key")
-#: torch's switches for its AOTAutograd and FX-graph remote caches (a record follows them
-#: into Redis); optional
-REMOTE_CACHE_SWITCHES = ("torch._functorch._aot_autograd.autograd_cache.should_use_remote_autograd_cache",
-                         "torch._inductor.utils.should_use_remote_fx_graph_cache")
-#: torch's mega-cache (save_cache_artifacts / load_cache_artifacts): a record is an artifact
-#: of its own type there; optional (without it records do not travel in saved artifacts)
-CACHE_ARTIFACT_MANAGER = "torch.compiler._cache.CacheArtifactManager"
-#: Read, not patched: backend lookup (compiler/backend.py, demo), the tracing and compile
-#: contexts (locations.py, audit/capture.py), Dynamo's thread-local current translator
-#: (the frame being traced: compiler/backend.py, and the inputs of a frame whose trace
-#: stops on a data-dependent question, for the proved check of compiler/export/compile_dde.py).
-DYNAMO_TLS = "torch._dynamo.symbolic_convert.tls"
-READ_NAMES = ("torch._dynamo.backends.registry.lookup_backend", "torch._guards.TracingContext",
-              "torch._guards.CompileContext", DYNAMO_TLS)
-#: Wrapped while ``verishape verify-guards`` runs a script (verishape/audit/exports.py): every
-#: export reaches it, so each is captured with the ShapeEnvs it builds.
-EXPORT_ENTRY = "torch.export._trace._export"
-#: The private vocabulary the layers read as data: the sympy functions and numbers of shape
-#: expressions, symbol kinds, input sources, the assert ops, FX and AOT helpers widening
-#: traces with, the recording decorator VeriShapeEnv's replays rely on, and the config flags
-#: switched for a compile.  Probed like every name above, so a torch that renamed one is
-#: refused in one line instead of failing deep inside a compile.
-VOCABULARY = ("torch.utils._sympy.functions.FloorDiv", "torch.utils._sympy.functions.Mod",
-              "torch.utils._sympy.numbers.int_oo", "torch.utils._sympy.numbers.IntInfinity",
-              "torch.utils._sympy.numbers.NegativeIntInfinity", "torch.utils._sympy.printers.PythonPrinter",
-              "torch.utils._sympy.symbol.SymT", "torch.utils._sympy.symbol.symbol_is_type",
-              "torch.utils._pytree.tree_leaves", "torch.utils._pytree.SequenceKey",
-              "torch._dynamo.source.TensorProperty", "torch._dynamo.source.TensorPropertySource",
-              "torch._dynamo.exc.TorchDynamoException", "torch._ops.HigherOrderOperator", "torch._ops.OpOverload",
-              "torch._ops.OpOverloadPacket", "torch._subclasses.fake_tensor.FakeTensorMode",
-              "torch._subclasses.fake_tensor.unset_fake_temporarily",
-              "torch._functorch._aot_autograd.schemas.SerializableAOTDispatchCompiler",
-              "torch._functorch.aot_autograd.aot_module_simplified", "torch._functorch.config.enable_autograd_cache",
-              "torch._dynamo.config.capture_scalar_outputs", "torch._dynamo.config.capture_dynamic_output_shape_ops",
-              "torch.fx.experimental.recording.ShapeEnvEvent", "torch.fx.experimental.recording.record_shapeenv_event",
-              "torch.export.dynamic_shapes._combine_args", "torch.export.dynamic_shapes._DimHint")
-
-#: Every Inductor (and Triton-codegen) function that widening wraps while it lowers a generic
-#: compile (compiler/widen/recompute.py), or recognises on the stack of a question
-#: (compiler/widen/questions.py): the interception registry of issue 37, one row each.
-#: A row's ``paths`` may name the same role under the names of several torch releases (2.11 reads
-#: guarding hints through ``size_hint``/``size_hint_or_throw``/``symbolic_hint``; 2.13 through
-#: ``guarding_hint_or_throw``/``replace_backed_symbols_with_hints``): every one that exists is
-#: wrapped.  ``required``: without one of the row's names widening would be unsound (a hint
-#: read or a range read it cannot see), so widening is refused on that torch, in one line
-#: (:func:`widening_missing`); an optional row's absence only loses reuse (answers asked in
-#: it are not tied to a recomputation: refused).  Probed when widening first lowers a
-#: generic compile, not at ``import verishape``: probing imports Inductor (about 2 s), which
-#: a user of ``verishape.export`` or ``verify-guards`` should not pay.
-@dataclasses.dataclass(frozen=True)
-class Interception:
-    """One row of :data:`WIDENING_REGISTRY`."""
-
-    module: str
-    #: attribute paths in ``module`` (``Class.method``); at least one must exist
-    paths: tuple[str, ...]
-    #: "wrap": replaced while a generic compile is lowered; "frame": a function whose frame
-    #: on a question's stack decides how its answer is read
-    kind: str
-    why: str
-    required: bool = False
-
-    def present(self, lookup: Callable[[str], Any]) -> list[str]:
-        return [p for p in self.paths if lookup(f"{self.module}.{p}") is not _MISSING]
-
-
-WIDENING_REGISTRY: tuple[Interception, ...] = (
-    # layout computations recomputed at 1 (compiler/widen/recompute.py)
-    Interception("torch._subclasses.fake_impls", ("_compute_stride",), "wrap", "a view's strides, recomputed at 1"),
-    Interception("torch._inductor.kernel.conv", ("conv_layout",), "wrap", "a convolution's layout, recomputed at 1"),
-    Interception("torch._inductor.ir", ("Layout.is_stride_ordered",), "wrap", "a stride-order check, recomputed at 1"),
-    Interception("torch._inductor.ir", ("ExternKernel.process_kernel",), "wrap",
-                 "an extern kernel's output layouts, recomputed at 1"),
-    Interception("torch._prims_common", ("is_non_overlapping_and_dense_or_false",), "wrap",
-                 "a dense-layout check, recomputed at 1"),
-    # size hints: heuristics, or answers that must hold at 1
-    Interception("torch._inductor.sizevars", ("SizeVarAllocator.optimization_hint",), "wrap",
-                 "optimization hints (heuristics, counted)", required=True),
-    Interception("torch._inductor.sizevars", ("SizeVarAllocator.guarding_hint_or_throw",
-                                              "SizeVarAllocator.replace_backed_symbols_with_hints",
-                                              "SizeVarAllocator.size_hint", "SizeVarAllocator.size_hint_or_throw",
-                                              "SizeVarAllocator.symbolic_hint"), "wrap",
-                 "guarding hints (answers at the hint, proved at 1)", required=True),
-    # the sizes the generated code computes with, read after code generation
-    Interception("torch._inductor.scheduler", ("Scheduler.codegen",), "wrap",
-                 "the scheduled nodes' sizes, read after code generation", required=True),
-    # questions read by how their caller uses the answer (compiler/widen/questions.py)
-    Interception("torch._inductor.sizevars", ("statically_known_true", "SizeVarAllocator.statically_known_true"),
-                 "frame", "a no-guard query: only a True answer acts"),
-    Interception("torch._inductor.sizevars", ("SizeVarAllocator._simplify_with_ranges",), "frame",
-                 "its statically_known: only a True answer acts"),
-    Interception("torch._inductor.sizevars", ("SizeVarAllocator.guard_or_false", "SizeVarAllocator.guard_or_true"),
-                 "frame", "backed-size-oblivious guard_or_*: the fallback acts where unknown"),
-    Interception("torch.fx.experimental.symbolic_shapes", ("statically_known_true", "statically_known_false"),
-                 "frame", "no-guard queries on SymBools"),
-    Interception("torch._inductor.utils", ("expr_fits_within_32bit",), "frame",
-                 "32-bit indexing: the hint read stands for index <= INT32_MAX"),
-)
-#: Inductor reads value ranges directly through ``bound_sympy`` (imported by name into its
-#: modules; its ranges default to the tracing context's ShapeEnv): index bounds, int32
-#: indexing, bounds checks of indirect loads, reduction heuristics.  Required: a range read
-#: widening cannot widen would hold only for sizes >= 2.
-RANGE_READER = ("torch.utils._sympy.value_ranges", "bound_sympy")
-#: (module, path) of every "wrap" row's names, in registry order (what recompute wraps)
-WIDENING_HOOKS = tuple((row.module, path) for row in WIDENING_REGISTRY if row.kind == "wrap" for path in row.paths)
 
 
 def wrap(module_name: str, path: str, make: Callable[[Any], Any]) -> Callable[[], None] | None:
@@ -227,6 +104,7 @@ def widening_missing(lookup: Callable[[str], Any] | Mapping[str, Any] | None = N
         lookup = functools.partial(lambda table, name: table.get(name, _MISSING), dict(lookup))
     missing = [f"{row.module}.{' or '.join(row.paths)}" for row in WIDENING_REGISTRY
                if row.required and not row.present(lookup)]
+    missing += [name for name in LOWERING_VOCABULARY if lookup(name) is _MISSING]
     if lookup(".".join(RANGE_READER)) is _MISSING:
         missing.append(".".join(RANGE_READER))
     return missing
@@ -245,20 +123,16 @@ def widening_refused() -> str | None:
             f"size-1 calls compile as stock")
 
 
-#: The graph Inductor is lowering (its ``sizevars`` hold the ShapeEnv), read after its
-#: scheduler generated code (compiler/widen/questions.py); not probed at import, which would
-#: import Inductor for every user: a torch without it fails that lowering loudly.
-INDUCTOR_VIRTUALIZED = "torch._inductor.virtualized.V"
+def require_names(names: tuple[str, ...], who: str) -> None:
+    """Refuse, in one line naming ``who`` and what is missing, a torch that lacks any of
+    ``names`` (for the groups probed on first use, not at import)."""
+    missing = [name for name in names if resolve(name) is _MISSING]
+    if missing:
+        import torch
 
-#: The arguments of ``ShapeEnv._maybe_evaluate_static`` whose meaning VeriShapeEnv honours.
-REQUIRED_STATIC_PARAMS = frozenset({"expr", "unbacked_only", "compute_hint", "size_oblivious", "axioms", "var_to_range"})
-#: ShapeEnv members VeriShapeEnv reads or overrides.
-REQUIRED_MEMBERS = ("evaluate_expr", "guard_or_defer_runtime_assert", "produce_guards_verbose", "replace",
-                    "_get_sloc", "_set_replacement", "check_equal", "_log_suppressed_dde")
-#: ``OutputGraph.__init__`` arguments frames.py reads by name.
-OUTPUT_GRAPH_PARAMS = ("code_options", "compiler_fn", "f_code", "local_scope", "global_scope")
+        raise UnsupportedTorch(f"{who} cannot run on torch {torch.__version__}: missing {', '.join(missing)}")
 
-_MISSING = object()
+
 
 
 def resolve(dotted: str) -> Any:

@@ -20,14 +20,20 @@ from typing import Any
 
 import sympy
 import torch
-import torch.utils._pytree as pytree
-from torch._dispatch.python import enable_python_dispatcher
-from torch._dynamo.source import ConstantSource
-from torch._guards import Source
-from torch._subclasses.fake_tensor import FakeTensorMode
-from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
 
-from .inputs import Case, build
+from verishape.core import torch_seam
+
+# a torch without what fuzzing reads is refused here in one line, before the imports fail
+torch_seam.require_names(torch_seam.FUZZ_VOCABULARY, "verishape's meta-function fuzzing")
+
+import torch.utils._pytree as pytree  # noqa: E402
+from torch._dispatch.python import enable_python_dispatcher  # noqa: E402
+from torch._dynamo.source import ConstantSource  # noqa: E402
+from torch._guards import Source  # noqa: E402
+from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
+from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv  # noqa: E402
+
+from .inputs import Case, build  # noqa: E402
 
 #: Errors an op (or its fake implementation) may raise: what we compare, never hide.
 OP_ERRORS: tuple[type[BaseException], ...] = (

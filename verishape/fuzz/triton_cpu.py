@@ -74,6 +74,11 @@ def triton_on_cpu() -> Iterator[None]:
     import triton.language.extra.libdevice as real_libdevice
     import triton.runtime.interpreter as interpreter
     import torch
+
+    from verishape.core import torch_seam
+
+    # UnsupportedTorch is an ImportError: the check is skipped with this one line as its reason
+    torch_seam.require_names(torch_seam.TRITON_CPU_VOCABULARY, "the fuzzer's Triton-on-CPU check")
     import torch.utils._triton as triton_utils
     from torch._inductor.runtime import triton_helpers
 

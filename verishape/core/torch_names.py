@@ -1,0 +1,227 @@
+"""Every private torch name verishape reads or patches, listed once.
+
+:mod:`verishape.core.torch_seam` probes them (at import, or on first use for the groups
+that would import Inductor's lowering or PyTorch's test database) and patches the few it
+replaces; ``tests/test_torch_seam.py`` reads every module of the package and fails on a
+private torch name that is not declared here, and on a vocabulary entry nothing reads.
+Data only: nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+#: what a lookup returns for a name this torch lacks
+_MISSING = object()
+
+
+SHAPE_ENV = "torch.fx.experimental.symbolic_shapes.ShapeEnv"
+SOURCE = "torch._guards.Source"
+OUTPUT_GRAPH_MODULE = "torch._dynamo.output_graph"
+OUTPUT_GRAPH = OUTPUT_GRAPH_MODULE + ".OutputGraph"
+#: Modules of ``torch.export`` that build a ShapeEnv from their module global ``ShapeEnv``.
+EXPORT_SITES = ("torch._export.non_strict_utils", "torch.export._trace")
+#: Modules that bound ``insert_deferred_runtime_asserts`` at import time (Dynamo's output
+#: graph, export's final pass, ``run_decompositions``) and, first, its defining module.
+ASSERT_PASS_MODULES = ("torch.fx.passes.runtime_assert", "torch._dynamo.output_graph", "torch._export.utils",
+                       "torch.export.exported_program")
+DEDUPE_SYMINTS = "torch._inductor.fx_passes.dedupe_symint_uses.dedupe_symints"
+INDUCTOR_WRAPPER = "torch._TorchCompileInductorWrapper"
+CACHE_ENTRIES = "torch._dynamo.eval_frame._debug_get_cache_entry_list"
+COMPILATION_METRICS = "torch._dynamo.utils.get_compilation_metrics"
+#: compiler/backend.py wraps it to carry the cache tag into the backward compile; it reads
+#: ``bw_compiler`` by keyword, as Dynamo's AOT backends pass it.
+AOT_MODULE_SIMPLIFIED = "torch._dynamo.backends.common.aot_module_simplified"
+#: AOTAutograd's cache key function (module, name): a generic compile's widening record is
+#: stored under the key its artifact is cached under (compiler/widen/record.py); wrapped
+#: when widening first records a compile, optional (without it no record is kept)
+AOT_CACHE_KEY = ("torch._functorch._aot_autograd.autograd_cache", "autograd_cache_key")
+#: torch's switches for its AOTAutograd and FX-graph remote caches (a record follows them
+#: into Redis); optional
+REMOTE_CACHE_SWITCHES = ("torch._functorch._aot_autograd.autograd_cache.should_use_remote_autograd_cache",
+                         "torch._inductor.utils.should_use_remote_fx_graph_cache")
+#: torch's mega-cache (save_cache_artifacts / load_cache_artifacts): a record is an artifact
+#: of its own type there; optional (without it records do not travel in saved artifacts)
+CACHE_ARTIFACT_MANAGER = "torch.compiler._cache.CacheArtifactManager"
+#: Wrapped on first use, optional (without it the feature behaves as stock, with a warning):
+#: Dynamo's automatic-dynamic choice per input size, where generic recompiles give shared
+#: sizes a symbol (compiler/widen/generic_recompile.py); the count of a frame's cache entries
+#: the recompile limit reads, where proved reuses are counted apart (compiler/widen/limit.py).
+AUTOMATIC_DYNAMIC = ("torch._dynamo.variables.builder", "_automatic_dynamic")
+CACHE_SIZE_COUNTER = ("torch._dynamo.convert_frame", "compute_cache_size")
+#: Read, not patched: backend lookup (compiler/backend.py, demo), the tracing and compile
+#: contexts (locations.py, audit/capture.py), Dynamo's thread-local current translator
+#: (the frame being traced: compiler/backend.py, and the inputs of a frame whose trace
+#: stops on a data-dependent question, for the proved check of compiler/export/compile_dde.py).
+DYNAMO_TLS = "torch._dynamo.symbolic_convert.tls"
+READ_NAMES = ("torch._dynamo.backends.registry.lookup_backend", "torch._guards.TracingContext",
+              "torch._guards.CompileContext", DYNAMO_TLS)
+#: Wrapped while ``verishape verify-guards`` runs a script (verishape/audit/exports.py): every
+#: export reaches it, so each is captured with the ShapeEnvs it builds.
+EXPORT_ENTRY = "torch.export._trace._export"
+#: The private vocabulary the layers read as data: the sympy functions and numbers of shape
+#: expressions, symbol kinds, input sources, the assert ops, FX and AOT helpers widening
+#: traces with, the recording decorator VeriShapeEnv's replays rely on, and the config flags
+#: switched for a compile.  Probed like every name above, so a torch that renamed one is
+#: refused in one line instead of failing deep inside a compile.
+VOCABULARY = ("torch.utils._sympy.functions.FloorDiv", "torch.utils._sympy.functions.Mod",
+              "torch.utils._sympy.numbers.int_oo", "torch.utils._sympy.numbers.IntInfinity",
+              "torch.utils._sympy.numbers.NegativeIntInfinity", "torch.utils._sympy.printers.PythonPrinter",
+              "torch.utils._sympy.symbol.SymT", "torch.utils._sympy.symbol.symbol_is_type",
+              "torch.utils._pytree.tree_leaves", "torch.utils._pytree.SequenceKey",
+              "torch._dynamo.source.TensorProperty", "torch._dynamo.source.TensorPropertySource",
+              "torch._dynamo.exc.TorchDynamoException", "torch._ops.HigherOrderOperator", "torch._ops.OpOverload",
+              "torch._ops.OpOverloadPacket", "torch._subclasses.fake_tensor.FakeTensorMode",
+              "torch._subclasses.fake_tensor.unset_fake_temporarily",
+              "torch._functorch._aot_autograd.schemas.SerializableAOTDispatchCompiler",
+              "torch._functorch.aot_autograd.aot_module_simplified", "torch._functorch.config.enable_autograd_cache",
+              "torch._dynamo.config.capture_scalar_outputs", "torch._dynamo.config.capture_dynamic_output_shape_ops",
+              "torch.fx.experimental.recording.ShapeEnvEvent", "torch.fx.experimental.recording.record_shapeenv_event",
+              "torch.export.dynamic_shapes._combine_args", "torch.export.dynamic_shapes._DimHint",
+              # shape expressions: the rest of torch's sympy functions the translation and the
+              # printers name, and the range type
+              *(f"torch.utils._sympy.functions.{f}" for f in (
+                  "BitwiseFn_bitwise_and", "BitwiseFn_bitwise_or", "BitwiseFn_bitwise_xor", "CeilToInt", "CleanDiv",
+                  "FloatPow", "FloatTrueDiv", "FloorToInt", "Identity", "IntTrueDiv", "LShift", "Max", "Min",
+                  "ModularIndexing", "PowByNatural", "PythonMod", "RShift", "RoundDecimal", "RoundToInt", "ToFloat",
+                  "TruncToFloat", "TruncToInt", "Where")),
+              "torch.utils._sympy.value_ranges.ValueRanges",
+              "torch.fx.experimental.symbolic_shapes.ShapeEnv._maybe_evaluate_static",
+              # pytrees of inputs and outputs (export's declared shapes, records of arguments)
+              *(f"torch.utils._pytree.{f}" for f in (
+                  "tree_flatten", "tree_flatten_with_path", "tree_map", "tree_map_with_path", "tree_unflatten",
+                  "treespec_dumps", "treespec_loads")),
+              # Dynamo: sources, the compile and tracing contexts, counters, the policy flags
+              # generic recompiles and the limit read, its reset
+              "torch._dynamo.source.LocalSource", "torch._dynamo.source.ConstantSource", "torch._dynamo.utils.counters",
+              "torch._dynamo.config.assume_static_by_default", "torch._dynamo.config.automatic_dynamic_shapes",
+              "torch._dynamo.config.recompile_limit", "torch._dynamo.reset", "torch._guards.detect_fake_mode",
+              "torch._guards.tracing", "torch._subclasses.FakeTensor", "torch._subclasses.fake_tensor.FakeTensor",
+              "torch._functorch.config.patch", "torch._inductor.config.patch", "torch._inductor.config.fx_graph_cache",
+              "torch._inductor.runtime.cache_dir_utils.cache_dir",
+              # the assert ops the graph checks look for, and torch._check (documented, underscored)
+              "torch.ops.aten._assert_scalar.default", "torch.ops.aten._assert_async.msg", "torch._check")
+#: Inductor's IR and scheduler classes widening reads while it lowers a generic compile
+#: (compiler/widen/lowered_sizes.py, recompute.py): probed with :data:`WIDENING_REGISTRY`
+#: (:func:`widening_missing`), not at import, which would import Inductor's lowering.
+LOWERING_VOCABULARY = ("torch._inductor.ir.FixedLayout", "torch._inductor.ir.FlexibleLayout.contiguous_strides",
+                       "torch._inductor.ir.IRNode", "torch._inductor.ir.is_storage_and_layout",
+                       "torch._inductor.scheduler.ExternKernelSchedulerNode",
+                       "torch._inductor.scheduler.NopKernelSchedulerNode", "torch._inductor.scheduler.SchedulerNode",
+                       "torch._inductor.sizevars.SizeVarAllocator")
+#: What fuzzing meta functions reads (verishape/fuzz/): the meta and decomposition tables,
+#: the dispatcher modes it traces under, the fake implementations; probed when
+#: ``verishape.fuzz`` traces its first op (:func:`require_names`).
+FUZZ_VOCABULARY = ("torch._decomp.decomposition_table", "torch._decomp.meta_table", "torch._meta_registrations",
+                   "torch._dispatch.python.enable_python_dispatcher", "torch.utils._python_dispatch.TorchDispatchMode",
+                   "torch._subclasses.fake_impls.op_implementations_dict", "torch._C.TensorBase",
+                   "torch._inductor.config.cpu_backend", "torch._inductor.config.compile_threads")
+#: PyTorch's OpInfo database (imports for seconds): probed where fuzzing first loads it.
+OP_DB = "torch.testing._internal.common_methods_invocations.op_db"
+#: Triton's code generation run on the CPU by the fuzzer's Triton check: optional (without
+#: Triton that check is skipped with its reason, verishape/fuzz/triton_cpu.py).
+TRITON_CPU_VOCABULARY = ("torch._inductor.runtime.triton_helpers.libdevice",
+                         "torch._inductor.runtime.triton_helpers.max2", "torch.utils._triton.triton_hash_with_backend")
+
+#: Every Inductor (and Triton-codegen) function that widening wraps while it lowers a generic
+#: compile (compiler/widen/recompute.py), or recognises on the stack of a question
+#: (compiler/widen/questions.py): the interception registry of issue 37, one row each.
+#: A row's ``paths`` may name the same role under the names of several torch releases (2.11 reads
+#: guarding hints through ``size_hint``/``size_hint_or_throw``/``symbolic_hint``; 2.13 through
+#: ``guarding_hint_or_throw``/``replace_backed_symbols_with_hints``): every one that exists is
+#: wrapped.  ``required``: without one of the row's names widening would be unsound (a hint
+#: read or a range read it cannot see), so widening is refused on that torch, in one line
+#: (:func:`widening_missing`); an optional row's absence only loses reuse (answers asked in
+#: it are not tied to a recomputation: refused).  Probed when widening first lowers a
+#: generic compile, not at ``import verishape``: probing imports Inductor (about 2 s), which
+#: a user of ``verishape.export`` or ``verify-guards`` should not pay.
+@dataclasses.dataclass(frozen=True)
+class Interception:
+    """One row of :data:`WIDENING_REGISTRY`."""
+
+    module: str
+    #: attribute paths in ``module`` (``Class.method``); at least one must exist
+    paths: tuple[str, ...]
+    #: "wrap": replaced while a generic compile is lowered; "frame": a function whose frame
+    #: on a question's stack decides how its answer is read
+    kind: str
+    why: str
+    required: bool = False
+
+    def present(self, lookup: Callable[[str], Any]) -> list[str]:
+        return [p for p in self.paths if lookup(f"{self.module}.{p}") is not _MISSING]
+
+
+WIDENING_REGISTRY: tuple[Interception, ...] = (
+    # layout computations recomputed at 1 (compiler/widen/recompute.py)
+    Interception("torch._subclasses.fake_impls", ("_compute_stride",), "wrap", "a view's strides, recomputed at 1"),
+    Interception("torch._inductor.kernel.conv", ("conv_layout",), "wrap", "a convolution's layout, recomputed at 1"),
+    Interception("torch._inductor.ir", ("Layout.is_stride_ordered",), "wrap", "a stride-order check, recomputed at 1"),
+    Interception("torch._inductor.ir", ("ExternKernel.process_kernel",), "wrap",
+                 "an extern kernel's output layouts, recomputed at 1"),
+    Interception("torch._prims_common", ("is_non_overlapping_and_dense_or_false",), "wrap",
+                 "a dense-layout check, recomputed at 1"),
+    # size hints: heuristics, or answers that must hold at 1
+    Interception("torch._inductor.sizevars", ("SizeVarAllocator.optimization_hint",), "wrap",
+                 "optimization hints (heuristics, counted)", required=True),
+    Interception("torch._inductor.sizevars", ("SizeVarAllocator.guarding_hint_or_throw",
+                                              "SizeVarAllocator.replace_backed_symbols_with_hints",
+                                              "SizeVarAllocator.size_hint", "SizeVarAllocator.size_hint_or_throw",
+                                              "SizeVarAllocator.symbolic_hint"), "wrap",
+                 "guarding hints (answers at the hint, proved at 1)", required=True),
+    # the sizes the generated code computes with, read after code generation
+    Interception("torch._inductor.scheduler", ("Scheduler.codegen",), "wrap",
+                 "the scheduled nodes' sizes, read after code generation", required=True),
+    # questions read by how their caller uses the answer (compiler/widen/questions.py)
+    Interception("torch._inductor.sizevars", ("statically_known_true", "SizeVarAllocator.statically_known_true"),
+                 "frame", "a no-guard query: only a True answer acts"),
+    Interception("torch._inductor.sizevars", ("SizeVarAllocator._simplify_with_ranges",), "frame",
+                 "its statically_known: only a True answer acts"),
+    Interception("torch._inductor.sizevars", ("SizeVarAllocator.guard_or_false", "SizeVarAllocator.guard_or_true"),
+                 "frame", "backed-size-oblivious guard_or_*: the fallback acts where unknown"),
+    Interception("torch.fx.experimental.symbolic_shapes", ("statically_known_true", "statically_known_false"),
+                 "frame", "no-guard queries on SymBools"),
+    Interception("torch._inductor.utils", ("expr_fits_within_32bit",), "frame",
+                 "32-bit indexing: the hint read stands for index <= INT32_MAX"),
+)
+#: Inductor reads value ranges directly through ``bound_sympy`` (imported by name into its
+#: modules; its ranges default to the tracing context's ShapeEnv): index bounds, int32
+#: indexing, bounds checks of indirect loads, reduction heuristics.  Required: a range read
+#: widening cannot widen would hold only for sizes >= 2.
+RANGE_READER = ("torch.utils._sympy.value_ranges", "bound_sympy")
+#: (module, path) of every "wrap" row's names, in registry order (what recompute wraps)
+WIDENING_HOOKS = tuple((row.module, path) for row in WIDENING_REGISTRY if row.kind == "wrap" for path in row.paths)
+
+#: The graph Inductor is lowering (its ``sizevars`` hold the ShapeEnv), read after its
+#: scheduler generated code (compiler/widen/questions.py); not probed at import, which would
+#: import Inductor for every user: a torch without it fails that lowering loudly.
+INDUCTOR_VIRTUALIZED = "torch._inductor.virtualized.V"
+
+
+def declared_names() -> frozenset[str]:
+    """Every private torch name declared above, dotted.  ``tests/test_torch_seam.py`` reads
+    every module of the package and fails on a private torch name it uses that is not here
+    (and on a vocabulary entry no module uses), so the probes stay the list of what is read."""
+    joined = lambda pairs: (".".join(p) for p in pairs)  # noqa: E731
+    return frozenset((
+        SHAPE_ENV, SOURCE, OUTPUT_GRAPH_MODULE, OUTPUT_GRAPH, *EXPORT_SITES, *ASSERT_PASS_MODULES,
+        *(f"{m}.insert_deferred_runtime_asserts" for m in ASSERT_PASS_MODULES), DEDUPE_SYMINTS, INDUCTOR_WRAPPER,
+        CACHE_ENTRIES, COMPILATION_METRICS, AOT_MODULE_SIMPLIFIED, ".".join(AOT_CACHE_KEY), *REMOTE_CACHE_SWITCHES,
+        CACHE_ARTIFACT_MANAGER, ".".join(AUTOMATIC_DYNAMIC), ".".join(CACHE_SIZE_COUNTER), DYNAMO_TLS, *READ_NAMES,
+        EXPORT_ENTRY, *VOCABULARY, *LOWERING_VOCABULARY, *FUZZ_VOCABULARY, OP_DB, *TRITON_CPU_VOCABULARY,
+        *joined((row.module, path) for row in WIDENING_REGISTRY for path in row.paths), ".".join(RANGE_READER),
+        INDUCTOR_VIRTUALIZED,
+    ))
+
+#: The arguments of ``ShapeEnv._maybe_evaluate_static`` whose meaning VeriShapeEnv honours.
+REQUIRED_STATIC_PARAMS = frozenset({"expr", "unbacked_only", "compute_hint", "size_oblivious", "axioms", "var_to_range"})
+#: ShapeEnv members VeriShapeEnv reads or overrides.
+REQUIRED_MEMBERS = ("evaluate_expr", "guard_or_defer_runtime_assert", "produce_guards_verbose", "replace",
+                    "_get_sloc", "_set_replacement", "check_equal", "_log_suppressed_dde")
+#: ``OutputGraph.__init__`` arguments frames.py reads by name.
+OUTPUT_GRAPH_PARAMS = ("code_options", "compiler_fn", "f_code", "local_scope", "global_scope")
+
+
+__all__ = sorted([name for name in dir() if name.isupper()] + ["Interception", "declared_names"])
