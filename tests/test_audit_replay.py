@@ -49,13 +49,14 @@ def test_every_replay_runs_the_audited_graph(tmp_path):
 def test_replay_outcomes_do_not_depend_on_order():
     """Replays leave no state behind: forward and reverse order give the same outcomes."""
     from verishape import solvers
-    from verishape.audit.analyze import FrameAuditor
+    from verishape.audit.analyze import audit_frame
+    from verishape.audit.declared import for_frame
     from verishape.audit.capture import run_script
     from verishape.audit.replay import replay
 
     run = run_script(SCRIPTS / "nine_branches.py", [], lambda _m: None)
     (frame,) = run.frames
-    findings = [f for f in FrameAuditor(frame, [], solvers.Prover()).run().findings if f.kind == "guard_not_implied"]
+    findings = [f for f in audit_frame(for_frame(frame, [], solvers.Prover())).findings if f.kind == "guard_not_implied"]
     forward = [replay(frame, f.counterexample) for f in findings]
     backward = [replay(frame, f.counterexample) for f in reversed(findings)][::-1]
     assert [r["outcome"] for r in forward] == [r["outcome"] for r in backward] == ["differ"] * 9

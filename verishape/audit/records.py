@@ -64,8 +64,8 @@ class FrameAudit:
     minimizations: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     divisibility: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     #: guards on Python float values (a LayerNorm ``eps``, a dropout ``p``, an attention
-    #: scale), kept apart from shape guards: see :meth:`FrameAuditor.value_guards`
+    #: scale), kept apart from shape guards: see :func:`verishape.audit.checks.value_guards`
     value_guards: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     #: 0/1 specializations the compile widened on a proof of specialization equivalence
-    #: (``compiler/widen/reuse.py``), with their evidence: see :meth:`FrameAuditor.widenings`
+    #: (``compiler/widen/reuse.py``), with their evidence: see :func:`verishape.audit.stock_findings.widenings`
     widenings: list[dict[str, Any]] = dataclasses.field(default_factory=list)

@@ -14,38 +14,45 @@ from verishape.core.errors import UsageError, check_script, check_writable
 from verishape.core.premises import Premises
 from verishape.proofs.kinds import Asker
 
-from .analyze import FrameAuditor
+from . import declared
+from .analyze import audit_frame
 from .capture import run_script
-from .export_audit import ExportAuditor
+from .export_audit import audit_export
 from .export_replay import replay_export
 from .replay import replay
 from .report import build, render
 from .frame import Frame
+from .records import FrameAudit
 from .space import Assumption, check_assumptions_consistent, parse_assumption, short
 
 
-def auditor_for(frame: Frame, assumptions: Sequence[Assumption], prover: solvers.Prover) -> FrameAuditor:
-    """The auditor for a frame's kind: a compiled frame, or an export (``export_audit.py``)."""
+def space_for(frame: Frame, assumptions: Sequence[Assumption], prover: solvers.Prover) -> declared.DeclaredSpace:
+    """The declared space of a frame of either kind: a compiled frame, or an export."""
     if getattr(frame, "kind", "compile") == "export":
-        return ExportAuditor(frame, assumptions, prover)
-    return FrameAuditor(frame, assumptions, prover)
+        return declared.for_export(frame, assumptions, prover)
+    return declared.for_frame(frame, assumptions, prover)
+
+
+def audited(space: declared.DeclaredSpace) -> FrameAudit:
+    """The audit of the frame ``space`` belongs to (``export_audit.py`` for an export)."""
+    return audit_export(space) if getattr(space.frame, "kind", "compile") == "export" else audit_frame(space)
 
 
 def require_declared_space(frames: Sequence[Frame], assumptions: Sequence[Assumption], prover: solvers.Prover) -> None:
     """Before auditing anything: every ``--assume`` must name sizes some compiled frame has
     as symbols (an input the script never compiles with, or a dimension that is static in
     every frame, would be silently ignored), and each frame's declared space must hold an
-    input on which every fact has a value (``FrameAuditor.require_space``)."""
-    auditors = [auditor_for(frame, assumptions, prover) for frame in frames]
-    known = set().union(*(a.symbol_of_source for a in auditors))
+    input on which every fact has a value (``DeclaredSpace.require_space``)."""
+    spaces = [space_for(frame, assumptions, prover) for frame in frames]
+    known = set().union(*(space.symbol_of_source for space in spaces))
     for a in assumptions:
         missing = sorted(set(a.sources.values()) - known)
         if missing:
             have = ", ".join(sorted(known)) or "none"
             raise UsageError(f"--assume {short(a.text)!r} names {', '.join(missing)}, which is not a dynamic size of "
                              f"any compiled frame (not an input, or static everywhere; dynamic sizes: {have})")
-    for auditor in auditors:
-        auditor.require_space()
+    for space in spaces:
+        space.require_space()
 
 
 #: Findings whose counterexample is an input worth running: eager against the artifact.
@@ -79,7 +86,7 @@ def verify_guards(script: str | Path, script_args: Sequence[str] = (), *, assume
     audits = []
     for frame in run.frames:
         say(f"auditing frame {frame.index}: {frame.name} ({frame.location}), {len(frame.env.guards)} guard(s)")
-        audit = auditor_for(frame, assumptions, prover).run()
+        audit = audited(space_for(frame, assumptions, prover))
         for finding in audit.findings:
             if finding.counterexample and finding.kind in REPLAYED:
                 if finding.isolation is not None and finding.isolation != "only_this_guard":

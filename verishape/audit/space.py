@@ -126,7 +126,7 @@ class Assumption:
     ``divisors``: the non-constant divisors of its ``//`` and ``%`` (a constant divisor is
     checked nonzero when parsing).  Where one is zero the fact has no value (Python raises);
     the solver reads such a fact as false there, which would silently cut the declared
-    space, so the audit must prove each divisor nonzero instead (``FrameAuditor``)."""
+    space, so the audit must prove each divisor nonzero instead (``DeclaredSpace.require_space``)."""
 
     text: str
     expr: sympy.Basic
