@@ -11,6 +11,7 @@ from torch.utils._sympy.value_ranges import ValueRanges
 
 from verishape.compiler.widen import questions, recompute
 from verishape.compiler.widen.kernel_call import KernelCall
+from verishape.core.shape_env import VeriShapeEnv
 
 
 def test_question_sites_that_are_moot():
@@ -101,7 +102,7 @@ def test_a_missing_torch_internal_is_said_once_and_refuses_instead_of_failing(mo
     monkeypatch.setattr(recompute, "HOOKED", (*recompute.HOOKED, ("torch._inductor.ir", "Layout.no_such_check")))
     monkeypatch.setattr(recompute, "_missing_said", set())
     original = ir.Layout.__dict__["is_stride_ordered"]
-    env = type("Env", (), {"_vs_questions": None})()
+    env = VeriShapeEnv()
     with caplog.at_level("WARNING", logger="verishape"):
         with questions.recording(env, frozenset()):
             assert ir.Layout.__dict__["is_stride_ordered"] is not original  # the others are wrapped

@@ -19,12 +19,11 @@ checks in ``produce_guards`` must see stock's own guards to report what stock re
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import logging
 import threading
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import sympy
@@ -38,8 +37,8 @@ from torch.utils._sympy.value_ranges import ValueRanges
 
 from verishape.core import locations, sources
 from verishape.core.decisions import DecisionLog
-from verishape.core.premises import finite, relevant
-from verishape.core.shape_env import VeriShapeEnv, guard_minimization
+from verishape.core.premises import Premises, finite, relevant
+from verishape.core.shape_env import ExtraFacts, VeriShapeEnv, guard_minimization
 
 from .. import frames
 from . import checks as export_checks, reasons as export_reasons
@@ -75,41 +74,25 @@ class ExportShapeEnv(VeriShapeEnv):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         #: input dimension (source name) -> what the export's ``dynamic_shapes`` declares
-        self._vs_declared: Mapping[str, export_checks.Declared] = _declared_now.get()
+        self.verishape_declared: Mapping[str, export_checks.Declared] = _declared_now.get()
         #: facts over input sizes that a proof assumed beyond the declared space -> where
         #: it was asked; each becomes a graph check (see the class docstring)
         self.verishape_program_checks: dict[sympy.Basic, str] = {}
-        #: while a question is re-asked with traced facts: symbol -> its traced range, and
-        #: the checkable guards allowed as premises
-        self._vs_extra: tuple[dict[sympy.Symbol, Any], tuple[sympy.Basic, ...]] | None = None
 
     def _premises(self, goal: sympy.Basic, kind: str, axioms: tuple[sympy.Basic, ...] | None,
                   var_to_range: tuple[tuple[sympy.Symbol, Any], ...] | None,
-                  size_oblivious: bool) -> tuple[list[sympy.Basic], dict[sympy.Symbol, sympy.Symbol]] | None:
+                  size_oblivious: bool, extra: ExtraFacts | None = None) -> Premises | None:
         if axioms is None:
             axioms = tuple(self._emitted_asserts(goal, kind)) + tuple(self.verishape_program_checks)
-            if self._vs_extra is not None:
-                axioms += self._vs_extra[1]
         ranges = dict(var_to_range) if var_to_range is not None else dict(self.var_to_range)
         checked = tuple((s, self._checked_range(s, vr)) for s, vr in ranges.items())
-        return super()._premises(goal, kind, axioms, checked, size_oblivious)
-
-    @contextlib.contextmanager
-    def _traced(self, bounds: dict[sympy.Symbol, Any], guards: tuple[sympy.Basic, ...]) -> Iterator[None]:
-        """Inside the block, premises also take these traced facts (a scope, undone after)."""
-        saved, self._vs_extra = self._vs_extra, (bounds, guards)
-        try:
-            yield
-        finally:
-            self._vs_extra = saved
+        return super()._premises(goal, kind, axioms, checked, size_oblivious, extra)
 
     def _checked_range(self, symbol: sympy.Symbol, vr: Any) -> Any:
         if getattr(vr, "is_bool", False) or not symbol_is_type(symbol, (SymT.SIZE, SymT.FLOAT)):
             return vr  # unbacked symbols: bound in the graph, their ranges asserted there
         if symbol_is_type(symbol, SymT.FLOAT):
             return ValueRanges.unknown()  # nothing checks a backed float input's range
-        if self._vs_extra is not None and symbol in self._vs_extra[0]:
-            return self._vs_extra[0][symbol]
         declared = self._declared_range(symbol)
         if declared is not None:
             return declared
@@ -118,7 +101,7 @@ class ExportShapeEnv(VeriShapeEnv):
     def _declared_range(self, symbol: sympy.Symbol) -> Any:
         """The declared range of input size ``symbol`` when its ``Dim`` (or hint) states a
         bound (every such bound is checked in the program's graph), else None."""
-        declared = declared_for(self, symbol, self._vs_declared)
+        declared = declared_for(self, symbol, self.verishape_declared)
         if declared is None or (declared.low is None and declared.high is None):
             return None
         return ValueRanges(max(declared.low or 0, 0), int_oo if declared.high is None else declared.high)
@@ -144,9 +127,11 @@ class ExportShapeEnv(VeriShapeEnv):
 
     def _decide(self, expr: sympy.Basic, *, size_oblivious: bool,
                 axioms: tuple[sympy.Basic, ...] | None,
-                var_to_range: tuple[tuple[sympy.Symbol, Any], ...] | None) -> sympy.Basic | None:
-        answer = super()._decide(expr, size_oblivious=size_oblivious, axioms=axioms, var_to_range=var_to_range)
-        if answer is not None or axioms is not None or var_to_range is not None or self._vs_extra is not None:
+                var_to_range: tuple[tuple[sympy.Symbol, Any], ...] | None,
+                extra: ExtraFacts | None = None) -> sympy.Basic | None:
+        answer = super()._decide(expr, size_oblivious=size_oblivious, axioms=axioms, var_to_range=var_to_range,
+                                 extra=extra)
+        if answer is not None or axioms is not None or var_to_range is not None or extra is not None:
             return answer
         goal = self.replace(expr)
         if goal.free_symbols <= self.backed_var_to_val.keys():
@@ -159,8 +144,8 @@ class ExportShapeEnv(VeriShapeEnv):
         if needed is None:
             return None
         bounds, guards = needed
-        with self._traced(bounds, guards):
-            answer = super()._decide(expr, size_oblivious=size_oblivious, axioms=None, var_to_range=None)
+        answer = super()._decide(expr, size_oblivious=size_oblivious, axioms=None, var_to_range=None,
+                                 extra=ExtraFacts(bounds, guards))
         if answer is not None:
             where = self._source_line() or "where the export asked"
             for fact in [*self._bound_facts(bounds), *guards]:
@@ -191,10 +176,9 @@ class ExportShapeEnv(VeriShapeEnv):
         """The fewest traced facts (deletion, one proof each; a lower bound of 2 first tried
         as 1) with which the solver decides ``goal``; None when all of them do not."""
         def proves(bounds: dict[sympy.Symbol, Any], guards: tuple[sympy.Basic, ...]) -> bool:
-            with self._traced(bounds, guards):
-                premises = self._premises(goal, kind, None, None, size_oblivious)
-                return premises is not None and any(premises.ask(target, kind) is not None
-                                                    for _value, target in self._candidates(goal))
+            premises = self._premises(goal, kind, None, None, size_oblivious, ExtraFacts(bounds, guards))
+            return premises is not None and any(premises.ask(target, kind) is not None
+                                                for _value, target in self._candidates(goal))
 
         bounds, guards = dict(extra[0]), tuple(extra[1])
         if not proves(bounds, guards):

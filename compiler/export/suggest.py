@@ -46,6 +46,7 @@ import torch
 from torch.utils._sympy.printers import PythonPrinter
 
 from verishape.core import locations
+from verishape.core.shape_env import VeriShapeEnv
 from verishape.proofs.kinds import Decision
 
 log = logging.getLogger("verishape")
@@ -179,7 +180,7 @@ def suggest(exc: BaseException, env: Any, mod: Any, args: tuple[Any, ...],
 def _unhinted(env: Any, cond: sympy.Basic) -> sympy.Basic:
     """The question over the sizes' symbols: stock's error carries it with each backed size
     replaced by its hint; the env's newest open question is it, when its hinted form matches."""
-    last = getattr(env, "_vs_last_open", None)
+    last = env.last_open_question if isinstance(env, VeriShapeEnv) else None
     if last is not None and env.replace(last).xreplace(env.backed_var_to_val) == cond:
         return env.replace(last)
     return cond

@@ -32,6 +32,7 @@ import sympy
 from torch.utils._sympy.value_ranges import ValueRanges
 
 from verishape.core import torch_seam
+from verishape.core.shape_env import VeriShapeEnv
 
 from . import lowered_sizes, recompute
 
@@ -312,15 +313,15 @@ INT32_MAX = 2**31 - 1
 
 
 def _on_hint(sizevars: Any, kind: str, expr: Any, value: Any, caller: str) -> None:
-    log = getattr(getattr(sizevars, "shape_env", None), "_vs_questions", None)
-    if log is not None:
+    log = VeriShapeEnv.observer_of(getattr(sizevars, "shape_env", None))
+    if isinstance(log, QuestionLog):
         _observe_hint(log, kind, expr, value, caller)
 
 
 def _on_scheduled(scheduler: Any) -> None:
     """After Inductor generated code for a scheduler of a recorded lowering: read its sizes."""
-    log = getattr(getattr(torch_seam.inductor_graph().sizevars, "shape_env", None), "_vs_questions", None)
-    if log is not None:
+    log = VeriShapeEnv.observer_of(getattr(torch_seam.inductor_graph().sizevars, "shape_env", None))
+    if isinstance(log, QuestionLog):
         log.sizes.scheduled += 1
         lowered_sizes.from_scheduler(scheduler, log.sizes)
 
@@ -331,8 +332,8 @@ def _widened_now() -> dict[sympy.Symbol, ValueRanges] | None:
 
     ctx = torch._guards.TracingContext.try_get()
     env = getattr(getattr(ctx, "fake_mode", None), "shape_env", None) if ctx is not None else None
-    log = getattr(env, "_vs_questions", None)
-    return log.widened if log is not None else None
+    log = VeriShapeEnv.observer_of(env)
+    return log.widened if isinstance(log, QuestionLog) else None
 
 
 def _observe_hint(log: QuestionLog, kind: str, expr: Any, value: Any, caller: str = "") -> None:
@@ -434,10 +435,5 @@ def recording(env: Any, candidates: frozenset[sympy.Symbol]) -> Iterator[Questio
         vr = env.var_to_range.get(s)
         if vr is not None and vr.lower == 2:
             log.widened[s] = ValueRanges(1, vr.upper)
-    saved = env._vs_questions
-    env._vs_questions = log
-    try:
-        with recompute.tracking(_on_hint, _on_scheduled, _widened_now):
-            yield log
-    finally:
-        env._vs_questions = saved
+    with env.observing(log), recompute.tracking(_on_hint, _on_scheduled, _widened_now):
+        yield log

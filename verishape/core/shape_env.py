@@ -24,8 +24,8 @@ import contextvars
 import dataclasses
 import logging
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Protocol
 
 import sympy
 import torch
@@ -67,6 +67,27 @@ def guard_minimization(enabled: bool) -> Iterator[None]:
 _base_static = ShapeEnv._maybe_evaluate_static
 
 
+class AnswerObserver(Protocol):
+    """What :meth:`VeriShapeEnv.observing` shows every answer given without a guard: the
+    env, stock's static evaluation (to re-ask at other ranges), the question and answer,
+    and the arguments it was asked with."""
+
+    def observe(self, env: ShapeEnv, static: Callable[..., Any], expr: sympy.Basic, answer: sympy.Basic, *,
+                size_oblivious: bool, axioms: tuple[sympy.Basic, ...] | None,
+                var_to_range: tuple[tuple[sympy.Symbol, Any], ...] | None) -> None: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class ExtraFacts:
+    """Facts one question is asked under beyond the env's own, passed down with it (never
+    stored on the env): ranges that replace the env's for their symbols, and more premises.
+    An export re-asks an open question with traced facts this way
+    (``verishape.compiler.export.program``)."""
+
+    ranges: Mapping[sympy.Symbol, Any] = dataclasses.field(default_factory=dict)
+    facts: tuple[sympy.Basic, ...] = ()
+
+
 class VeriShapeEnv(ShapeEnv):
     """A ShapeEnv whose undecided boolean questions are sent to Z3.
 
@@ -86,9 +107,8 @@ class VeriShapeEnv(ShapeEnv):
         self._vs_kind: str | tuple[sympy.Basic, bool | None] | None = None  # see _kind
         self._vs_busy = False
         self._vs_minimized: dict[tuple[Any, ...], tuple[list[Any], list[Tightening]]] = {}
-        #: set by ``verishape.compiler.widen.questions`` while a generic compile is lowered:
-        #: it is shown every static answer (see :meth:`_maybe_evaluate_static`)
-        self._vs_questions: Any = None
+        #: shown every static answer inside :meth:`observing` (see :meth:`_maybe_evaluate_static`)
+        self._vs_questions: AnswerObserver | None = None
         self._vs_last_open: sympy.Basic | None = None
         if self.events and type(self.events[0]) is ShapeEnvEvent and self.events[0].f is ShapeEnv:
             # Replays (the recorded-events check, translation validation's bisection)
@@ -97,6 +117,32 @@ class VeriShapeEnv(ShapeEnv):
             first = self.events[0]
             self.events[0] = _Construction(first.f, first.args, first.kwargs, first.tracked_fakes, first.name,
                                            cls=type(self))
+
+    # ------------------------------------------------------------------ observing
+
+    @contextlib.contextmanager
+    def observing(self, observer: AnswerObserver) -> Iterator[None]:
+        """Show ``observer`` every answer this env gives without guarding (a static answer,
+        stock's or proved) inside the block; the one way to watch an env (widening records
+        what a generic compile's lowering decided, ``verishape.compiler.widen.questions``).
+        Scopes nest: the outer observer is back after the block."""
+        saved, self._vs_questions = self._vs_questions, observer
+        try:
+            yield
+        finally:
+            self._vs_questions = saved
+
+    @staticmethod
+    def observer_of(env: Any) -> AnswerObserver | None:
+        """The observer registered on ``env`` now (None for a stock ShapeEnv or outside a scope)."""
+        return env._vs_questions if isinstance(env, VeriShapeEnv) else None
+
+    @property
+    def last_open_question(self) -> sympy.Basic | None:
+        """The newest question the solver was asked and torch had left open, over the sizes'
+        symbols (a data-dependent error's ``cond`` has each backed size's hint substituted):
+        ``verishape.compiler.export.suggest`` matches the error to it."""
+        return self._vs_last_open
 
     # ------------------------------------------------------------------ entry points that set the kind
 
@@ -200,15 +246,14 @@ class VeriShapeEnv(ShapeEnv):
 
     def _decide(self, expr: sympy.Basic, *, size_oblivious: bool,
                 axioms: tuple[sympy.Basic, ...] | None,
-                var_to_range: tuple[tuple[sympy.Symbol, Any], ...] | None) -> sympy.Basic | None:
+                var_to_range: tuple[tuple[sympy.Symbol, Any], ...] | None,
+                extra: ExtraFacts | None = None) -> sympy.Basic | None:
         kind = self._kind()
         goal = self.replace(expr)
         if not goal.free_symbols:
             return None  # replacements decide it; leave that to stock's next pass
-        #: the newest question left open, unhinted (a data-dependent error's ``cond`` has the
-        #: sizes' hints substituted); read by ``verishape.compiler.export.suggest``
-        self._vs_last_open = goal
-        premises = self._premises(goal, kind, axioms, var_to_range, size_oblivious)
+        self._vs_last_open = goal  # see last_open_question
+        premises = self._premises(goal, kind, axioms, var_to_range, size_oblivious, extra)
         if premises is None:
             self.verishape_log.undecided += 1
             return None
@@ -243,14 +288,17 @@ class VeriShapeEnv(ShapeEnv):
 
     def _premises(self, goal: sympy.Basic, kind: str, axioms: tuple[sympy.Basic, ...] | None,
                   var_to_range: tuple[tuple[sympy.Symbol, Any], ...] | None,
-                  size_oblivious: bool) -> Premises | None:
+                  size_oblivious: bool, extra: ExtraFacts | None = None) -> Premises | None:
         """The facts that may be assumed for ``goal`` (see :meth:`Premises.gather`), with the
-        size hints as witness.  None when nothing may be decided."""
+        size hints as witness, and ``extra``'s.  None when nothing may be decided."""
         if axioms is None:
             pool = [*(g.expr for g in self.guards), *self._emitted_asserts(goal, kind)]
         else:
             pool = list(axioms)
         ranges = dict(var_to_range) if var_to_range is not None else self.var_to_range
+        if extra is not None:
+            pool += extra.facts
+            ranges = {**ranges, **extra.ranges}
         return Premises.gather(goal, (self.replace(p) for p in pool), ranges, size_like=self.size_like,
                                size_oblivious=size_oblivious, hints=self.backed_var_to_val)
 
