@@ -40,7 +40,7 @@ from typing import Any
 
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-from verishape.core import torch_seam
+from verishape.core import torch_names, torch_seam
 from verishape.core.shape_env import FEATURES, VeriShapeEnv
 
 MARKER = "_verishape_backend"
@@ -140,7 +140,7 @@ def _export_site_factory(*args: Any, **kwargs: Any) -> ShapeEnv:
 
 
 #: Modules of ``torch.export`` that build a ShapeEnv from their module global ``ShapeEnv``.
-EXPORT_SITES = torch_seam.EXPORT_SITES
+EXPORT_SITES = torch_names.EXPORT_SITES
 _export_hook_error: str | None = "verishape's torch.export hooks are not installed (call verishape.compiler.frames.install())"
 
 

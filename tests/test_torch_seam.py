@@ -10,7 +10,7 @@ import types
 
 import pytest
 
-from verishape.core import torch_seam
+from verishape.core import torch_names, torch_seam
 from verishape.core.torch_seam import UnsupportedTorch, probe, require
 
 FULL_STATIC = "expr, *, unbacked_only=False, compute_hint=False, size_oblivious=False, axioms=None, var_to_range=None"
@@ -68,19 +68,19 @@ def fake_torch(shape_env: type | None = None, source: type = FakeSource, output_
                drop: tuple[str, ...] = ()) -> dict:
     shape_env = shape_env or fake_shape_env()
     table = {
-        torch_seam.SHAPE_ENV: shape_env,
-        torch_seam.SOURCE: source,
-        torch_seam.OUTPUT_GRAPH: output_graph,
-        torch_seam.OUTPUT_GRAPH_MODULE + ".ShapeEnv": shape_env,
-        torch_seam.DEDUPE_SYMINTS: lambda graph: None,
-        torch_seam.INDUCTOR_WRAPPER: type("Wrapper", (), {}),
-        torch_seam.CACHE_ENTRIES: lambda code: [],
-        torch_seam.COMPILATION_METRICS: list,
-        torch_seam.AOT_MODULE_SIMPLIFIED: lambda mod, args, fw_compiler, bw_compiler=None: None,
+        torch_names.SHAPE_ENV: shape_env,
+        torch_names.SOURCE: source,
+        torch_names.OUTPUT_GRAPH: output_graph,
+        torch_names.OUTPUT_GRAPH_MODULE + ".ShapeEnv": shape_env,
+        torch_names.DEDUPE_SYMINTS: lambda graph: None,
+        torch_names.INDUCTOR_WRAPPER: type("Wrapper", (), {}),
+        torch_names.CACHE_ENTRIES: lambda code: [],
+        torch_names.COMPILATION_METRICS: list,
+        torch_names.AOT_MODULE_SIMPLIFIED: lambda mod, args, fw_compiler, bw_compiler=None: None,
     }
-    table.update({name: object() for name in (*torch_seam.READ_NAMES, torch_seam.EXPORT_ENTRY, *torch_seam.VOCABULARY)})
-    table.update({site + ".ShapeEnv": shape_env for site in torch_seam.EXPORT_SITES})
-    table.update({m + ".insert_deferred_runtime_asserts": lambda *a: None for m in torch_seam.ASSERT_PASS_MODULES})
+    table.update({name: object() for name in (*torch_names.READ_NAMES, torch_names.EXPORT_ENTRY, *torch_names.VOCABULARY)})
+    table.update({site + ".ShapeEnv": shape_env for site in torch_names.EXPORT_SITES})
+    table.update({m + ".insert_deferred_runtime_asserts": lambda *a: None for m in torch_names.ASSERT_PASS_MODULES})
     for name in drop:
         del table[name]
     return table
@@ -103,15 +103,15 @@ def test_complete_fake_torch_passes_on_any_version_from_2_11():
     (fake_torch(output_graph=FakeOutputGraphMoved), "the ShapeEnv(...) call in OutputGraph.__init__"),
     (fake_torch(output_graph=type("OG", (), {"__init__": lambda self, code_options, compiler_fn, f_code: None})),
      "OutputGraph.__init__(local_scope=...)"),
-    (fake_torch(drop=(torch_seam.OUTPUT_GRAPH_MODULE + ".ShapeEnv",)), "torch._dynamo.output_graph.ShapeEnv"),
+    (fake_torch(drop=(torch_names.OUTPUT_GRAPH_MODULE + ".ShapeEnv",)), "torch._dynamo.output_graph.ShapeEnv"),
     (fake_torch(drop=("torch._export.utils.insert_deferred_runtime_asserts",)),
      "torch._export.utils.insert_deferred_runtime_asserts"),
-    (fake_torch(drop=(torch_seam.DEDUPE_SYMINTS,)), "dedupe_symints"),
-    (fake_torch(drop=(torch_seam.INDUCTOR_WRAPPER,)), "torch._TorchCompileInductorWrapper"),
-    (fake_torch(drop=(torch_seam.CACHE_ENTRIES,)), "_debug_get_cache_entry_list"),
-    (fake_torch(drop=(torch_seam.AOT_MODULE_SIMPLIFIED,)), "aot_module_simplified(bw_compiler=...)"),
+    (fake_torch(drop=(torch_names.DEDUPE_SYMINTS,)), "dedupe_symints"),
+    (fake_torch(drop=(torch_names.INDUCTOR_WRAPPER,)), "torch._TorchCompileInductorWrapper"),
+    (fake_torch(drop=(torch_names.CACHE_ENTRIES,)), "_debug_get_cache_entry_list"),
+    (fake_torch(drop=(torch_names.AOT_MODULE_SIMPLIFIED,)), "aot_module_simplified(bw_compiler=...)"),
     (fake_torch(drop=("torch._guards.TracingContext",)), "torch._guards.TracingContext"),
-    (fake_torch(drop=(torch_seam.EXPORT_ENTRY,)), "torch.export._trace._export"),
+    (fake_torch(drop=(torch_names.EXPORT_ENTRY,)), "torch.export._trace._export"),
     (fake_torch(drop=("torch.utils._sympy.functions.FloorDiv",)), "torch.utils._sympy.functions.FloorDiv"),
 ])
 def test_a_missing_internal_is_one_line_naming_it_and_the_version(table, needle):
@@ -138,7 +138,7 @@ def test_output_graph_hook_binds_arguments_by_name(monkeypatch):
             self.built = (code_options, compiler_fn, f_code)
 
     module.OutputGraph = OG
-    monkeypatch.setitem(sys.modules, torch_seam.OUTPUT_GRAPH_MODULE, module)
+    monkeypatch.setitem(sys.modules, torch_names.OUTPUT_GRAPH_MODULE, module)
     torch_seam.hook_output_graph_init(lambda graph, arguments, run: (seen.append(arguments), run()))
     a = OG({}, "fn", f_code="code")
     b = OG(code_options={}, f_code="code", compiler_fn="fn")
@@ -245,7 +245,7 @@ def _covered(name: str, declared: frozenset[str]) -> bool:
 
 
 def test_every_private_torch_name_outside_the_seam_is_declared_there_and_probed():
-    declared = torch_seam.declared_names()
+    declared = torch_names.declared_names()
     used = _private_names_outside_the_seam()
     undeclared = sorted(f"{n} ({', '.join(sorted(f))})" for n, f in used.items() if not _covered(n, declared))
     assert not undeclared, f"declare these in verishape/core/torch_seam.py: {undeclared}"
@@ -254,17 +254,17 @@ def test_every_private_torch_name_outside_the_seam_is_declared_there_and_probed(
     assert len(used) == 113, f"{len(used)} private torch names read outside the seam (was 113)"
     # every declared name exists on this torch (the probes would refuse it otherwise), but
     # the registry's alternatives (one role under several releases' names) and optional Triton
-    alternatives = {f"{row.module}.{p}" for row in torch_seam.WIDENING_REGISTRY if len(row.paths) > 1 for p in row.paths}
-    absent = [n for n in declared - alternatives - set(torch_seam.TRITON_CPU_VOCABULARY)
-              if torch_seam.resolve(n) is torch_seam._MISSING]
+    alternatives = {f"{row.module}.{p}" for row in torch_names.WIDENING_REGISTRY if len(row.paths) > 1 for p in row.paths}
+    absent = [n for n in declared - alternatives - set(torch_names.TRITON_CPU_VOCABULARY)
+              if torch_seam.resolve(n) is torch_names._MISSING]
     assert absent == []
 
 
 def test_no_vocabulary_entry_is_stale():
     used = _private_names_outside_the_seam(private_only=False)
     reads = set(used) | {p for n in used for p in (".".join(n.split(".")[:c]) for c in range(2, n.count(".") + 1))}
-    listed = (*torch_seam.VOCABULARY, *torch_seam.LOWERING_VOCABULARY, *torch_seam.FUZZ_VOCABULARY,
-              torch_seam.OP_DB, *torch_seam.TRITON_CPU_VOCABULARY)
+    listed = (*torch_names.VOCABULARY, *torch_names.LOWERING_VOCABULARY, *torch_names.FUZZ_VOCABULARY,
+              torch_names.OP_DB, *torch_names.TRITON_CPU_VOCABULARY)
     seam_only = {"torch._subclasses.fake_tensor.unset_fake_temporarily"}  # read by the seam's own helpers
     stale = sorted(n for n in listed if n not in reads and n not in seam_only)
     assert not stale, f"listed in the seam's vocabularies but read by no module: {stale}"
@@ -273,7 +273,7 @@ def test_no_vocabulary_entry_is_stale():
 def test_names_probed_on_first_use_are_refused_in_one_line():
     with pytest.raises(UnsupportedTorch, match=r"^fuzzing things cannot run on torch \S+: missing torch\._no_such\.name$"):
         torch_seam.require_names(("torch._no_such.name",), "fuzzing things")
-    torch_seam.require_names(torch_seam.FUZZ_VOCABULARY, "fuzzing")  # present here
-    missing = torch_seam.widening_missing({n: object() for n in torch_seam.declared_names()
-                                           if n not in torch_seam.LOWERING_VOCABULARY[:1]})
-    assert torch_seam.LOWERING_VOCABULARY[0] in missing
+    torch_seam.require_names(torch_names.FUZZ_VOCABULARY, "fuzzing")  # present here
+    missing = torch_seam.widening_missing({n: object() for n in torch_names.declared_names()
+                                           if n not in torch_names.LOWERING_VOCABULARY[:1]})
+    assert torch_names.LOWERING_VOCABULARY[0] in missing

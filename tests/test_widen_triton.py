@@ -26,7 +26,7 @@ import torch
 
 from triton_replay import OUTCOMES, Record, _chain, replay
 from verishape.compiler.widen import questions
-from verishape.core import torch_seam
+from verishape.core import torch_names, torch_seam
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDS = Record.load_all()
@@ -107,14 +107,14 @@ def test_thirty_two_bit_indexing_answers_the_bound_not_the_hint():
 def test_the_interception_registry_resolves_on_this_torch():
     assert torch_seam.widening_missing() == []
     assert torch_seam.widening_refused() is None
-    for row in torch_seam.WIDENING_REGISTRY:
+    for row in torch_names.WIDENING_REGISTRY:
         assert row.present(torch_seam.resolve), row
     # every function a question's reading is recognised by exists where it is looked for
     for (tail, name) in questions.NON_GUARDING_READS:
         module = tail.removesuffix(".py").replace("/", ".")
         module = {"_inductor.sizevars": "torch._inductor.sizevars",
                   "experimental.symbolic_shapes": "torch.fx.experimental.symbolic_shapes"}[module]
-        found = any(torch_seam.resolve(f"{module}.{owner}{name}") is not torch_seam._MISSING
+        found = any(torch_seam.resolve(f"{module}.{owner}{name}") is not torch_names._MISSING
                     for owner in ("", "SizeVarAllocator.")) or (
             name == "statically_known" and "def statically_known(" in
             __import__("inspect").getsource(torch_seam.resolve(f"{module}.SizeVarAllocator._simplify_with_ranges")))
@@ -122,16 +122,16 @@ def test_the_interception_registry_resolves_on_this_torch():
 
 
 def test_a_torch_without_a_required_interception_is_refused_in_one_line():
-    table = {f"{row.module}.{path}": object() for row in torch_seam.WIDENING_REGISTRY for path in row.paths}
-    table[".".join(torch_seam.RANGE_READER)] = object()
-    table.update({name: object() for name in torch_seam.LOWERING_VOCABULARY})  # the IR classes widening reads
+    table = {f"{row.module}.{path}": object() for row in torch_names.WIDENING_REGISTRY for path in row.paths}
+    table[".".join(torch_names.RANGE_READER)] = object()
+    table.update({name: object() for name in torch_names.LOWERING_VOCABULARY})  # the IR classes widening reads
     assert torch_seam.widening_missing(table) == []
     # 2.11 reads guarding hints through size_hint: one of the row's names is enough
     for path in ("guarding_hint_or_throw", "replace_backed_symbols_with_hints", "symbolic_hint", "size_hint_or_throw"):
         del table[f"torch._inductor.sizevars.SizeVarAllocator.{path}"]
     assert torch_seam.widening_missing(table) == []
     del table["torch._inductor.sizevars.SizeVarAllocator.size_hint"]
-    del table[".".join(torch_seam.RANGE_READER)]
+    del table[".".join(torch_names.RANGE_READER)]
     missing = torch_seam.widening_missing(table)
     assert len(missing) == 2 and "guarding_hint_or_throw or" in missing[0] and "bound_sympy" in missing[1]
     # an optional row (a layout computation) missing loses reuse, not soundness

@@ -456,9 +456,9 @@ def test_two_processes_writing_one_key_never_leave_a_partial_record(tmp_path, mo
 
 def test_the_key_hook_is_torchs_own_function():
     """The seam names AOTAutograd's key function, which this torch has."""
-    from verishape.core import torch_seam
+    from verishape.core import torch_names
 
-    module, name = torch_seam.AOT_CACHE_KEY
+    module, name = torch_names.AOT_CACHE_KEY
     import importlib
 
     assert callable(getattr(importlib.import_module(module), name))

@@ -38,10 +38,10 @@ import weakref
 from collections import Counter
 from typing import Any
 
-from verishape.core import torch_seam
+from verishape.core import torch_names, torch_seam
 
 #: where Dynamo decides, per input tensor, which sizes get a symbol
-CONTEXT = torch_seam.AUTOMATIC_DYNAMIC
+CONTEXT = torch_names.AUTOMATIC_DYNAMIC
 
 
 def install() -> None:

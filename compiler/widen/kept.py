@@ -27,7 +27,7 @@ from typing import Any
 import sympy
 import torch
 
-from verishape.core import torch_seam
+from verishape.core import torch_names, torch_seam
 
 from . import questions as questions_
 from . import record
@@ -267,7 +267,7 @@ def _install_key_hook() -> None:
         if _key_hook_installed:
             return
         _key_hook_installed = True
-        module, path = torch_seam.AOT_CACHE_KEY
+        module, path = torch_names.AOT_CACHE_KEY
 
         def make(original: Callable[..., Any]) -> Callable[..., Any]:
             def autograd_cache_key(*args: Any, **kwargs: Any) -> Any:

@@ -18,10 +18,10 @@ import dataclasses
 import types
 from typing import Any
 
-from verishape.core import torch_seam
+from verishape.core import torch_names, torch_seam
 
 #: where Dynamo counts a frame's cache entries before it decides on the limit
-COUNTER = torch_seam.CACHE_SIZE_COUNTER
+COUNTER = torch_names.CACHE_SIZE_COUNTER
 
 
 def note() -> None:

@@ -220,7 +220,7 @@ class QuestionLog:
 
 
 #: Callers of ``_maybe_evaluate_static`` that never guard, and which answers they act on
-#: (the seam's registry names them, ``torch_seam.WIDENING_REGISTRY``): (file tail, function)
+#: (the seam's registry names them, ``torch_names.WIDENING_REGISTRY``): (file tail, function)
 #: -> "true" (only a True answer acts: ``statically_known_*``, ``_simplify_with_ranges``'s
 #: ``statically_known``, and ``guard_or_false`` under backed-size-oblivious, which falls back
 #: to False), "false" (only False acts) or "not_false" (``guard_or_true``: only False acts,

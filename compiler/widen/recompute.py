@@ -10,7 +10,7 @@ inside it is moot where the result agrees (:mod:`verishape.compiler.widen.questi
 
 :func:`tracking` wraps those functions, and Inductor's size-hint reads, for one block where
 Inductor looks them up at each call, each named once in the seam's registry
-(``torch_seam.WIDENING_REGISTRY``) and installed with its one ``wrap()``.  A missing optional
+(``torch_names.WIDENING_REGISTRY``) and installed with its one ``wrap()``.  A missing optional
 one is said once and left alone (its answers are then not recomputed: refused); a missing
 required one (a hint reader, the scheduler's code generation, ``bound_sympy``) refuses
 widening on that torch (``torch_seam.widening_refused``).  Arguments pass through untouched.
@@ -30,7 +30,7 @@ from typing import Any
 import sympy
 import torch
 
-from verishape.core import torch_seam
+from verishape.core import torch_names, torch_seam
 
 from .kernel_call import KernelCall, spec_of
 from .over_ranges import NotANumber, at_point, exprs, number
@@ -240,12 +240,12 @@ def _compute_stride_original(fake_impls: Any) -> Any:
 
 
 #: the torch internals wrapped while a generic compile is lowered, and Inductor's range
-#: reader: named once, in the seam's registry (``torch_seam.WIDENING_REGISTRY``,
-#: ``torch_seam.RANGE_READER``); a missing optional one is said once, and answers asked in
+#: reader: named once, in the seam's registry (``torch_names.WIDENING_REGISTRY``,
+#: ``torch_names.RANGE_READER``); a missing optional one is said once, and answers asked in
 #: it are then not recomputed (refused); a missing required one refuses widening
 #: (``torch_seam.widening_refused``, checked by :mod:`verishape.compiler.widen.reuse`)
-HOOKED = torch_seam.WIDENING_HOOKS
-RANGE_READER = torch_seam.RANGE_READER
+HOOKED = torch_names.WIDENING_HOOKS
+RANGE_READER = torch_names.RANGE_READER
 _missing_said: set[str] = set()
 
 

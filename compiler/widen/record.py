@@ -244,9 +244,9 @@ def load(cache_key: str, env: Any, candidates: frozenset[sympy.Symbol]) -> Any:
 
 def remote_enabled() -> bool:
     """Whether torch's AOTAutograd or FX-graph remote cache is on (the record follows them)."""
-    from verishape.core import torch_seam
+    from verishape.core import torch_names, torch_seam
 
-    for dotted in torch_seam.REMOTE_CACHE_SWITCHES:
+    for dotted in torch_names.REMOTE_CACHE_SWITCHES:
         fn = torch_seam.optional(dotted)
         if callable(fn) and fn():
             return True
@@ -316,9 +316,9 @@ def _remote_put(name: str, data: bytes) -> list[str]:
 
 def _record_artifact(name: str, data: bytes) -> None:
     """Add the record to the artifacts ``torch.compiler.save_cache_artifacts()`` returns."""
-    from verishape.core import torch_seam
+    from verishape.core import torch_names, torch_seam
 
-    manager = torch_seam.optional(torch_seam.CACHE_ARTIFACT_MANAGER)
+    manager = torch_seam.optional(torch_names.CACHE_ARTIFACT_MANAGER)
     if _ARTIFACT_REGISTERED and manager is not None and hasattr(manager, "record_artifact"):
         manager.record_artifact(verishape_autoload.ARTIFACT_TYPE, name, data)
 

@@ -31,7 +31,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from verishape.compiler import frames as frames_mod
-from verishape.core import torch_seam
+from verishape.core import torch_names
 from verishape.core.premises import finite
 
 from .frame import Frame, classify_compile_error
@@ -247,7 +247,7 @@ def capturing(script: str, add: Callable[[ExportFrame], None]) -> Iterator[None]
     calls (an export inside an export) belong to the outer one."""
     import importlib
 
-    module_name, _, name = torch_seam.EXPORT_ENTRY.rpartition(".")
+    module_name, _, name = torch_names.EXPORT_ENTRY.rpartition(".")
     trace = importlib.import_module(module_name)
     original = getattr(trace, name)
     signature = inspect.signature(original)

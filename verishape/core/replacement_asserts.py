@@ -53,7 +53,7 @@ from torch.fx.experimental.symbolic_shapes import CallMethodKey, ShapeEnv, resol
 from torch.types import py_sym_types
 from torch.utils._sympy.symbol import SymT, symbol_is_type
 
-from . import torch_seam
+from . import torch_names
 
 log = logging.getLogger("verishape")
 
@@ -130,7 +130,7 @@ def install() -> None:
 
         stock_pass = runtime_assert.insert_deferred_runtime_asserts
         wrapped_pass = _with_replacement_asserts(stock_pass)
-        for name in torch_seam.ASSERT_PASS_MODULES:
+        for name in torch_names.ASSERT_PASS_MODULES:
             module = importlib.import_module(name)
             if getattr(module, "insert_deferred_runtime_asserts", None) is stock_pass:
                 module.insert_deferred_runtime_asserts = wrapped_pass  # type: ignore[attr-defined]

@@ -31,8 +31,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .errors import VerishapeError
-from .torch_names import *  # noqa: F401,F403  (the names, listed once in torch_names.py; probed here)
-from .torch_names import _MISSING
+from .torch_names import (AOT_MODULE_SIMPLIFIED, ASSERT_PASS_MODULES, CACHE_ENTRIES, COMPILATION_METRICS, DEDUPE_SYMINTS, DYNAMO_TLS,
+                          EXPORT_ENTRY, EXPORT_SITES, INDUCTOR_VIRTUALIZED, INDUCTOR_WRAPPER, LOWERING_VOCABULARY, OUTPUT_GRAPH,
+                          OUTPUT_GRAPH_MODULE, OUTPUT_GRAPH_PARAMS, RANGE_READER, READ_NAMES, REQUIRED_MEMBERS, REQUIRED_STATIC_PARAMS,
+                          SHAPE_ENV, SOURCE, VOCABULARY, WIDENING_REGISTRY, _MISSING)
 
 #: The oldest torch whose internals verishape was written against; newer ones are accepted
 #: when the probe passes.

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from verishape.core import torch_seam
+from verishape.core import torch_names, torch_seam
 from verishape.core.errors import VerishapeError
 
 from .inputs import Case, TensorSpec, UnsupportedSample, from_sample
@@ -48,7 +48,7 @@ class Target:
 @functools.cache
 def op_db() -> list[Any]:
     """torch's OpInfo database (slow import, a few seconds, done once per process)."""
-    torch_seam.require_names((torch_seam.OP_DB,), "fuzzing torch's OpInfo operators")
+    torch_seam.require_names((torch_names.OP_DB,), "fuzzing torch's OpInfo operators")
     from torch.testing._internal.common_methods_invocations import op_db as db
 
     return list(db)

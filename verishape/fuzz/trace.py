@@ -21,10 +21,10 @@ from typing import Any
 import sympy
 import torch
 
-from verishape.core import torch_seam
+from verishape.core import torch_names, torch_seam
 
 # a torch without what fuzzing reads is refused here in one line, before the imports fail
-torch_seam.require_names(torch_seam.FUZZ_VOCABULARY, "verishape's meta-function fuzzing")
+torch_seam.require_names(torch_names.FUZZ_VOCABULARY, "verishape's meta-function fuzzing")
 
 import torch.utils._pytree as pytree  # noqa: E402
 from torch._dispatch.python import enable_python_dispatcher  # noqa: E402

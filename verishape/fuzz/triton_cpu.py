@@ -75,10 +75,10 @@ def triton_on_cpu() -> Iterator[None]:
     import triton.runtime.interpreter as interpreter
     import torch
 
-    from verishape.core import torch_seam
+    from verishape.core import torch_names, torch_seam
 
     # UnsupportedTorch is an ImportError: the check is skipped with this one line as its reason
-    torch_seam.require_names(torch_seam.TRITON_CPU_VOCABULARY, "the fuzzer's Triton-on-CPU check")
+    torch_seam.require_names(torch_names.TRITON_CPU_VOCABULARY, "the fuzzer's Triton-on-CPU check")
     import torch.utils._triton as triton_utils
     from torch._inductor.runtime import triton_helpers
 
