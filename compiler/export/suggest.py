@@ -290,7 +290,7 @@ class _Solver:
     def _prove(self, goal: sympy.Basic, extra: list[sympy.Basic]) -> float | None:
         # The premises relevant to the goal and to the extra facts (the carrier only
         # gathers their symbols), with the extra facts bound for this one question.
-        premises = self.env._premises(sympy.Tuple(goal, *extra), "dde_avoided", None, None, False)
+        premises = self.env.premises_for(sympy.Tuple(goal, *extra), Decision.DDE_AVOIDED)
         if premises is None:
             return None
         with premises.assuming(*extra):

@@ -137,6 +137,13 @@ class VeriShapeEnv(ShapeEnv):
         """The observer registered on ``env`` now (None for a stock ShapeEnv or outside a scope)."""
         return env._vs_questions if isinstance(env, VeriShapeEnv) else None
 
+    def premises_for(self, goal: sympy.Basic, kind: str) -> Premises | None:
+        """The premises this env decides ``goal`` from when asked for ``kind``'s sake (its
+        rule: installed guards, the asserts that may serve, ranges; an export's, its checked
+        ones), or None when nothing may be decided.  ``verishape.compiler.export.suggest``
+        proves its candidate checks over them."""
+        return self._premises(goal, Decision.checked(kind), None, None, False)
+
     @property
     def last_open_question(self) -> sympy.Basic | None:
         """The newest question the solver was asked and torch had left open, over the sizes'
