@@ -19,10 +19,6 @@ RNE = z3.RNE()
 HALF = z3.RealVal("1/2")
 
 
-def _is_const(term: z3.ArithRef) -> bool:
-    return z3.is_int_value(term) or z3.is_rational_value(term)
-
-
 def floordiv(a: z3.ArithRef, b: z3.ArithRef) -> z3.ArithRef:
     """Python ``a // b`` for integers (``b != 0`` is the caller's side condition).
 

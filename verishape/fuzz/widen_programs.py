@@ -98,11 +98,6 @@ def _at(e: sympy.Expr, n: int) -> int:
     return int(e.subs(B, n))
 
 
-def _positive(e: sympy.Expr) -> bool:
-    """Positive at every generic size (checked at each, the expressions are tiny)."""
-    return all(_at(e, n) >= 1 for n in GENERIC)
-
-
 def _has_b(e: sympy.Expr) -> bool:
     return B in sympy.sympify(e).free_symbols
 
