@@ -144,6 +144,15 @@ def test_backend_chain_detection():
     torch.compile(lambda x: x + 1, backend=spy)(torch.ones(2))
     assert seen["tag"] == ""
     assert not is_verishape_backend(spy) and not is_verishape_backend(None)
+    # another setting of the compile's own: other keys (the settings' digest is in the tag)
+    tags = set()
+    for flags in ({"widen_specializations": False}, {"generic_recompiles": False}):
+        torch._dynamo.reset()
+        verishape.compile(lambda x: x + 1, backend=spy, **flags)(torch.ones(2))
+        assert seen["tag"].startswith(CACHE_TAG + "-settings-")
+        tags.add(seen["tag"])
+    assert len(tags) == 2
+    torch._dynamo.reset()
 
 
 @pytest.mark.slow
