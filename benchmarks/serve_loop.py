@@ -39,6 +39,7 @@ MIX = ((2, 7), (1, 11), (3, 5), (1, 9), (4, 13), (1, 6), (2, 10))
 NEW_TOKENS = 5
 VOCAB = 128
 FAMILIES = ("llama", "gpt2", "qwen2", "mistral", "gpt_neox", "phi3")
+VARIANTS = ("stock", "verishape", "enable")
 _CONFIG = dict(num_hidden_layers=2, n_layer=2, num_attention_heads=4, n_head=4, num_key_value_heads=2,
                hidden_size=32, n_embd=32, intermediate_size=64, n_inner=64, vocab_size=VOCAB,
                max_position_embeddings=64, n_positions=64, head_dim=8, pad_token_id=0, bos_token_id=0,
@@ -97,7 +98,9 @@ def child(family: str, cache: str, variant: str, mix: tuple[tuple[int, int], ...
         torch._inductor.config.fx_graph_cache = False
         torch._functorch.config.enable_autograd_cache = False
     model, reference = build(family, size, layers, device)
-    compile_fn = torch.compile if variant == "stock" else verishape.compile
+    if variant == "enable":  # what a framework that names its own backend gets: verishape.enable()
+        verishape.enable()
+    compile_fn = verishape.compile if variant == "verishape" else torch.compile
     model.forward = compile_fn(model.forward, mode=None if mode == "default" else mode)
     hits = _LimitHits()
     logging.getLogger("torch._dynamo").addHandler(hits)
@@ -167,6 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--torch-caches", choices=("off", "on"), default="off",
                     help="on: torch's FX-graph and AOTAutograd caches on (the default users run); each variant runs "
                          "twice on one empty cache directory, cold then warm (a restarted server)")
+    ap.add_argument("--variants", default="stock,verishape",
+                    help="comma-separated: stock (torch.compile), verishape (verishape.compile), enable "
+                         "(torch.compile under verishape.enable())")
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     mix = MIX[:args.requests]
@@ -193,15 +199,18 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     families = [f for f in args.families.split(",") if f]
     caches = [c for c in args.caches.split(",") if c]
-    bad = [f for f in families if f not in FAMILIES] + [c for c in caches if c not in ("dynamic", "static")]
-    if bad or not 1 <= args.requests <= len(MIX):
-        print(f"serve_loop: unknown family or cache {bad} (families: {', '.join(FAMILIES)}; caches: dynamic, static), "
-              f"or --requests {args.requests} outside 1..{len(MIX)}", file=sys.stderr)
+    variants = [v for v in args.variants.split(",") if v]
+    bad = ([f for f in families if f not in FAMILIES] + [c for c in caches if c not in ("dynamic", "static")]
+           + [v for v in variants if v not in VARIANTS])
+    if bad or not variants or not 1 <= args.requests <= len(MIX):
+        print(f"serve_loop: unknown family, cache or variant {bad} (families: {', '.join(FAMILIES)}; caches: dynamic, "
+              f"static; variants: {', '.join(VARIANTS)}), or --requests {args.requests} outside 1..{len(MIX)}",
+              file=sys.stderr)
         return 2
     rows = []
     for family in families:
         for cache in caches:
-            for variant, start in [(v, s) for v in ("stock", "verishape")
+            for variant, start in [(v, s) for v in variants
                                    for s in (("cold", "warm") if args.torch_caches == "on" else ("off",))]:
                 env = dict(os.environ, SERVE_LOOP_TORCH_CACHES=args.torch_caches)
                 if start == "cold":

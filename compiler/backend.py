@@ -85,7 +85,10 @@ def cache_tag(user_tag: str | None, settings: Settings) -> str:
     :data:`CACHE_TAG` under the defaults, with the digest of the whole settings value
     otherwise (a change of any setting gives new keys)."""
     ours = CACHE_TAG if settings == DEFAULT_SETTINGS else f"{CACHE_TAG}-settings-{settings.digest()}"
-    return f"{user_tag}+{ours}" if user_tag else ours
+    # a tag set by verishape already (``verishape.enable()``, a verishape frame inside
+    # another) keeps only the user's part: one verishape part, this compile's
+    user = "+".join(part for part in (user_tag or "").split("+") if part and not part.startswith(CACHE_TAG))
+    return f"{user}+{ours}" if user else ours
 
 
 def _is_ours(tag: str) -> bool:

@@ -105,14 +105,16 @@ def exporting(envs: list[Any], env_class: type[VeriShapeEnv] = VeriShapeEnv) -> 
 
 
 #: ``verishape.enable()``: every frame of every ``torch.compile`` in the process, whatever
-#: backend it names, builds VeriShapeEnv (a frame's own backend still decides the rest)
+#: backend it names, builds VeriShapeEnv; ``_wrap_everywhere`` (when widening is on) puts
+#: verishape's backend around such a frame's own, as ``verishape.compile`` does
 _everywhere = False
+_wrap_everywhere: Callable[[Any], Any] | None = None
 
 
-def set_everywhere(on: bool) -> None:
-    global _everywhere
+def set_everywhere(on: bool, wrap: Callable[[Any], Any] | None = None) -> None:
+    global _everywhere, _wrap_everywhere
     install()
-    _everywhere = on
+    _everywhere, _wrap_everywhere = on, (wrap if on else None)
 
 
 def _shape_env_factory(*args: Any, **kwargs: Any) -> ShapeEnv:
@@ -241,6 +243,12 @@ def _around_output_graph_init(graph: Any, arguments: dict[str, Any], run: Callab
         run()
     finally:
         _building_verishape_frame.reset(token)
+    wrap = _wrap_everywhere
+    if (wrap is not None and _everywhere and _export_envs.get() is None and _audit_sink.get() is None
+            and graph.compiler_fn is not None and not is_verishape_backend(graph.compiler_fn)):
+        # verishape.enable(): the frame's own backend runs inside verishape's (widening,
+        # generic recompiles), read by Dynamo from this attribute when it compiles
+        graph.compiler_fn = wrap(graph.compiler_fn)
     sink = _audit_sink.get()
     if isinstance(graph.shape_env, VeriShapeEnv) and _export_envs.get() is None:
         # (a strict export's frame is explained through its ExportedProgram)

@@ -3,9 +3,11 @@
 Frameworks that vet a backend's name (accelerate checks ``torch_compile_backend`` against
 its own list) cannot be handed ``backend="verishape"``.  This switch leaves their setting
 alone: while it holds, every frame Dynamo compiles builds ``VeriShapeEnv``, whatever
-backend the ``torch.compile`` call named, so its shape decisions are proved; the backend it
-named compiles as it would.  Batch-1 widening needs verishape's backend around the named
-one and is not done here (training graphs are never widened anyway).
+backend the ``torch.compile`` call named, so its shape decisions are proved, and that
+backend runs inside verishape's (put around it when the frame's ``OutputGraph`` is built,
+``compiler/frames.py``): size-1 calls and other layouts served by proved reuse, generic
+recompiles, as ``verishape.compile`` does; ``enable(widen_specializations=False)`` leaves the
+named backend alone.
 
 Torch's FX-graph and AOTAutograd caches are keyed apart while the switch holds (the
 process's ``torch.compiler.config.cache_key_tag`` gains verishape's tag), so an artifact
@@ -16,30 +18,45 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 
 from . import frames
-from .backend import cache_tag, current_settings
+from .backend import VerishapeBackend, cache_tag, current_settings
 
 _lock = threading.Lock()
 _saved_tag: list[str] = []
 
 
-def enable() -> contextlib.AbstractContextManager[None]:
+def enable(*, widen_specializations: bool = True, generic_recompiles: bool = True
+           ) -> contextlib.AbstractContextManager[None]:
     """Turn verishape on for every ``torch.compile`` of the process; returns a context
     manager that turns it off again on exit (``with verishape.enable(): ...``), or call
-    :func:`disable`."""
+    :func:`disable`.  ``widen_specializations`` and ``generic_recompiles`` mean what they
+    mean for ``verishape.compile`` (on by default; both off: the frames reason with
+    VeriShapeEnv, and the backend each call named compiles alone).  A second call while
+    on changes nothing."""
+    for name, value in (("widen_specializations", widen_specializations), ("generic_recompiles", generic_recompiles)):
+        if not isinstance(value, bool):
+            raise TypeError(f"verishape.enable: {name}={value!r} must be True or False")
     with _lock:
         if not _saved_tag:
             _saved_tag.append(torch.compiler.config.cache_key_tag)
-            # stock backends' frames reason with VeriShapeEnv; widening and generic
-            # recompiles are verishape's backend's (see compiler/widen/)
-            settings = current_settings(widen_specializations=False, generic_recompiles=False)
+            generic = widen_specializations and generic_recompiles
+            settings = current_settings(widen_specializations=widen_specializations, generic_recompiles=generic)
             torch.compiler.config.cache_key_tag = cache_tag(_saved_tag[0] or None, settings)
-            frames.set_everywhere(True)
+            frames.set_everywhere(True, _wrapper(widen_specializations, generic) if widen_specializations else None)
     return _until_exit()
+
+
+def _wrapper(widen: bool, generic: bool) -> Callable[[Any], VerishapeBackend]:
+    def wrap(compiler_fn: Any) -> VerishapeBackend:
+        return VerishapeBackend(compiler_fn, mode=None, options=None, dynamic=None, widen_specializations=widen,
+                                generic_recompiles=generic)
+
+    return wrap
 
 
 def disable() -> None:
