@@ -83,6 +83,22 @@ class _LimitHits(logging.Handler):
             self.hits += 1
 
 
+def _count_lowerings() -> list[int]:
+    """How many graphs Inductor lowers from now on (a cross-check of ``inductor_compiles``,
+    which is worked out from Dynamo's and verishape's counters)."""
+    from torch._inductor.graph import GraphLowering
+
+    count = [0]
+    run = GraphLowering.run
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        count[0] += 1
+        return run(self, *args, **kwargs)
+
+    GraphLowering.run = counted  # this child process only
+    return count
+
+
 def child(family: str, cache: str, variant: str, mix: tuple[tuple[int, int], ...], device: str = "cpu",
           mode: str = "default", size: str = "tiny", layers: int | None = None) -> dict[str, Any]:
     import warnings
@@ -104,6 +120,7 @@ def child(family: str, cache: str, variant: str, mix: tuple[tuple[int, int], ...
     model.forward = compile_fn(model.forward, mode=None if mode == "default" else mode)
     hits = _LimitHits()
     logging.getLogger("torch._dynamo").addHandler(hits)
+    lowerings = _count_lowerings()
     torch._dynamo.reset()
     counters.clear()
     kwargs: dict[str, Any] = {"max_new_tokens": NEW_TOKENS, "do_sample": False, "disable_compile": True}
@@ -131,21 +148,26 @@ def child(family: str, cache: str, variant: str, mix: tuple[tuple[int, int], ...
     warm = [r for r in requests if r["traced"] == 0]
     metrics = get_compilation_metrics()
     reused = counters["verishape"]["reused"]
+    # a candidate traced at 1 and dropped before its compile (its trace pins the size) is
+    # counted by Dynamo as a graph: nothing was lowered for it
+    dropped = counters["verishape"]["candidates_dropped"]
     # with torch's caches on, a graph served from them was not lowered here: Inductor lowered
     # what its FX-graph cache missed or bypassed (an AOTAutograd cache hit loads its graph from
     # the FX-graph cache, a hit there too)
     lowered = (counters["inductor"]["fxgraph_cache_miss"] + counters["inductor"]["fxgraph_cache_bypass"]
-               if os.environ.get("SERVE_LOOP_TORCH_CACHES") == "on" else counters["stats"]["unique_graphs"] - reused)
-    cached = counters["stats"]["unique_graphs"] - reused - lowered
+               if os.environ.get("SERVE_LOOP_TORCH_CACHES") == "on" else counters["stats"]["unique_graphs"] - reused - dropped)
+    cached = counters["stats"]["unique_graphs"] - reused - dropped - lowered
     with frames._envs_lock:
         refusals = [f"{n}: {w}"[:300] for es in frames._envs_by_code.values() for e in es
                     for n, w in getattr(e, "verishape_log", None) and e.verishape_log.not_widened or ()]
     return {"family": family, "cache": cache, "variant": variant, "torch": torch.__version__,
-            "inductor_compiles": lowered, "dynamo_frames": len(metrics),
+            "inductor_compiles": lowered, "graphs_lowered": lowerings[0], "dynamo_frames": len(metrics),
             "served_from_torch_caches": cached,
             "recompile_limit_hits": hits.hits, "reused": reused,
             "reused_at_size_1": counters["verishape"]["reused_at_size_1"],
             "reused_relaid": counters["verishape"]["reused_relaid"],
+            "reused_generic": counters["verishape"]["reused_generic"],
+            "candidates": counters["verishape"]["candidates"], "candidates_dropped": dropped,
             "compile_s": sum(m.entire_frame_compile_time_s or 0.0 for m in metrics), "wall_s": wall,
             "tokens_equal": equal, "device": device, "mode": mode, "size": size, "layers": layers,
             "tokens_per_s": sum(r["batch"] for r in requests) * NEW_TOKENS / sum(r["seconds"] for r in requests),

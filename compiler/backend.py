@@ -41,7 +41,7 @@ from verishape.core.settings import DEFAULT as DEFAULT_SETTINGS
 from verishape.core.settings import Settings
 from verishape.core.shape_env import VeriShapeEnv, minimization_enabled
 
-from .widen import generic_recompile, kept
+from .widen import candidate, generic_recompile, kept
 from .widen import reuse as widen
 
 from .frames import MARKER
@@ -186,6 +186,9 @@ class VerishapeBackend:
         env = tx.output.shape_env if tx is not None else None
         if not isinstance(env, VeriShapeEnv) or tx is not tx.output.root_tx:
             return self._inner(gm, example_inputs, **kwargs)
+        if candidate.is_candidate(env):
+            return self._compile_candidate(env, tx, gm, example_inputs, **kwargs)
+        candidate.note_inputs(tx)
         reused = widen.reuse(env, tx, gm, example_inputs, self.__name__, current_prover())
         if reused is not None:
             return reused
@@ -194,6 +197,26 @@ class VerishapeBackend:
         if rec is not None:
             kept.keep(rec, tx, compiled, self.__name__)
         return compiled
+
+    def _compile_candidate(self, env: Any, tx: Any, gm: torch.fx.GraphModule, example_inputs: Any,
+                           **kwargs: Any) -> Any:
+        """A trace that kept sizes symbolic at 1 (:mod:`verishape.compiler.widen.candidate`):
+        compiled and kept, never returned; Dynamo then traces the frame again as stock."""
+        why = candidate.pinned(env) or ("the frame takes other tensors than at its previous compile"
+                                        if candidate.other_inputs(tx) else None)
+        if why is not None:
+            candidate.restart(f"not compiled: {why}", compiled=False, tx=tx)
+        try:
+            with kept.recording(env, self.__name__, gm) as rec:
+                compiled = self._inner(gm, example_inputs, **kwargs)
+            if rec is not None:
+                kept.keep(rec, tx, compiled, self.__name__, candidate=True)
+        except torch._dynamo.exc.RestartAnalysis:
+            raise  # the backend's own restart (a tensorified scalar): the candidate attempt again
+        except Exception as exc:  # noqa: BLE001 - the stock attempt compiles again and fails as stock would
+            env.verishape_log.not_widened.append(("a size kept symbolic at 1", f"the candidate failed: {exc!r}"[:300]))
+            candidate.restart(f"its compile failed: {exc!r}"[:200], compiled=True, tx=tx)
+        candidate.restart("compiled and kept" if rec is not None else "compiled, nothing to keep", compiled=True, tx=tx)
 
     def __getattr__(self, name: str) -> Any:
         # get_compiler_config(), reset() and friends belong to the wrapped backend.

@@ -40,6 +40,8 @@ from typing import Any
 
 from verishape.core import torch_names, torch_seam
 
+from . import candidate
+
 #: where Dynamo decides, per input tensor, which sizes get a symbol
 CONTEXT = torch_names.AUTOMATIC_DYNAMIC
 
@@ -49,6 +51,7 @@ def install() -> None:
     policy, said once as a warning."""
     torch_seam.wrap_once(CONTEXT, _generic_on_recompile, "recompiles make only the sizes that changed "
                          "dynamic, as stock does")
+    candidate.install()
 
 
 def wants_generic(compiler_fn: Any, depth: int = 8) -> bool:
@@ -158,7 +161,9 @@ def _generic_on_recompile(original: Any) -> Any:
                 or not wants_generic(getattr(tx.output, "compiler_fn", None)) or not is_recompile()
                 or not from_arguments(source)):
             return context
-        return generic_sizes(context, e, _shared_of(tx))
+        context = generic_sizes(context, e, _shared_of(tx))
+        candidate.mark_sizes(tx.output.shape_env, getattr(tx.output, "root_tx", tx).f_code, e, source, context)
+        return context
 
     _automatic_dynamic._verishape_original = original  # type: ignore[attr-defined]
     return _automatic_dynamic

@@ -78,10 +78,17 @@ def prove_at_one(k: Any, group: Group, nested_env: Any, names: dict[str, str], p
 
     goals: list[tuple[sympy.Basic, str]] = [(at_one(env.replace(g.expr), sub, f"the generic guard {g.expr}"),
                                              f"the generic guard {g.expr}") for g in env.guards]
-    others = {s: vr for s, vr in env.var_to_range.items() if s not in merged and env.var_to_sources.get(s)}
+    # a view input's base sized in the generic trace alone (``reuse._unread_bases``: no
+    # guard, replacement or assert reads it, and the compared graphs do not): its range is
+    # about nothing the artifact computes with
+    matched = set(to_generic.values())
+    unread = {s for s in env.var_to_sources if s not in matched and source_names(env, s)
+              and all("._base." in n for n in source_names(env, s))}
+    others = {s: vr for s, vr in env.var_to_range.items()
+              if s not in merged and s not in unread and env.var_to_sources.get(s)}
     # a replaced symbol's range is a fact about what replaced it (the premises name sources
     # by the symbol that replaced theirs), so it is written in the replacement, as the guards are
-    goals += [(at_one(env.replace(r), sub, f"the generic range {r}"), f"the generic range {r}")
+    goals += [(at_one(env.replace(r), sub, f"the generic range {r}"), f"the generic range {r}{_named(env, r)}")
               for r in range_facts(others.keys(), others)]
     guard_goals = [g for g, _ in goals]  # what may be carried into the new trace's guards
     replaced = {**{s: at_one(env.replace(s), sub, f"the replacement of {s}") for s in env.replacements}, **sub}
@@ -120,6 +127,12 @@ def prove_at_one(k: Any, group: Group, nested_env: Any, names: dict[str, str], p
         if record is not None:
             return record
     raise NotWidened("the generic guards and answers at 1 are not proved together (solver unknown)")
+
+
+def _named(env: Any, fact: sympy.Basic) -> str:
+    """`` (s5: L['x'].size()[0])``: the input sources of a fact's symbols, for a refusal."""
+    named = [f"{s}: {source_names(env, s)[0]}" for s in sorted(fact.free_symbols, key=str) if source_names(env, s)]
+    return f" ({', '.join(named)})" if named else ""
 
 
 def _carried(goal: sympy.Basic, hints: dict[sympy.Symbol, int],

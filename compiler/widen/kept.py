@@ -69,6 +69,9 @@ class Kept:
     aot_source: tuple[Any, list[Any]] | None = None
     #: why no proof may use this kept compile any more (its env gained facts)
     spoiled: str | None = None
+    #: traced with sizes kept symbolic at 1 (:mod:`verishape.compiler.widen.candidate`):
+    #: never run as traced, so it is also tried for calls with no size at 1
+    candidate: bool = False
 
     def from_cache(self) -> None:
         """An artifact torch's cache served: read its lowering's answers from the record
@@ -171,7 +174,7 @@ def recording(env: Any, backend_name: str, gm: torch.fx.GraphModule) -> Iterator
         _recording.reset(token)
 
 
-def keep(rec: _Recording, tx: Any, compiled: Callable[..., Any], backend_name: str) -> None:
+def keep(rec: _Recording, tx: Any, compiled: Callable[..., Any], backend_name: str, candidate: bool = False) -> None:
     """After the user's backend compiled the generic graph: keep it for a size-1 call."""
     from torch._guards import CompileContext
 
@@ -190,7 +193,9 @@ def keep(rec: _Recording, tx: Any, compiled: Callable[..., Any], backend_name: s
     cache_key = _artifact_key(rec, served) if rec.questions is None else None
     kept = Kept(rec.env, rec.candidates, backend_name, rec.dynamo, rec.aot, rec.aot_kwargs, rec.questions,
                 compiled, inputs, tx.output.guards, CompileContext.current_compile_id(), tx.f_code,
-                time.perf_counter() - rec.started, cache_key, _fake_source(rec) if served else None)
+                time.perf_counter() - rec.started, cache_key,
+                _fake_source(rec, detached=candidate) if served else None,
+                candidate=candidate)
     kept_count()  # drops what Dynamo no longer holds (a reset, an evicted entry)
     with _kept_lock:
         _kept.setdefault(tx.f_code, []).append(kept)
@@ -203,16 +208,35 @@ def _served_by_aot_cache(rec: _Recording, backend_name: str) -> bool:
             and any(key.startswith("aot:") for key in rec.keys))
 
 
-def _fake_source(rec: _Recording) -> tuple[Any, list[Any]] | None:
+def _fake_source(rec: _Recording, detached: bool = False) -> tuple[Any, list[Any]] | None:
     """The graph AOTAutograd was given, with the fake inputs Dynamo traced it with in place
     of the call's real ones (Dynamo's backend receives real tensors; keeping them would
-    keep a served model's activations and caches alive)."""
+    keep a served model's activations and caches alive).  ``detached``: over a copy of its
+    graph (a candidate's trace ends in a restart, and Dynamo then clears the nodes of the
+    graph it gave the backend)."""
     assert rec.aot_source is not None
     mod, args = rec.aot_source
     fakes = [n.meta.get("example_value", n.meta.get("val")) for n in rec.dynamo.graph.find_nodes(op="placeholder")]
     if len(fakes) != len(args):
         return None
-    return mod, fakes
+    return (_detached(mod) if detached else mod), fakes
+
+
+def _detached(mod: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """``mod`` over a copy of its graph (its attributes shared), with what AOTAutograd reads
+    of a Dynamo graph: the module's metadata and parameter sources, each input's source."""
+    graph = torch.fx.Graph()
+    copies: dict[torch.fx.Node, torch.fx.Node] = {}
+    out = graph.graph_copy(mod.graph, copies)
+    graph.output(out)
+    copy = torch.fx.GraphModule(mod, graph)
+    copy.meta = dict(mod.meta)
+    if hasattr(mod, "_param_name_to_source"):
+        copy._param_name_to_source = mod._param_name_to_source
+    for old, new in copies.items():
+        if hasattr(old, "_dynamo_source"):
+            new._dynamo_source = old._dynamo_source
+    return copy
 
 
 def _artifact_key(rec: _Recording, served: bool) -> str | None:
@@ -341,7 +365,12 @@ def _alive(code: types.CodeType) -> list[Kept]:
         kept = list(_kept.get(code, ()))
     if not kept:
         return []
+    from torch._guards import CompileContext
+
     ids = {str(e.compile_id) for e in torch_seam.cache_entries(code)}
+    # a candidate's compile is the one whose stock attempt is under way (its entry comes
+    # after: :mod:`verishape.compiler.widen.candidate`); it lives as long as that entry
+    ids.add(str(CompileContext.current_compile_id()))
     alive = [k for k in kept if str(k.compile_id) in ids]
     with _kept_lock:
         left = [k for k in _kept.get(code, ()) if k in alive]

@@ -207,7 +207,11 @@ class QuestionLog:
                 widened[s] = ValueRanges(1, vr.upper)
         self._busy = True
         try:
-            again = base_static(env, expr, size_oblivious=size_oblivious, axioms=axioms,
+            # a size-oblivious question about a candidate that is size-like (a size kept
+            # symbolic at 1, ``candidate.py``) was answered assuming it is at least 2: asked
+            # again without that assumption
+            oblivious = size_oblivious and not (expr.free_symbols & self.candidates & getattr(env, "size_like", set()))
+            again = base_static(env, expr, size_oblivious=oblivious, axioms=axioms,
                                 var_to_range=tuple(widened.items()))
         finally:
             self._busy = False

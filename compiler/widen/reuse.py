@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -104,17 +105,24 @@ class Evidence:
     #: the generic artifact came from torch's cache, its lowering's answers from the record
     #: beside it (:mod:`verishape.compiler.widen.record`)
     from_cache: bool = False
+    #: the artifact is a candidate, traced with sizes symbolic at 1 and never run as traced
+    #: (:mod:`verishape.compiler.widen.candidate`)
+    candidate: bool = False
 
     def describe(self, timed: bool = True) -> str:
         graphs = f"dynamo graph {self.dynamo}" + (f", aot graph {self.aot}" if self.aot else "")
         relaid = (f"{len(self.restrided)} input(s) copied into the generic layout ({', '.join(self.restrided[:2])}"
                   + (", ..." if len(self.restrided) > 2 else "") + ")") if self.restrided else ""
-        if self.value is None:
+        if self.value is None and not self.restrided:
+            head = "the trace equals the generic graph of a candidate compiled with sizes symbolic at 1"
+        elif self.value is None:
             head = f"{self.restrided[0]} widened to admit its layout: the trace equals the generic graph"
         else:
             together = f" (with {', '.join(self.sources[1:])} at {self.value} too)" if len(self.sources) > 1 else ""
             head = f"{self.sources[0]} widened to admit {self.value}{together}: the size-{self.value} trace equals the generic graph"
         return (f"{head} ({graphs}) and runs the artifact of compile {self.reused}"
+                + (" (a candidate traced with the size symbolic at 1, in that compile's first attempt)"
+                   if self.candidate and self.value is not None else "")
                 + (f"; {relaid}" if relaid else "")
                 + (f"; {len(self.carried)} generic guard(s) carried into this entry's guards" if self.carried else "")
                 + "; "
@@ -141,7 +149,7 @@ def reuse(env: Any, tx: Any, gm: torch.fx.GraphModule, example_inputs: Any, back
         if k.backend != backend_name:
             continue
         group = _arrived(k, now)
-        if group is None or (not group and not _relaid_only(k, env, tx)):
+        if group is None or (not group and not k.candidate and not _relaid_only(k, env, tx)):
             continue
         start = time.perf_counter()
         try:
@@ -162,7 +170,7 @@ def reuse(env: Any, tx: Any, gm: torch.fx.GraphModule, example_inputs: Any, back
             continue
         ev.time_s = time.perf_counter() - start
         counters["verishape"]["reused"] += 1
-        counters["verishape"]["reused_at_size_1" if group else "reused_relaid"] += 1
+        counters["verishape"]["reused_at_size_1" if group else "reused_relaid" if ev.restrided else "reused_generic"] += 1
         limit.note()
         env.verishape_log.widened.append(ev)
         if ev.proof is not None:
@@ -246,6 +254,7 @@ def _prove(k: Kept, group: Group, env: Any, tx: Any, gm: torch.fx.GraphModule, e
     ev = Evidence(group, 1 if group else None, [source_names(k.env, s)[0] for s in group],
                   dynamo_generic.fingerprint(), None, str(k.compile_id), [], restrided=relaid)
     ev.from_cache = k.cache_key is not None
+    ev.candidate = k.candidate
     if line is not None:
         ev.install.append(line)
     ev.hints = sum(k.questions.heuristic_hints.values()) if k.questions is not None else 0
@@ -466,8 +475,14 @@ def _guard_keys(guards: Any) -> set[tuple[str, str]]:
         fn = g.create_fn
         kind = getattr(fn, "__name__", None) or getattr(getattr(fn, "func", None), "__name__", repr(fn))
         if kind != "SHAPE_ENV":
-            out.add((g.name, kind))
+            out.add((_BUILTINS_DICT.sub("__builtins_dict__", g.name), kind))
     return out
+
+
+#: the global under which Dynamo installs the frame's builtins dict, numbered by a counter
+#: that runs across traces (``OutputGraph.install_builtins_dict_in_fglobals``): two traces of
+#: one frame name the same dict differently
+_BUILTINS_DICT = re.compile(r"__builtins_dict___\d+")
 
 
 def _refuse_if_excluded(env: Any, symbols: Group, value: int) -> None:

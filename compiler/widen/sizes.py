@@ -64,9 +64,11 @@ def eligible(env: Any) -> dict[sympy.Symbol, ValueRanges]:
     from torch._dynamo.source import TensorProperty, TensorPropertySource
 
     out = {}
+    kept_at_one = getattr(env, "verishape_oblivious", ())  # a candidate's (``candidate.py``): lower bound 0
     for symbol in env.var_to_sources:
         vr = env.var_to_range.get(symbol)
-        if vr is None or vr.lower != 2 or symbol in env.replacements or symbol not in env.backed_var_to_val:
+        if (vr is None or (vr.lower != 2 and symbol not in kept_at_one) or symbol in env.replacements
+                or symbol not in env.backed_var_to_val):
             continue
         sources = bound_sources(env, symbol)
         if sources and all(isinstance(s, TensorPropertySource) and s.prop is TensorProperty.SIZE for s in sources):

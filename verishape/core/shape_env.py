@@ -110,6 +110,13 @@ class VeriShapeEnv(ShapeEnv):
         #: shown every static answer inside :meth:`observing` (see :meth:`_maybe_evaluate_static`)
         self._vs_questions: AnswerObserver | None = None
         self._vs_last_open: sympy.Basic | None = None
+        #: sizes a trace keeps symbolic at 1 (see :meth:`keep_symbolic_at_one`): their
+        #: source names, and the symbols made for them
+        self._vs_oblivious_sources: set[str] = set()
+        self.verishape_oblivious: set[sympy.Symbol] = set()
+        #: questions about those symbols answered unguarded beyond their ranges (assuming
+        #: them at least 2, or a ``guard_or_*`` default): :meth:`_generic_answer`
+        self.verishape_defaulted: list[tuple[sympy.Basic, bool]] = []
         if self.events and type(self.events[0]) is ShapeEnvEvent and self.events[0].f is ShapeEnv:
             # Replays (the recorded-events check, translation validation's bisection)
             # rebuild the env from this first event: rebuild this class, so that the
@@ -151,6 +158,27 @@ class VeriShapeEnv(ShapeEnv):
         ``verishape.compiler.export.suggest`` matches the error to it."""
         return self._vs_last_open
 
+    # ------------------------------------------------------------------ sizes kept symbolic at 1
+
+    def keep_symbolic_at_one(self, source_name: str) -> None:
+        """Give the input size named ``source_name`` a symbol even where it is 1 (no 0/1
+        specialization), size-like, whose questions the ranges leave open are answered
+        without a guard as a trace generic in it would answer them (:meth:`_generic_answer`;
+        torch's global ``backed_size_oblivious`` does much the same for every size).  A trace made so is a
+        *candidate*: never run as it is, only reused where a stock trace of the call is
+        proved to compute the same (:mod:`verishape.compiler.widen.candidate`)."""
+        self._vs_oblivious_sources.add(source_name)
+
+    def create_symbol(self, val: Any, source: Any, *args: Any, **kwargs: Any) -> Any:
+        if self._vs_oblivious_sources and val == 1 and getattr(source, "name", None) in self._vs_oblivious_sources:
+            kwargs["do_not_specialize_zero_one"] = True
+            out = super().create_symbol(val, source, *args, **kwargs)
+            if isinstance(out, sympy.Symbol):
+                self.verishape_oblivious.add(out)
+                self.size_like.add(out)
+            return out
+        return super().create_symbol(val, source, *args, **kwargs)
+
     # ------------------------------------------------------------------ entry points that set the kind
 
     def evaluate_expr(self, orig_expr: sympy.Basic, hint: Any = None, fx_node: Any = None,
@@ -160,6 +188,10 @@ class VeriShapeEnv(ShapeEnv):
         # calls this tens of thousands of times per model compile, almost always answered
         # from stock's cache in ~2 us, and ``free_symbols`` alone cost ~8 us a call.
         # (Inlined rather than ``with self._asking(...)``: a context manager costs ~2 us.)
+        if self.verishape_oblivious and orig_expr.free_symbols & self.verishape_oblivious:
+            answer = self._generic_answer(orig_expr, fallback_value)
+            if answer is not None:
+                return answer
         saved, self._vs_kind = self._vs_kind, (orig_expr, fallback_value)
         try:
             return super().evaluate_expr(orig_expr, hint, fx_node, size_oblivious, fallback_value, **kwargs)
@@ -172,6 +204,34 @@ class VeriShapeEnv(ShapeEnv):
             raise
         finally:
             self._vs_kind = saved
+
+    def _generic_answer(self, expr: sympy.Basic, default: bool | None) -> sympy.Basic | None:
+        """A question about a size kept symbolic at 1 (a candidate's trace, see
+        :meth:`keep_symbolic_at_one`), answered unguarded as a trace generic in it would
+        answer: statically; else assuming its sizes are at least 2 (size-oblivious); else a
+        ``guard_or_*`` question's default.  None: a guard on the hint, as stock (such a
+        guard may pin the candidate to 1).  An answer that is not static is shown to the
+        observer, so that a lowering's such answer is proved where the artifact is reused."""
+        saved, self._vs_kind = self._vs_kind, (expr, default)
+        try:
+            static = self._maybe_evaluate_static(expr)
+            if static is not None:
+                return static
+            # (a size-oblivious static answer is shown to the observer by the evaluation)
+            generic = self._maybe_evaluate_static(expr, size_oblivious=True)
+        finally:
+            self._vs_kind = saved
+        if generic is not None:
+            self.verishape_defaulted.append((expr, bool(generic)))
+            return generic
+        if default is None:
+            return None
+        answer = sympy.true if default else sympy.false
+        self.verishape_defaulted.append((expr, default))
+        if self._vs_questions is not None:
+            self._vs_questions.observe(self, _base_static, expr, answer, size_oblivious=False, axioms=None,
+                                       var_to_range=None)
+        return answer
 
     # Recorded (as stock records its own) so that a replay asks with the same kind:
     # the kind decides which asserts may serve as premises (Note [Asserts see only the past]).

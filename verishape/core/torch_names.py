@@ -51,6 +51,9 @@ CACHE_ARTIFACT_MANAGER = "torch.compiler._cache.CacheArtifactManager"
 #: the recompile limit reads, where proved reuses are counted apart (compiler/widen/limit.py).
 AUTOMATIC_DYNAMIC = ("torch._dynamo.variables.builder", "_automatic_dynamic")
 CACHE_SIZE_COUNTER = ("torch._dynamo.convert_frame", "compute_cache_size")
+#: one trace of a frame by Dynamo (the root translator's run; inlined calls run it too): a
+#: candidate attempt always ends in a restart (compiler/widen/candidate.py)
+TRACE_ATTEMPT = ("torch._dynamo.symbolic_convert", "InstructionTranslatorBase.run")
 #: Read, not patched: backend lookup (compiler/backend.py, demo), the tracing and compile
 #: contexts (locations.py, audit/capture.py), Dynamo's thread-local current translator
 #: (the frame being traced: compiler/backend.py, and the inputs of a frame whose trace
@@ -72,7 +75,8 @@ VOCABULARY = ("torch.utils._sympy.functions.FloorDiv", "torch.utils._sympy.funct
               "torch.utils._sympy.symbol.SymT", "torch.utils._sympy.symbol.symbol_is_type",
               "torch.utils._pytree.tree_leaves", "torch.utils._pytree.SequenceKey",
               "torch._dynamo.source.TensorProperty", "torch._dynamo.source.TensorPropertySource",
-              "torch._dynamo.exc.TorchDynamoException", "torch._ops.HigherOrderOperator", "torch._ops.OpOverload",
+              "torch._dynamo.exc.TorchDynamoException", "torch._dynamo.exc.RestartAnalysis",
+              "torch._dynamo.exc.TensorifyScalarRestartAnalysis", "torch._ops.HigherOrderOperator", "torch._ops.OpOverload",
               "torch._ops.OpOverloadPacket", "torch._subclasses.fake_tensor.FakeTensorMode",
               "torch._subclasses.fake_tensor.unset_fake_temporarily",
               "torch._functorch._aot_autograd.schemas.SerializableAOTDispatchCompiler",
@@ -209,7 +213,8 @@ def declared_names() -> frozenset[str]:
         SHAPE_ENV, SOURCE, OUTPUT_GRAPH_MODULE, OUTPUT_GRAPH, *EXPORT_SITES, *ASSERT_PASS_MODULES,
         *(f"{m}.insert_deferred_runtime_asserts" for m in ASSERT_PASS_MODULES), DEDUPE_SYMINTS, INDUCTOR_WRAPPER,
         CACHE_ENTRIES, COMPILATION_METRICS, AOT_MODULE_SIMPLIFIED, ".".join(AOT_CACHE_KEY), *REMOTE_CACHE_SWITCHES,
-        CACHE_ARTIFACT_MANAGER, ".".join(AUTOMATIC_DYNAMIC), ".".join(CACHE_SIZE_COUNTER), DYNAMO_TLS, *READ_NAMES,
+        CACHE_ARTIFACT_MANAGER, ".".join(AUTOMATIC_DYNAMIC), ".".join(CACHE_SIZE_COUNTER), ".".join(TRACE_ATTEMPT),
+        DYNAMO_TLS, *READ_NAMES,
         EXPORT_ENTRY, *VOCABULARY, *LOWERING_VOCABULARY, *FUZZ_VOCABULARY, OP_DB, *TRITON_CPU_VOCABULARY,
         *joined((row.module, path) for row in WIDENING_REGISTRY for path in row.paths), ".".join(RANGE_READER),
         INDUCTOR_VIRTUALIZED,

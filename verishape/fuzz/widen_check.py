@@ -160,7 +160,8 @@ def _run_sweep(fn: Callable[..., Any], make_args: Callable[[int], Sequence[Any]]
     with frames._envs_lock:
         envs = [e for es in frames._envs_by_code.values() for e in es]
     refusals = [f"{name}: {why}" for env in envs for name, why in env.verishape_log.not_widened]
-    compiles = counters["stats"]["unique_graphs"] - counters["verishape"]["reused"]
+    # Dynamo counts the graphs a backend returns; a compiled candidate (restarted) is not one
+    compiles = counters["stats"]["unique_graphs"] - counters["verishape"]["reused"] + counters["verishape"]["candidates"]
     torch._dynamo.reset()
     sweep = Sweep(backend, [c for c, _ in calls], refusals, compiles)
     differing = [i for i, (c, _) in enumerate(calls) if c.difference is not None and c.reused]

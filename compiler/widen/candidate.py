@@ -1,0 +1,229 @@
+"""A recompile at size 1 compiles a candidate generic in that size; stock traces decide its use.
+
+A frame whose batch was 2 and is now 1 (a served decoder's decode step: batch 2, then 1,
+then 3) makes automatic dynamic mark the batch dynamic, but a size of 1 is specialized
+(0/1 specialization): the recompile at 1 is static in the batch, and the next batch, 3,
+compiles a third time.  :mod:`verishape.compiler.widen.reuse` can run a generic artifact at
+1 once one exists; at this recompile none does yet.
+
+So the first attempt of such a recompile traces a *candidate*: the sizes automatic dynamic
+made dynamic that are 1 keep a symbol (:meth:`VeriShapeEnv.keep_symbolic_at_one`: no 0/1
+specialization, size-like, a ``guard_or_*`` question its ranges leave open takes its
+default unguarded, as torch's global ``backed_size_oblivious`` does for every size).  The
+user's backend compiles the candidate and it is kept like any generic compile; then Dynamo
+is asked to trace the frame again (a restart of its analysis), and that second attempt is
+stock's own trace at 1.  The candidate itself never runs as traced: its guards, bytecode and
+unguarded choices are never installed.  It is used only through the reuse proofs, each
+against a stock trace of the call at hand:
+
+* at 1 (this call, and later ones): the size-1 trace's Dynamo and AOT graphs equal the
+  candidate's with the size set to 1, its guards imply the candidate's guards at 1, and
+  every answer the candidate's lowering acted on (its defaulted ``guard_or_*`` choices
+  included) holds at 1 (:func:`verishape.compiler.widen.reuse.reuse`, group of sizes at 1);
+* at another size (batch 3): the stock trace, generic in the batch by automatic dynamic,
+  equals the candidate's graphs with its symbols bound by source, and implies its guards
+  and its lowering's answers (the same proof with no size set: ``reuse`` with an empty
+  group, tried for candidates).
+
+Every way a candidate attempt can end leads to the stock attempt (Dynamo's trace of the
+frame is wrapped, :func:`_restart_after_candidate`): the backend's restart after keeping
+it; a trace that pins the size anyway (a guard false at 2, a replacement by a number),
+restarted before any compile; a graph break (its speculation restart), an error, or a
+trace that ended with no graph for the backend.  Without that wrapper (a torch that lacks
+it) no candidate is traced.  A candidate whose proofs fail later costs its compile; the
+stock trace then compiles as stock would.  Candidates are traced only while nothing
+generic is kept for the frame (:func:`generic_kept`), so their cost is one trace, at most
+one compile, per frame.
+
+Measured (Hugging Face's own compile of the static-cache decode step, batches 2, 1, 3):
+LLaMA and Qwen2 2 compiles where stock needs 3; GPT-2 3 (its lowering at hint 1 guards the
+batch at 1, so batch 3 is refused and compiled).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import sympy
+
+from verishape.core import torch_names, torch_seam
+
+log = logging.getLogger("verishape")
+
+#: set on the compile's own context (Dynamo's ``CompileContext``, one per compile, kept
+#: across its attempts) once its candidate attempt is over: the next attempt is stock's
+_DONE = "_verishape_candidate_done"
+
+
+def _context() -> Any:
+    from torch._guards import CompileContext
+
+    return CompileContext.try_get()
+
+
+def is_done() -> bool:
+    ctx = _context()
+    return ctx is not None and getattr(ctx, _DONE, False)
+
+
+#: where a candidate attempt is made to end in a restart whatever happens in it
+ATTEMPT = torch_names.TRACE_ATTEMPT
+
+
+def install() -> None:
+    """Wrap Dynamo's trace of a frame (idempotent); a torch without it traces no candidate."""
+    torch_seam.wrap_once(ATTEMPT, _restart_after_candidate, "no candidate is traced at size 1")
+
+
+def wanted() -> bool:
+    """The compile under way has not made its candidate attempt yet (and this torch lets
+    every candidate attempt end in a restart)."""
+    ctx = _context()
+    return ctx is not None and not getattr(ctx, _DONE, False) and ATTEMPT in _ended_by_restart
+
+
+#: the trace functions wrapped by :func:`_restart_after_candidate` (filled when wrapped)
+_ended_by_restart: set[tuple[str, str]] = set()
+
+
+def _restart_after_candidate(original: Any) -> Any:
+    """Dynamo's trace of a frame, such that a candidate attempt never ends as a trace Dynamo
+    would install: however it ends (the backend's restart, a graph break's speculation
+    restart, an error, or done with no graph for the backend), the next attempt is stock's,
+    from scratch.  Only the root translator's run is concerned (inlined calls pass)."""
+    from torch._dynamo.exc import TensorifyScalarRestartAnalysis
+
+    def run(self: Any) -> Any:
+        output = getattr(self, "output", None)
+        if output is None or getattr(output, "root_tx", None) is not self:
+            return original(self)
+        # whether this is a candidate attempt is known only once its inputs are wrapped
+        try:
+            result = original(self)
+        except TensorifyScalarRestartAnalysis:
+            if not is_candidate(output.shape_env) or is_done():
+                raise  # not a candidate, or ours from the backend (restart() cleared the speculation log)
+            _end(self, "a restart inside the candidate's trace")
+        except Exception as exc:  # noqa: BLE001 - a graph break's restart, an error: stock's attempt decides
+            if not is_candidate(output.shape_env):
+                raise
+            _end(self, f"its trace ended in {type(exc).__name__}", exc)
+        if not is_candidate(output.shape_env):
+            return result
+        _end(self, "its trace ended without a compile")
+
+    _ended_by_restart.add(ATTEMPT)
+    run._verishape_original = original  # type: ignore[attr-defined]
+    return run
+
+
+def _end(tx: Any, why: str, cause: BaseException | None = None) -> None:
+    try:
+        restart(why, compiled=False, tx=tx)
+    except BaseException as exc:
+        raise exc from cause
+
+
+def mark_sizes(env: Any, code: Any, tensor: Any, source: Any, context: Any) -> None:
+    """In a candidate attempt: every size of ``tensor`` that ``context`` makes dynamic and
+    that is 1 keeps a symbol in ``env``."""
+    from torch._dynamo.source import TensorProperty, TensorPropertySource
+    from torch.fx.experimental.symbolic_shapes import DimDynamic
+
+    keep = getattr(env, "keep_symbolic_at_one", None)
+    sizes = getattr(context, "dynamic_sizes", None)
+    if keep is None or sizes is None or not wanted():
+        return
+    for i, d in enumerate(sizes):
+        if d is DimDynamic.DYNAMIC and tensor.shape[i] == 1 and not generic_kept(code):
+            keep(TensorPropertySource(source, TensorProperty.SIZE, i).name)
+
+
+def generic_kept(code: Any) -> bool:
+    """Some compile of ``code`` generic in a size is kept: the frame's recompiles are
+    generic already (:mod:`verishape.compiler.widen.generic_recompile`), and a call at 1 is
+    proved against them (``reuse``).  A candidate is traced only before that: the frame's
+    one static compile and a size arriving at 1 (a decode step at batch 2, then 1); later, a
+    candidate attempt would mostly cost a trace (a served loop's prefill at batch 1 is pinned
+    by its mask code)."""
+    from .kept import _alive
+
+    return any(k.candidates for k in _alive(code))
+
+
+#: the tensor inputs (source names) each frame's latest compile traced
+_last_inputs: dict[Any, frozenset[str]] = {}
+
+
+def _tensor_inputs(tx: Any) -> frozenset[str]:
+    import torch
+
+    # (a view input's ``_base`` is tracked or not depending on how Dynamo fakes the view:
+    # not an input of its own)
+    return frozenset(tf.source.name for tf in tx.output.tracked_fakes
+                     if isinstance(tf.fake, torch.Tensor) and not tf.source.name.endswith("._base"))
+
+
+def note_inputs(tx: Any) -> None:
+    """After a compile of the frame (not a candidate's): the tensors it took."""
+    _last_inputs[tx.f_code] = _tensor_inputs(tx)
+
+
+def other_inputs(tx: Any) -> bool:
+    """The candidate's frame takes other tensors than at its previous compile: the call is
+    not the same program at another size (a decoder's first decode step after its prefill
+    adds the KV cache), and a candidate there would mostly be refused against the stock
+    trace (the decode path at length 1 is another graph): not compiled."""
+    return _last_inputs.get(tx.f_code) != _tensor_inputs(tx)
+
+
+def is_candidate(env: Any) -> bool:
+    """This trace kept a size symbolic at 1."""
+    return bool(getattr(env, "verishape_oblivious", None))
+
+
+def pinned(env: Any) -> str | None:
+    """Why the candidate's trace serves no size other than 1 (a guard false with its sizes
+    at 2, the others at their hints; a replacement or range fixing one), or None."""
+    hints = dict(env.backed_var_to_val)
+    for s in env.verishape_oblivious:
+        r = env.replacements.get(s)
+        if r is not None and r != s and getattr(r, "is_number", False):
+            return f"{s} replaced by {r}"
+        vr = env.var_to_range.get(s)
+        if vr is not None and vr.upper < 2:
+            return f"{s} ranges over {vr}"
+        hints[s] = sympy.Integer(2)
+    for g in env.guards:
+        try:
+            at_two = env.replace(g.expr).xreplace(hints)
+        except ZeroDivisionError:
+            return f"the guard {g.expr} divides by zero at 2"
+        if at_two is sympy.false:
+            return f"the guard {g.expr} is false at 2"
+    return None
+
+
+def done() -> None:
+    ctx = _context()
+    if ctx is not None:
+        setattr(ctx, _DONE, True)
+
+
+def restart(why: str, compiled: bool, tx: Any = None) -> None:
+    """Trace the frame again, as stock (the candidate attempt is over).  Counted:
+    ``counters["verishape"]["candidates"]`` (compiled and kept) or ``["candidates_dropped"]``
+    (traced, not compiled; Dynamo's ``unique_graphs`` counts its trace all the same)."""
+    from torch._dynamo.exc import TensorifyScalarRestartAnalysis
+    from torch._dynamo.utils import counters
+
+    done()
+    counters["verishape"]["candidates" if compiled else "candidates_dropped"] += 1
+    # the stock attempt may branch where the candidate did not: Dynamo's replay of the
+    # candidate's speculation (where it graph-broke) would not match it
+    if tx is not None and getattr(tx, "speculation_log", None) is not None:
+        tx.speculation_log.clear()
+    log.info("verishape: candidate attempt over (%s); tracing again as stock", why)
+    # the one restart a backend may raise that Dynamo's compiler call passes on (2.11 to 2.13)
+    raise TensorifyScalarRestartAnalysis(restart_reason=f"verishape candidate: {why}")

@@ -1,0 +1,165 @@
+"""A recompile at size 1 traces a candidate generic in that size; stock traces decide its use
+(issue 38: Hugging Face's own compile of a decode step at batch 2, 1, 3 compiles twice, not
+three times).  :mod:`verishape.compiler.widen.candidate`."""
+
+from __future__ import annotations
+
+import pytest
+import sympy
+import torch
+from torch._dynamo.source import LocalSource, TensorProperty, TensorPropertySource
+from torch._dynamo.utils import counters
+from torch.fx.experimental.symbolic_shapes import DimDynamic, guard_or_false, guard_or_true
+
+import verishape
+from verishape.compiler.widen import candidate
+from verishape.core.shape_env import VeriShapeEnv
+
+pytestmark = pytest.mark.usefixtures("fresh_frames")
+
+#: the decode step's batches as Hugging Face's compile meets them: 2, then 1, then 3
+BATCHES = (2, 1, 3, 1, 4)
+
+
+def _size_source(name: str, dim: int = 0) -> TensorPropertySource:
+    return TensorPropertySource(LocalSource(name), TensorProperty.SIZE, dim)
+
+
+def _env_with_symbol_at_one() -> tuple[VeriShapeEnv, torch.SymInt]:
+    env = VeriShapeEnv()
+    src = _size_source("x")
+    env.keep_symbolic_at_one(src.name)
+    expr = env.create_symbol(1, src, DimDynamic.DYNAMIC)
+    return env, env.create_symintnode(expr, hint=1, source=src)
+
+
+def test_a_size_kept_symbolic_at_one_gets_a_size_like_symbol_and_defaults_unguarded():
+    env, b = _env_with_symbol_at_one()
+    s = b.node.expr
+    assert isinstance(s, sympy.Symbol) and s in env.verishape_oblivious and s in env.size_like
+    assert env.var_to_range[s].lower == 0
+    # the broadcast question its ranges leave open: the default, no guard
+    assert guard_or_false(b == 1) is False
+    assert guard_or_true(b != 1) is True
+    assert not env.guards
+    assert [d for _, d in env.verishape_defaulted] == [False, True]
+    # what the ranges decide is decided, as stock decides it
+    assert guard_or_false(b >= 0) is True
+    # a plain question is answered as a trace generic in the size answers it (>= 2), unguarded
+    assert bool(b == 1) is False
+    assert not env.guards and candidate.pinned(env) is None
+    # one that sizes from 2 leave open guards at the hint, as stock; this one pins it to 1
+    assert bool(b % 2 == 1) is True
+    assert env.guards and candidate.pinned(env) is not None
+
+
+def test_other_sizes_and_plain_envs_are_untouched():
+    env = VeriShapeEnv()
+    env.keep_symbolic_at_one(_size_source("x").name)
+    assert env.create_symbol(1, _size_source("y"), DimDynamic.DYNAMIC) == 1  # 0/1 specialization, as stock
+    assert env.create_symbol(1, _size_source("x", 1), DimDynamic.DYNAMIC) == 1
+    assert not env.verishape_oblivious
+    assert not candidate.is_candidate(env)
+
+
+def test_an_unpinned_candidate_is_said_so():
+    env, b = _env_with_symbol_at_one()
+    assert guard_or_false(b == 1) is False
+    assert candidate.pinned(env) is None
+
+
+def served(x, mask, w):
+    """A decode step in small: activations and a mask sharing the batch; the mask
+    broadcasts over the features (a broadcast whose "is it 1?" the candidate defaults)."""
+    return ((x * w) * mask[:, :, None]).relu().sum(1) / mask.sum(1, keepdim=True)
+
+
+def projected(x, mask, w):
+    """A batched matmul: torch's matmul asks (a plain guard) whether the batch folds into
+    the rows; the candidate answers as for batches from 2, and the stock trace at 1 folds
+    the same way."""
+    return ((x @ w.diag()) * mask[:, :, None]).sum(1)
+
+
+def _run(compiled, fn, batches=BATCHES, n=5, width=8):
+    w = torch.randn(width)
+    for b in batches:
+        x, mask = torch.randn(b, n, width), torch.rand(b, n)
+        torch.testing.assert_close(compiled(x, mask, w), fn(x, mask, w))
+    # Dynamo counts the graphs a backend returns; a compiled candidate ends in a restart
+    return (counters["stats"]["unique_graphs"] - counters["verishape"]["reused"]
+            + counters["verishape"]["candidates"])
+
+
+@pytest.mark.parametrize("fn", [served, projected])
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_batch_two_one_three_compiles_twice_where_stock_compiles_three_times(backend, fn):
+    """Stock: batch 2 static, batch 1 static, batch 3 generic.  verishape: batch 2 static,
+    then the candidate generic in the batch, compiled at batch 1 and proved there against
+    the stock trace at 1, and proved at batch 3 against the stock trace generic in it."""
+    assert _run(torch.compile(fn, backend=backend), fn) == 3
+    torch._dynamo.reset()
+    counters.clear()
+    assert _run(verishape.compile(fn, backend=backend), fn) == 2
+    assert counters["verishape"]["candidates"] == 1
+    assert counters["verishape"]["reused_at_size_1"] == 1
+    assert counters["verishape"]["reused_generic"] == 1
+
+
+def branchy(x, mask, w):
+    """Python code that branches on the batch being 1: the candidate takes the general
+    branch (as for batches from 2), the stock trace at 1 the other."""
+    if x.shape[0] == 1:
+        return (x * w).sum(1) * 2
+    return ((x * w) * mask[:, :, None]).sum(1)
+
+
+def defaulted_in_user_code(x, mask, w):
+    """User code asking ``guard_or_false`` about the batch: the candidate takes its
+    default, the stock trace at 1 the other branch."""
+    if guard_or_false(x.shape[0] == 1):
+        return (x * w).sum(1) + 1
+    return ((x * w) * mask[:, :, None]).sum(1)
+
+
+def odd_batches(x, mask, w):
+    """A question sizes from 2 leave open (is the batch odd?): the candidate guards it at
+    the hint 1, which pins it to odd batches; dropped before its compile."""
+    if x.shape[0] % 2 == 1:
+        return (x * w).sum(1)
+    return ((x * w) * mask[:, :, None]).sum(1)
+
+
+@pytest.mark.parametrize("fn", [branchy, defaulted_in_user_code])
+def test_a_candidate_that_differs_at_one_serves_only_the_batches_it_was_proved_for(fn):
+    """Every output equal to eager's, never the candidate at 1: it is compiled, refused at
+    1 (the graphs differ), the size-1 trace compiled as stock, and batch 3 runs the
+    candidate, proved against the stock trace there: 3 compiles, as stock."""
+    compiled = verishape.compile(fn, backend="aot_eager")
+    assert _run(compiled, fn) == 3
+    assert counters["verishape"]["reused_at_size_1"] == 0
+    assert counters["verishape"]["candidates"] == 1
+    assert counters["verishape"]["reused_generic"] == 1
+
+
+def test_a_candidate_its_own_trace_pins_to_one_is_dropped_before_its_compile():
+    stock = _run(torch.compile(odd_batches, backend="aot_eager"), odd_batches)
+    torch._dynamo.reset()
+    counters.clear()
+    assert _run(verishape.compile(odd_batches, backend="aot_eager"), odd_batches) == stock
+    assert counters["verishape"]["candidates_dropped"] == 1
+    assert counters["verishape"]["candidates"] == 0
+
+
+def test_no_candidate_where_a_kept_compile_is_already_generic_in_the_size():
+    """Batches 2, 3, 1: the second compile is generic in the batch; at 1 it is proved, no
+    candidate traced."""
+    _run(verishape.compile(served, backend="aot_eager"), served, batches=(2, 3, 1))
+    assert counters["verishape"]["candidates"] == counters["verishape"]["candidates_dropped"] == 0
+    assert counters["verishape"]["reused_at_size_1"] == 1
+
+
+def test_the_first_compile_and_stock_backends_trace_no_candidate():
+    _run(torch.compile(served, backend="aot_eager"), served)
+    _run(verishape.compile(served, backend="aot_eager", generic_recompiles=False), served)
+    assert counters["verishape"]["candidates"] == counters["verishape"]["candidates_dropped"] == 0
