@@ -39,7 +39,11 @@ MIX = ((2, 7), (1, 11), (3, 5), (1, 9), (4, 13), (1, 6), (2, 10))
 NEW_TOKENS = 5
 VOCAB = 128
 FAMILIES = ("llama", "gpt2", "qwen2", "mistral", "gpt_neox", "phi3")
-VARIANTS = ("stock", "verishape", "enable")
+VARIANTS = ("stock", "verishape", "enable", "hf-stock", "hf-enable")
+#: variants where Hugging Face compiles the decode step itself (``generate``'s compile
+#: config, its default backend "inductor"; the static cache only: what it compiles), with
+#: nothing else compiled; ``hf-enable`` under ``verishape.enable()``
+HF_VARIANTS = ("hf-stock", "hf-enable")
 _CONFIG = dict(num_hidden_layers=2, n_layer=2, num_attention_heads=4, n_head=4, num_key_value_heads=2,
                hidden_size=32, n_embd=32, intermediate_size=64, n_inner=64, vocab_size=VOCAB,
                max_position_embeddings=64, n_positions=64, head_dim=8, pad_token_id=0, bos_token_id=0,
@@ -114,10 +118,11 @@ def child(family: str, cache: str, variant: str, mix: tuple[tuple[int, int], ...
         torch._inductor.config.fx_graph_cache = False
         torch._functorch.config.enable_autograd_cache = False
     model, reference = build(family, size, layers, device)
-    if variant == "enable":  # what a framework that names its own backend gets: verishape.enable()
+    if variant in ("enable", "hf-enable"):  # what a framework that names its own backend gets: verishape.enable()
         verishape.enable()
-    compile_fn = verishape.compile if variant == "verishape" else torch.compile
-    model.forward = compile_fn(model.forward, mode=None if mode == "default" else mode)
+    if variant not in HF_VARIANTS:
+        compile_fn = verishape.compile if variant == "verishape" else torch.compile
+        model.forward = compile_fn(model.forward, mode=None if mode == "default" else mode)
     hits = _LimitHits()
     logging.getLogger("torch._dynamo").addHandler(hits)
     lowerings = _count_lowerings()
@@ -126,6 +131,13 @@ def child(family: str, cache: str, variant: str, mix: tuple[tuple[int, int], ...
     kwargs: dict[str, Any] = {"max_new_tokens": NEW_TOKENS, "do_sample": False, "disable_compile": True}
     if cache == "static":
         kwargs["cache_implementation"] = "static"
+    reference_kwargs = dict(kwargs)
+    if variant in HF_VARIANTS:
+        from transformers import CompileConfig
+
+        config = CompileConfig(backend="inductor", mode=mode)
+        config._compile_all_devices = True  # Hugging Face compiles on CUDA only, unless told
+        kwargs.update(disable_compile=False, compile_config=config)
     equal, requests = True, []
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     start = time.perf_counter()
@@ -139,7 +151,7 @@ def child(family: str, cache: str, variant: str, mix: tuple[tuple[int, int], ...
             got = model.generate(ids, attention_mask=mask, **kwargs)
             sync()
             seconds = time.perf_counter() - t0
-            same = torch.equal(got, reference.generate(ids, attention_mask=mask, **kwargs))
+            same = torch.equal(got, reference.generate(ids, attention_mask=mask, **reference_kwargs))
             equal &= same
             requests.append({"batch": batch, "prompt": length, "seconds": seconds, "tokens_equal": same,
                              "traced": counters["stats"]["unique_graphs"] - graphs,
@@ -148,15 +160,15 @@ def child(family: str, cache: str, variant: str, mix: tuple[tuple[int, int], ...
     warm = [r for r in requests if r["traced"] == 0]
     metrics = get_compilation_metrics()
     reused = counters["verishape"]["reused"]
-    # a candidate traced at 1 and dropped before its compile (its trace pins the size) is
-    # counted by Dynamo as a graph: nothing was lowered for it
-    dropped = counters["verishape"]["candidates_dropped"]
+    # a candidate compiled at 1 (compiler/widen/candidate.py) ends in a restart, never
+    # returned to Dynamo, which counts the graphs its backend returns: counted here
+    candidates = counters["verishape"]["candidates"]
     # with torch's caches on, a graph served from them was not lowered here: Inductor lowered
     # what its FX-graph cache missed or bypassed (an AOTAutograd cache hit loads its graph from
     # the FX-graph cache, a hit there too)
     lowered = (counters["inductor"]["fxgraph_cache_miss"] + counters["inductor"]["fxgraph_cache_bypass"]
-               if os.environ.get("SERVE_LOOP_TORCH_CACHES") == "on" else counters["stats"]["unique_graphs"] - reused - dropped)
-    cached = counters["stats"]["unique_graphs"] - reused - dropped - lowered
+               if os.environ.get("SERVE_LOOP_TORCH_CACHES") == "on" else counters["stats"]["unique_graphs"] - reused + candidates)
+    cached = counters["stats"]["unique_graphs"] - reused + candidates - lowered
     with frames._envs_lock:
         refusals = [f"{n}: {w}"[:300] for es in frames._envs_by_code.values() for e in es
                     for n, w in getattr(e, "verishape_log", None) and e.verishape_log.not_widened or ()]
@@ -167,7 +179,7 @@ def child(family: str, cache: str, variant: str, mix: tuple[tuple[int, int], ...
             "reused_at_size_1": counters["verishape"]["reused_at_size_1"],
             "reused_relaid": counters["verishape"]["reused_relaid"],
             "reused_generic": counters["verishape"]["reused_generic"],
-            "candidates": counters["verishape"]["candidates"], "candidates_dropped": dropped,
+            "candidates": candidates, "candidates_dropped": counters["verishape"]["candidates_dropped"],
             "compile_s": sum(m.entire_frame_compile_time_s or 0.0 for m in metrics), "wall_s": wall,
             "tokens_equal": equal, "device": device, "mode": mode, "size": size, "layers": layers,
             "tokens_per_s": sum(r["batch"] for r in requests) * NEW_TOKENS / sum(r["seconds"] for r in requests),
@@ -232,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for family in families:
         for cache in caches:
-            for variant, start in [(v, s) for v in variants
+            for variant, start in [(v, s) for v in variants if cache == "static" or v not in HF_VARIANTS
                                    for s in (("cold", "warm") if args.torch_caches == "on" else ("off",))]:
                 env = dict(os.environ, SERVE_LOOP_TORCH_CACHES=args.torch_caches)
                 if start == "cold":

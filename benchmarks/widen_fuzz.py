@@ -68,7 +68,7 @@ def draw(n: int, seed: int, max_ops: int) -> list[Any]:
 
 
 def run_one(program: Any, backend: str, device: str | None = None, layouts: bool = False,
-            warm: bool = False) -> dict[str, Any]:
+            warm: bool = False, one_early: bool = False) -> dict[str, Any]:
     """Worker: one program's sweep on one backend."""
     import warnings
 
@@ -83,6 +83,9 @@ def run_one(program: Any, backend: str, device: str | None = None, layouts: bool
     if not eager_accepts(program):
         return {"status": "invalid"}
     make_args, sizes = layout_sweep(program) if layouts else (program.make_args, program.sweep)
+    if one_early and not layouts:
+        first, second, _, later, _ = program.sweep
+        sizes = [first, 1, later, 1, second]
     sweep = run_sweep(program.function(), make_args, sizes, backend=backend, device=device, warm=warm)
     out = sweep.to_dict()
     out.update(status="ran", seconds=time.perf_counter() - start,
@@ -91,13 +94,14 @@ def run_one(program: Any, backend: str, device: str | None = None, layouts: bool
 
 
 def campaign(programs: list[Any], backends: tuple[str, ...], jobs: int,
-             device: str | None = None, layouts: bool = False, warm: bool = False) -> dict[str, list[dict[str, Any]]]:
+             device: str | None = None, layouts: bool = False, warm: bool = False,
+             one_early: bool = False) -> dict[str, list[dict[str, Any]]]:
     results: dict[str, list[dict[str, Any]]] = {b: [None] * len(programs) for b in backends}  # type: ignore[list-item]
     todo = [(i, b) for b in backends for i in range(len(programs))]
     ctx = multiprocessing.get_context("spawn")
     while todo:
         with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-            futures = {pool.submit(run_one, programs[i], b, device, layouts, warm): (i, b) for i, b in todo}
+            futures = {pool.submit(run_one, programs[i], b, device, layouts, warm, one_early): (i, b) for i, b in todo}
             todo = []
             broken = False
             for fut in cf.as_completed(futures):
@@ -114,7 +118,7 @@ def campaign(programs: list[Any], backends: tuple[str, ...], jobs: int,
                 for i, b in retry:
                     with cf.ProcessPoolExecutor(max_workers=1, mp_context=ctx) as solo:
                         try:
-                            results[b][i] = solo.submit(run_one, programs[i], b, device, layouts, warm).result()
+                            results[b][i] = solo.submit(run_one, programs[i], b, device, layouts, warm, one_early).result()
                         except cf.process.BrokenProcessPool:
                             results[b][i] = {"status": "crash"}
     return results
@@ -162,6 +166,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warm", action="store_true",
                     help="torch's caches on: each sweep runs cold, then again served by the caches (a restart, "
                          "with the widening records); the warm run is the one checked against eager")
+    ap.add_argument("--one-early", action="store_true",
+                    help="size 1 right after the first size (first, 1, later, 1, second): the recompile at 1 "
+                         "traces a candidate generic in the size (compiler/widen/candidate.py)")
     ap.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "widen_fuzz.json")
     args = ap.parse_args(argv)
     if args.programs < 1 or args.jobs < 1:
@@ -176,9 +183,9 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     programs = draw(args.programs, args.seed, args.max_ops)
     results = campaign(programs, backends, args.jobs, None if args.device == "cpu" else args.device, args.layouts,
-                       args.warm)
+                       args.warm, args.one_early)
     summary = summarize(programs, results)
-    report = {"torch": torch.__version__, "device": args.device, "layouts": args.layouts, "warm": args.warm,
+    report = {"torch": torch.__version__, "device": args.device, "layouts": args.layouts, "warm": args.warm, "one_early": args.one_early,
               "seed": args.seed,
               "max_ops": args.max_ops,
               "jobs": args.jobs,

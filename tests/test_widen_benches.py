@@ -95,3 +95,21 @@ def test_a_served_decoder_compiles_four_times_with_either_cache(tmp_path):
         assert mine["reused_at_size_1"] >= 1
         assert mine["recompile_limit_hits"] == 0
     assert rows[("dynamic", "verishape")]["reused_relaid"] >= 1
+
+
+@pytest.mark.slow
+def test_hugging_face_s_own_compile_of_the_decode_step_compiles_less_under_enable(tmp_path):
+    """Issue 38's last goal: Hugging Face's own compile of the static-cache decode step
+    (batches 2, 1, 3) lowers 3 graphs stock; under ``verishape.enable()`` the batch-1
+    recompile compiles a candidate generic in the batch, proved at 1 and at 3: 2.  Tokens
+    equal eager's on both sides."""
+    module = next(load_benchmark("serve_loop"))
+    out = tmp_path / "hf.json"
+    assert module.main(["--families", "llama", "--caches", "static", "--mix", "2x7,1x11,3x5",
+                        "--variants", "hf-stock,hf-enable", "--json", str(out)]) == 0
+    rows = {r["variant"]: r for r in json.loads(out.read_text())["rows"]}
+    stock, mine = rows["hf-stock"], rows["hf-enable"]
+    assert stock["tokens_equal"] and mine["tokens_equal"]
+    assert stock["graphs_lowered"] == 3
+    assert mine["graphs_lowered"] == mine["inductor_compiles"] == 2
+    assert mine["candidates"] == 1 and mine["reused_at_size_1"] == 1 and mine["reused_generic"] == 1
