@@ -121,6 +121,11 @@ say "5. serve_loop on CUDA: ~1B LLaMA widths (4 layers), reduce-overhead, dynami
 timeout "$(share 280)" python3 benchmarks/serve_loop.py --families llama --caches dynamic,static --mix 2x7,1x11,3x5 \
   --device "$DEVICE" --mode reduce-overhead $([[ $DEVICE == cpu ]] && echo --size tiny || echo --size 1b --layers 4) \
   --json "$OUT_DIR/serve_loop_cuda.json" 2>&1 | tee -a "$LOG"
+# Hugging Face's own compile of the static-cache decode step, stock and under verishape.enable()
+timeout "$(share 120)" python3 benchmarks/serve_loop.py --families llama --caches static --mix 2x7,1x11,3x5 \
+  --variants hf-stock,hf-enable --device "$DEVICE" --mode reduce-overhead \
+  $([[ $DEVICE == cpu ]] && echo --size tiny || echo --size 1b --layers 4) \
+  --json "$OUT_DIR/serve_loop_hf_cuda.json" 2>&1 | tee -a "$LOG"
 timeout "$(share 90)" python3 benchmarks/generic_recompile_cost.py --device "$DEVICE" \
   $([[ $DEVICE == cpu ]] && echo --calls 2 --rounds 2 || echo --width 1024 --layers 8) --json "$OUT_DIR/generic_recompile_cost_cuda.json" 2>&1 | tee -a "$LOG"
 fi

@@ -77,15 +77,14 @@ def run_one(program: Any, backend: str, device: str | None = None, layouts: bool
 
     logging.getLogger("torch").setLevel(logging.CRITICAL)
     from verishape.fuzz.widen_check import reason_class, run_sweep
-    from verishape.fuzz.widen_programs import eager_accepts, layout_sweep
+    from verishape.fuzz.widen_programs import eager_accepts, layout_sweep, one_early_sweep
 
     start = time.perf_counter()
     if not eager_accepts(program):
         return {"status": "invalid"}
     make_args, sizes = layout_sweep(program) if layouts else (program.make_args, program.sweep)
     if one_early and not layouts:
-        first, second, _, later, _ = program.sweep
-        sizes = [first, 1, later, 1, second]
+        sizes = one_early_sweep(program)
     sweep = run_sweep(program.function(), make_args, sizes, backend=backend, device=device, warm=warm)
     out = sweep.to_dict()
     out.update(status="ran", seconds=time.perf_counter() - start,

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from verishape.fuzz import widen_check
-from verishape.fuzz.widen_programs import OPS, B, eager_accepts, layout_sweep, programs
+from verishape.fuzz.widen_programs import OPS, B, eager_accepts, layout_sweep, one_early_sweep, programs
 
 
 def _diff(want, got, inputs=()):
@@ -119,4 +119,18 @@ def test_no_drawn_program_reuses_a_wrong_artifact_in_another_layout(data):
         return
     make, sizes = layout_sweep(program)
     sweep = widen_check.run_sweep(program.function(), make, sizes, backend="inductor")
+    assert sweep.wrong == [], f"{sweep.wrong}\n{program.source}"
+
+
+@pytest.mark.slow
+@settings(max_examples=8, suppress_health_check=list(HealthCheck), deadline=None)
+@given(data=st.data())
+def test_no_drawn_program_reuses_a_wrong_candidate(data):
+    """Size 1 right after the first size: the recompile at 1 compiles a candidate generic in
+    the size, reused at 1 and at later sizes only where proved; never differs from eager."""
+    program = data.draw(programs(max_ops=5))
+    if not eager_accepts(program):
+        return
+    sweep = widen_check.run_sweep(program.function(), program.make_args, one_early_sweep(program),
+                                  backend="aot_eager")
     assert sweep.wrong == [], f"{sweep.wrong}\n{program.source}"

@@ -94,6 +94,14 @@ def layout_sweep(program: Program) -> tuple[Callable[[int], list[Any]], list[int
     return make_args, [first, second, -second, -later, 1, -1]
 
 
+def one_early_sweep(program: Program) -> list[int]:
+    """The program's sizes with 1 right after the first (first, 1, later, 1, second): the
+    recompile at 1 comes before anything generic, and traces a candidate
+    (:mod:`verishape.compiler.widen.candidate`); later sizes are served by it when proved."""
+    first, second, _, later, _ = program.sweep
+    return [first, 1, later, 1, second]
+
+
 def _at(e: sympy.Expr, n: int) -> int:
     return int(e.subs(B, n))
 
