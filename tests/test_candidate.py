@@ -81,6 +81,12 @@ def projected(x, mask, w):
     return ((x @ w.diag()) * mask[:, :, None]).sum(1)
 
 
+def expanded(x, mask, w):
+    """Reads the batch in Python (``x.shape[0]``): the candidate's trace guards the input's
+    type (``TYPE_MATCH``), the stock trace at 1 only its tensor match, which checks the type."""
+    return (mask[:, :, None] * x * w).expand(x.shape[0], -1, -1).sum(1)
+
+
 def _run(compiled, fn, batches=BATCHES, n=5, width=8):
     w = torch.randn(width)
     for b in batches:
@@ -91,7 +97,7 @@ def _run(compiled, fn, batches=BATCHES, n=5, width=8):
             + counters["verishape"]["candidates"])
 
 
-@pytest.mark.parametrize("fn", [served, projected])
+@pytest.mark.parametrize("fn", [served, projected, expanded])
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
 def test_batch_two_one_three_compiles_twice_where_stock_compiles_three_times(backend, fn):
     """Stock: batch 2 static, batch 1 static, batch 3 generic.  verishape: batch 2 static,
@@ -163,3 +169,12 @@ def test_the_first_compile_and_stock_backends_trace_no_candidate():
     _run(torch.compile(served, backend="aot_eager"), served)
     _run(verishape.compile(served, backend="aot_eager", generic_recompiles=False), served)
     assert counters["verishape"]["candidates"] == counters["verishape"]["candidates_dropped"] == 0
+
+
+def test_a_type_match_is_checked_by_a_tensor_match_of_the_same_input_only():
+    from verishape.compiler.widen.reuse import _not_checked
+
+    generic = {("L['x']", "TYPE_MATCH"), ("G['f']", "ID_MATCH")}
+    assert _not_checked(generic, {("L['x']", "TENSOR_MATCH"), ("G['f']", "ID_MATCH")}) == set()
+    assert _not_checked(generic, {("L['y']", "TENSOR_MATCH"), ("G['f']", "ID_MATCH")}) == {("L['x']", "TYPE_MATCH")}
+    assert _not_checked(generic, {("L['x']", "TENSOR_MATCH")}) == {("G['f']", "ID_MATCH")}

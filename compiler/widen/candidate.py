@@ -8,8 +8,9 @@ compiles a third time.  :mod:`verishape.compiler.widen.reuse` can run a generic 
 
 So the first attempt of such a recompile traces a *candidate*: the sizes automatic dynamic
 made dynamic that are 1 keep a symbol (:meth:`VeriShapeEnv.keep_symbolic_at_one`: no 0/1
-specialization, size-like, a ``guard_or_*`` question its ranges leave open takes its
-default unguarded, as torch's global ``backed_size_oblivious`` does for every size).  The
+specialization, size-like, a question its ranges leave open answered unguarded as for sizes
+from 2, else by a ``guard_or_*`` default; torch's global ``backed_size_oblivious`` does much
+the same for every size).  The
 user's backend compiles the candidate and it is kept like any generic compile; then Dynamo
 is asked to trace the frame again (a restart of its analysis), and that second attempt is
 stock's own trace at 1.  The candidate itself never runs as traced: its guards, bytecode and
@@ -35,9 +36,12 @@ stock trace then compiles as stock would.  Candidates are traced only while noth
 generic is kept for the frame (:func:`generic_kept`), so their cost is one trace, at most
 one compile, per frame.
 
+Candidates are traced only where the frame takes the same tensors as at its previous
+compile (:func:`other_inputs`): a decoder's first decode step after its prefill is another
+program at length 1, not the same one at another size.
+
 Measured (Hugging Face's own compile of the static-cache decode step, batches 2, 1, 3):
-LLaMA and Qwen2 2 compiles where stock needs 3; GPT-2 3 (its lowering at hint 1 guards the
-batch at 1, so batch 3 is refused and compiled).
+LLaMA, GPT-2 and Qwen2 compile twice where stock compiles three times.
 """
 
 from __future__ import annotations
@@ -135,8 +139,9 @@ def mark_sizes(env: Any, code: Any, tensor: Any, source: Any, context: Any) -> N
     sizes = getattr(context, "dynamic_sizes", None)
     if keep is None or sizes is None or not wanted():
         return
-    for i, d in enumerate(sizes):
-        if d is DimDynamic.DYNAMIC and tensor.shape[i] == 1 and not generic_kept(code):
+    at_one = [i for i, d in enumerate(sizes) if d is DimDynamic.DYNAMIC and tensor.shape[i] == 1]
+    if at_one and not generic_kept(code):
+        for i in at_one:
             keep(TensorPropertySource(source, TensorProperty.SIZE, i).name)
 
 

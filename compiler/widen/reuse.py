@@ -246,7 +246,7 @@ def _prove(k: Kept, group: Group, env: Any, tx: Any, gm: torch.fx.GraphModule, e
     if keep is None:
         raise NotWidened(f"the Dynamo graph {what} differs from the generic graph"
                          f"{first_difference(dynamo_generic, dynamo_here)}")
-    missing = _guard_keys(k.guards) - _guard_keys(tx.output.guards)
+    missing = _not_checked(_guard_keys(k.guards), _guard_keys(tx.output.guards))
     if missing:
         raise NotWidened(f"the generic frame checks guards the size-1 trace does not: {sorted(missing)[:3]}")
     k.from_cache()
@@ -477,6 +477,16 @@ def _guard_keys(guards: Any) -> set[tuple[str, str]]:
         if kind != "SHAPE_ENV":
             out.add((_BUILTINS_DICT.sub("__builtins_dict__", g.name), kind))
     return out
+
+
+def _not_checked(generic: set[tuple[str, str]], here: set[tuple[str, str]]) -> set[tuple[str, str]]:
+    """The generic frame's non-shape guards the new trace does not check.  A ``TYPE_MATCH``
+    on an input is checked by a ``TENSOR_MATCH`` on the same input: Dynamo's tensor guard
+    compares the value's exact Python type first (``Py_TYPE(value) != pytype`` in
+    ``torch/csrc/dynamo/guards.cpp``).  A trace that reads a tensor's symbolic size in Python
+    (``x.shape[0]``) adds that ``TYPE_MATCH``; one where the size is a constant does not."""
+    return {(name, kind) for name, kind in generic - here
+            if not (kind == "TYPE_MATCH" and (name, "TENSOR_MATCH") in here)}
 
 
 #: the global under which Dynamo installs the frame's builtins dict, numbered by a counter
