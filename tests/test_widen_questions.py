@@ -188,3 +188,24 @@ def test_layout_computations_with_a_size_that_stays_symbolic_run_over_its_range(
     assert KernelCall(mm, [lhs, rhs], spec, out, done=True, ranges=ranges).right_at(at_one)
     bad = [("tensor", (b * s, 3), (1, b * s), torch.float32, cpu)]
     assert not KernelCall(mm, [lhs, rhs], spec, bad, done=True, ranges=ranges).right_at(at_one)
+
+
+def test_a_dense_check_with_a_size_that_stays_symbolic_runs_over_its_range():
+    """Issue 48's decode step: a causal LM's logits ``(b, s, V)`` are checked dense while
+    Inductor lowers (``run_node``); at ``s = 1`` with the batch ``b`` a symbol (generic
+    recompiles), torch's check runs again over ``b``'s range and must give the recorded
+    result for every ``b``, or the answer is not moot (refused)."""
+    from torch.utils._sympy.numbers import int_oo
+
+    s, b, c = sympy.symbols("s b c", integer=True, positive=True)
+    at_one = {s: 1}
+    ranges = {b: ValueRanges(2, int_oo), s: ValueRanges(2, int_oo), c: ValueRanges(2, 10)}
+    logits = recompute.DenseCheck((b, s, 128), (128 * s, 128, 1), True, done=True, ranges=ranges)
+    assert logits.right_at(at_one)
+    assert not recompute.DenseCheck((b, s, 128), (128 * s, 128, 1), False, done=True, ranges=ranges).right_at(at_one)
+    # (b, 1) with strides (2, 1) at s = 1: a gap between rows for every b, not dense
+    assert not recompute.DenseCheck((b, s), (2, 1), True, done=True, ranges=ranges).right_at(at_one)
+    # dense only where c == 4: the range [2, 10] does not decide it, refused
+    assert not recompute.DenseCheck((b, 4), (c, 1), True, done=True, ranges=ranges).right_at(at_one)
+    # no range for b: not decided, refused
+    assert not recompute.DenseCheck((b, s, 128), (128 * s, 128, 1), True, done=True).right_at(at_one)

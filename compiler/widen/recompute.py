@@ -200,22 +200,44 @@ class DenseCheck:
     stride: tuple[sympy.Expr, ...]
     result: bool | None = None
     done: bool = False
+    #: the ranges of the symbols in the sizes and strides, where it was asked
+    ranges: dict[sympy.Symbol, Any] = dataclasses.field(default_factory=dict)
     why = "a dense-layout check whose result is the same at 1"
 
     def right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
-        """Whether torch's own check, run on a tensor with the sizes and strides at ``sub``
-        (integers, on the meta device: nothing is guarded), gives the recorded result."""
+        """Whether torch's own check, run on the sizes and strides at ``sub``, gives the
+        recorded result: on integers (a tensor on the meta device: nothing is guarded), or,
+        where sizes stay symbolic at ``sub`` (a batch that generic recompiles made a symbol,
+        beside a sequence length at 1), over their ranges
+        (:mod:`verishape.compiler.widen.over_ranges`), which must decide it."""
         if not self.done or self.result is None:
             return False
         try:
             size = [number(e, sub) for e in self.size]
             stride = [number(e, sub) for e in self.stride]
         except NotANumber:
-            return False
+            return self._right_over_ranges(sub)
         from torch import _prims_common
 
         fn = _prims_common.is_non_overlapping_and_dense_or_false
         exact = getattr(fn, "_verishape_original", fn)(torch.empty_strided(size, stride, device="meta"))
+        return bool(exact) == self.result
+
+    def _right_over_ranges(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
+        from . import over_ranges
+
+        module_name, name = torch_names.DENSE_CHECK_ON_SIZES
+        check = getattr(sys.modules.get(module_name), name, None)
+        if check is None:
+            return False  # a torch without the sizes-and-strides form: not recomputed (refused)
+        try:
+            size = [at_point(e, sub) for e in self.size]
+            stride = [at_point(e, sub) for e in self.stride]
+            symbols = over_ranges.Symbols([*size, *stride], self.ranges)
+            exact = over_ranges.decided(lambda: check([symbols.value(e) for e in size],
+                                                      [symbols.value(e) for e in stride]))
+        except (NotANumber, over_ranges.Undecided):
+            return False
         return bool(exact) == self.result
 
 
@@ -484,7 +506,11 @@ def _tracked_stride_order(original: Any) -> Any:
 
 
 def _tracked_dense(original: Any) -> Any:
-    return _tracked_predicate(original, lambda a: DenseCheck(exprs(a.shape), exprs(a.stride())))
+    def record(a: Any) -> DenseCheck:
+        size, stride = exprs(a.shape), exprs(a.stride())
+        return DenseCheck(size, stride, ranges=_ranges_now(size + stride))
+
+    return _tracked_predicate(original, record)
 
 
 def _tracked_conv_layout(original: Any) -> Any:

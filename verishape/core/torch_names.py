@@ -190,6 +190,10 @@ WIDENING_REGISTRY: tuple[Interception, ...] = (
     Interception("torch._inductor.utils", ("expr_fits_within_32bit",), "frame",
                  "32-bit indexing: the hint read stands for index <= INT32_MAX"),
 )
+#: torch's dense-layout check on sizes and strides (not a tensor): a recorded dense check whose
+#: sizes stay symbolic at a widened point runs again over their ranges (compiler/widen/recompute.py);
+#: optional (without it such a check is not recomputed: refused)
+DENSE_CHECK_ON_SIZES = ("torch._prims_common", "_is_non_overlapping_and_dense_or_false")
 #: Inductor reads value ranges directly through ``bound_sympy`` (imported by name into its
 #: modules; its ranges default to the tracing context's ShapeEnv): index bounds, int32
 #: indexing, bounds checks of indirect loads, reduction heuristics.  Required: a range read
@@ -217,6 +221,7 @@ def declared_names() -> frozenset[str]:
         DYNAMO_TLS, *READ_NAMES,
         EXPORT_ENTRY, *VOCABULARY, *LOWERING_VOCABULARY, *FUZZ_VOCABULARY, OP_DB, *TRITON_CPU_VOCABULARY,
         *joined((row.module, path) for row in WIDENING_REGISTRY for path in row.paths), ".".join(RANGE_READER),
+        ".".join(DENSE_CHECK_ON_SIZES),
         INDUCTOR_VIRTUALIZED,
     ))
 
