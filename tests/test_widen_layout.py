@@ -233,3 +233,48 @@ def test_inductor_kernels_run_on_the_copy_equal_to_eager():
     assert compiled is not None
     assert counters["verishape"]["reused_relaid"] == 1
     assert counters["stats"]["unique_graphs"] == 4  # the last call compiled (or it ran within the bound)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_a_reuse_gives_eager_strides_on_size_one_dimensions_too(backend):
+    """Issue 48: an input expanded along the batch (stride 0) is copied into the generic
+    layout at batch 1; ``aten.mul`` on that copy returns strides (1, 1) for shape (1, 4)
+    under ``aot_eager`` where eager gives (4, 1).  The reuse re-views its result with eager's
+    strides (a size-1 dimension's stride moves no address: the same storage, no copy)."""
+    def scale(x):
+        return x * 2
+
+    base = torch.randn(1, 4)
+    compiled = verishape.compile(scale, backend=backend, dynamic=None)
+    for n in (3, 4, 1):
+        x = base.expand(n, 4)
+        got, want = compiled(x), scale(x)
+        torch.testing.assert_close(got, want)
+        assert got.stride() == want.stride(), (n, got.stride(), want.stride())
+    assert counters["verishape"]["reused"] == 1, "batch 1 ran the generic artifact"
+
+
+def test_output_strides_are_read_off_the_call_and_fixed_only_on_size_one_dimensions():
+    """:class:`calling.OutputStrides`: strides in the new trace's symbols, read from the call's
+    arguments; a size-1 (or empty) result is re-viewed, a longer one copied when it owns its
+    storage and left alone (said) when it shares an input's."""
+    from verishape.compiler.widen import calling
+
+    def f(x):
+        return x[:, :1] * 2, x.transpose(0, 1)
+
+    gm = torch.fx.symbolic_trace(f)
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    fake = mode.from_tensor(torch.randn(3, 5), symbolic_context=None)
+    FakeTensorProp(gm, mode).propagate(fake)
+    strides = calling.OutputStrides(gm)
+    assert strides.expected(0, (torch.randn(3, 5),)) == (1, 1)
+    x = torch.randn(6, 5)
+    wrong = torch.randn(6, 1).as_strided((6, 1), (1, 6))
+    fixed, alias = strides.fix((wrong, x.transpose(0, 1)), (x,))
+    assert fixed.stride() == (1, 1) and torch.equal(fixed, wrong)
+    assert alias.stride() == (1, 5)

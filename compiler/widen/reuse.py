@@ -271,8 +271,9 @@ def _prove(k: Kept, group: Group, env: Any, tx: Any, gm: torch.fx.GraphModule, e
         ev.aot = aot_generic.fingerprint()
     if len(keep) != len(dynamo_generic.outputs):
         ev.dropped_outputs = len(dynamo_generic.outputs) - len(keep)
+    strides = calling.OutputStrides(gm)
     install(env, ev.install)
-    return calling.calling(k.compiled, args, keep if ev.dropped_outputs else None), ev
+    return calling.calling(k.compiled, args, keep if ev.dropped_outputs else None, strides), ev
 
 
 def _tensor_positions(graph: Any, names: list[str]) -> frozenset[int]:

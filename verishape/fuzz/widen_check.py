@@ -293,8 +293,10 @@ def _tensor_meta(a: torch.Tensor, b: torch.Tensor) -> str | None:
         return f"shape {tuple(a.shape)} vs {tuple(b.shape)}"
     if a.dtype != b.dtype:
         return f"dtype {a.dtype} vs {b.dtype}"
-    strides = [(x, y) for n, x, y in zip(a.shape, a.stride(), b.stride()) if n > 1]
-    if any(x != y for x, y in strides) and a.numel() > 0:
+    # every dimension's stride, size-1 ones included: torch.compile keeps its outputs'
+    # strides equal to eager's, and a caller may read them (``.stride()``, ``is_contiguous``
+    # under a memory format, a ``view`` that needs them); a reuse must too (issue 48)
+    if tuple(a.stride()) != tuple(b.stride()) and a.numel() > 0:
         return f"strides {a.stride()} vs {b.stride()} (sizes {tuple(a.shape)})"
     return None
 
