@@ -5,7 +5,8 @@ weights): decoders (the sequence sweep's length 1 is a decode-sized step), encod
 encoder-decoders and vision models.  Each (model, sweep) runs in a fresh process:
 ``verishape.compile`` with automatic dynamic shapes and Inductor, torch's compile caches
 off, the sweep of ``benchmarks/real_models.py`` (batch 2, 3, 1, 4, 1, 5 at length 8;
-length 8, 12, 1, 16, 5 at batch 2), every output compared with eager.  Reported: backend
+length 8, 12, 1, 16, 5 at batch 2; ``decode``: a decoder with its causal-LM head, length 12,
+17, 1, 20, 1 at batch 2, issue 48's decode step), every output compared with eager.  Reported: backend
 compiles (stock compiles 3 on these sweeps), whether size 1 reused the generic artifact,
 the first refusal's kind and text, and the largest difference from eager.
 
@@ -31,7 +32,12 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 VOCAB = 128
-SWEEPS = {"batch": [(b, 8) for b in (2, 3, 1, 4, 1, 5)], "seq": [(2, s) for s in (8, 12, 1, 16, 5)]}
+SWEEPS = {"batch": [(b, 8) for b in (2, 3, 1, 4, 1, 5)], "seq": [(2, s) for s in (8, 12, 1, 16, 5)],
+          # issue 48's decode step: a causal LM (its head on) at batch 2, the length going to 1
+          # twice between longer prompts; a decoder runs it with its language-model head
+          "decode": [(2, s) for s in (12, 17, 1, 20, 1)]}
+#: sweeps a decoder runs with its causal-LM head (logits over the vocabulary) instead of the bare model
+LM_SWEEPS = ("decode",)
 
 #: small sizes under every name the families use (a config keeps names it does not know)
 _TEXT = dict(num_hidden_layers=2, num_layers=2, n_layer=2, num_attention_heads=4, n_head=4, num_heads=4,
@@ -76,10 +82,11 @@ FAMILIES: dict[str, tuple[str, dict[str, Any]]] = {
 }
 
 
-def build(family: str) -> tuple[Any, Callable[[int, int], dict[str, Any]], str]:
-    """The model (eval mode) and its input maker (batch, seq) -> kwargs."""
+def build(family: str, lm: bool = False) -> tuple[Any, Callable[[int, int], dict[str, Any]], str]:
+    """The model (eval mode) and its input maker (batch, seq) -> kwargs; ``lm``: a decoder
+    with its causal-LM head."""
     import torch
-    from transformers import AutoConfig, AutoModel
+    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
 
     kind, over = FAMILIES[family]
     base = {"vision": _VISION, "conv": {"num_channels": 3}}.get(kind, _TEXT)
@@ -90,12 +97,13 @@ def build(family: str) -> tuple[Any, Callable[[int, int], dict[str, Any]], str]:
     wanted = {k: v for k, v in wanted.items()
               if not isinstance(getattr(config_class, k, None), property) or getattr(config_class, k).fset}
     cfg = AutoConfig.for_model(family, **wanted)
+    auto = AutoModelForCausalLM if lm and kind == "decoder" else AutoModel
     torch.manual_seed(0)
     try:
-        model = AutoModel.from_config(cfg, attn_implementation="sdpa").eval()
+        model = auto.from_config(cfg, attn_implementation="sdpa").eval()
     except ValueError:  # the family has no sdpa attention: its eager attention
         torch.manual_seed(0)
-        model = AutoModel.from_config(cfg, attn_implementation="eager").eval()
+        model = auto.from_config(cfg, attn_implementation="eager").eval()
 
     def text(batch: int, seq: int) -> dict[str, Any]:
         g = torch.Generator().manual_seed(1000 * batch + seq)
@@ -119,7 +127,7 @@ def _first_tensor(out: Any) -> Any:
 
     if isinstance(out, torch.Tensor):
         return out
-    for key in ("last_hidden_state", "logits", "pooler_output"):
+    for key in ("logits", "last_hidden_state", "pooler_output"):
         v = getattr(out, key, None) if not isinstance(out, dict) else out.get(key)
         if isinstance(v, torch.Tensor):
             return v
@@ -148,7 +156,7 @@ def run(family: str, sweep: str, device: str = "cpu", cache_dir: str | None = No
 
     start = time.perf_counter()
     try:
-        model, make, kind = build(family)
+        model, make, kind = build(family, lm=sweep in LM_SWEEPS)
     except Exception as exc:  # noqa: BLE001 - a config this transformers cannot build is reported, not fatal
         return {"family": family, "sweep": sweep, "status": f"not built: {type(exc).__name__}: {exc}"[:300]}
     torch._dynamo.reset()
@@ -236,12 +244,12 @@ def main(argv: list[str] | None = None) -> int:
     sweeps = [s for s in args.sweeps.split(",") if s]
     bad = [m for m in models if m not in FAMILIES] + [s for s in sweeps if s not in SWEEPS]
     if bad:
-        print(f"widen_models: unknown model or sweep {bad}; models: {', '.join(FAMILIES)}; sweeps: batch, seq",
+        print(f"widen_models: unknown model or sweep {bad}; models: {', '.join(FAMILIES)}; sweeps: {', '.join(SWEEPS)}",
               file=sys.stderr)
         return 2
     if args.device == "triton-cpu":
         os.environ["TRITON_INTERPRET"] = "1"  # the workers import Triton: interpreted (verishape.fuzz.triton_cpu)
-    todo = [(m, s) for m in models for s in sweeps if not (s == "seq" and FAMILIES[m][0] in ("vision", "conv"))]
+    todo = [(m, s) for m in models for s in sweeps if not (s != "batch" and FAMILIES[m][0] in ("vision", "conv"))]
     rows: list[dict[str, Any]] = []
     work = tempfile.mkdtemp(prefix="widen-models-") if args.caches == "on" else None
     try:
