@@ -70,7 +70,7 @@ def test_a_cache_in_another_layout_runs_the_generic_artifact():
     widened, refused = _log(step)
     assert refused == []
     (ev,) = widened
-    assert ev.value is None and ev.restrided == ["L['cache']"]
+    assert ev.value is None and ev.restrided == ("L['cache']",)
     assert "widened to admit its layout" in ev.describe()
     assert counters["verishape"]["reused_relaid"] == 1 and counters["verishape"]["reused_at_size_1"] == 0
     assert len(_debug_get_cache_entry_list(step.__code__)) == 3

@@ -4,6 +4,7 @@ guards, the generic ranges of its other sizes and every recorded lowering answer
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import sympy
@@ -48,12 +49,28 @@ def answer_goals(k: Any, sub: dict[sympy.Symbol, sympy.Basic]) -> list[tuple[sym
     return out
 
 
-def prove_at_one(k: Any, group: Group, nested_env: Any, names: dict[str, str], prover: Any, ev: Any) -> Any:
+@dataclasses.dataclass(frozen=True)
+class AtOne:
+    """What :func:`prove_at_one` proved, built once when it holds."""
+
+    #: the proof record of the goals together (None: nothing was left to prove)
+    record: Any
+    #: the goals proved (generic guards, ranges, lowering answers, sizes), at the point
+    goals: tuple[sympy.Basic, ...]
+    #: how many of them are the lowering's recorded answers
+    answers: int
+    #: generic guards the new trace did not imply, carried into its guards (their descriptions)
+    carried: tuple[str, ...] = ()
+    #: those guards in the new trace's symbols, for the new entry to install once the reuse holds
+    install: tuple[sympy.Basic, ...] = ()
+
+
+def prove_at_one(k: Any, group: Group, nested_env: Any, names: dict[str, str], prover: Any, what: str) -> AtOne:
     """Prove: the size-1 trace's guards and input ranges (its symbols renamed to the
     generic ones by source) imply the generic guards, the generic ranges of the other
-    input symbols and every recorded lowering answer, all at ``group = 1``.  Returns the
-    proof record of the guards (None when there was nothing to prove); raises
-    :class:`NotWidened` naming the first goal not proved."""
+    input symbols and every recorded lowering answer, all at ``group = 1``.  Returns what
+    was proved (``what`` names the reuse in the proof record); raises :class:`NotWidened`
+    naming the first goal not proved."""
     from verishape.core.premises import range_facts
 
     env = k.env
@@ -93,39 +110,40 @@ def prove_at_one(k: Any, group: Group, nested_env: Any, names: dict[str, str], p
     guard_goals = [g for g, _ in goals]  # what may be carried into the new trace's guards
     replaced = {**{s: at_one(env.replace(s), sub, f"the replacement of {s}") for s in env.replacements}, **sub}
     answers = answer_goals(k, replaced)
-    ev.answers = len(answers)
     # answers with premises of their own (index-variable bounds) are proved one by one; the
     # rest join the guards in one obligation
-    for goal, extra, what in answers:
-        if extra and goal is not sympy.true and _prove_one(prover, goal, premises + extra, hints, what) is None:
-            raise NotWidened(f"a shape answer the lowering acted on is not proved at 1: {what}")
-    goals += [(goal, f"the lowering's answer {what}") for goal, extra, what in answers if not extra]
+    for goal, extra, why in answers:
+        if extra and goal is not sympy.true and _prove_one(prover, goal, premises + extra, hints, why) is None:
+            raise NotWidened(f"a shape answer the lowering acted on is not proved at 1: {why}")
+    goals += [(goal, f"the lowering's answer {why}") for goal, extra, why in answers if not extra]
     goals += size_goals(k, merged, replaced, nested_ranges)
-    goals = [(g, what) for g, what in goals if g is not sympy.true]
-    for g, what in goals:
+    goals = [(g, why) for g, why in goals if g is not sympy.true]
+    for g, why in goals:
         if g is sympy.false:
-            raise NotWidened(f"false at size 1: {what}")
-    ev.shape_guards = [g for g, _ in goals]
+            raise NotWidened(f"false at size 1: {why}")
+    proved = tuple(g for g, _ in goals)
     if not goals:
-        return None
-    record = _prove_one(prover, sympy.And(*ev.shape_guards), premises, hints, ev.describe(timed=False))
+        return AtOne(None, proved, len(answers))
+    record = _prove_one(prover, sympy.And(*proved), premises, hints, what)
     if record is not None:
-        return record
+        return AtOne(record, proved, len(answers))
     carriable = {id(g) for g in guard_goals}
     to_nested = {g: n for n, g in to_generic.items()}
-    for g, what in goals:  # each alone: carry a generic guard, or name the first goal that fails
-        if _prove_one(prover, g, premises, hints, what) is not None:
+    carried: list[str] = []
+    carried_guards: list[sympy.Basic] = []
+    for g, why in goals:  # each alone: carry a generic guard, or name the first goal that fails
+        if _prove_one(prover, g, premises, hints, why) is not None:
             continue
-        carried = _carried(g, hints, to_nested) if id(g) in carriable else None
-        if carried is None:
-            raise NotWidened(f"not implied at size 1 by the size-1 trace's guards: {what}")
-        ev.carried.append(what)
-        ev.install.append(carried)
+        in_new_trace = _carried(g, hints, to_nested) if id(g) in carriable else None
+        if in_new_trace is None:
+            raise NotWidened(f"not implied at size 1 by the size-1 trace's guards: {why}")
+        carried.append(why)
+        carried_guards.append(in_new_trace)
         premises = [*premises, g]
-    if ev.carried:
-        record = _prove_one(prover, sympy.And(*ev.shape_guards), premises, hints, ev.describe(timed=False))
+    if carried:
+        record = _prove_one(prover, sympy.And(*proved), premises, hints, what)
         if record is not None:
-            return record
+            return AtOne(record, proved, len(answers), tuple(carried), tuple(carried_guards))
     raise NotWidened("the generic guards and answers at 1 are not proved together (solver unknown)")
 
 
@@ -139,7 +157,7 @@ def _carried(goal: sympy.Basic, hints: dict[sympy.Symbol, int],
              to_nested: dict[sympy.Symbol, sympy.Symbol]) -> sympy.Basic | None:
     """A generic guard (or range) the new trace's guards do not imply, in the new trace's
     symbols, to be installed as a guard of the new trace once the whole proof holds (the
-    caller installs :attr:`Evidence.install`), where it holds at this call and names only
+    caller installs :attr:`AtOne.install`), where it holds at this call and names only
     sizes the new trace has; else None.  The weakest precondition of running the generic
     artifact is the generic frame's own guards, so the new cache entry checks it, and a call
     that fails it misses the entry and compiles as stock.  (A guard Inductor added while
@@ -151,7 +169,7 @@ def _carried(goal: sympy.Basic, hints: dict[sympy.Symbol, int],
 
 
 def install(env: Any, guards: list[sympy.Basic]) -> None:
-    """Install what the proof asked the new entry to check (:attr:`Evidence.install`), the
+    """Install what the proof asked the new entry to check (:attr:`AtOne.install`), the
     proof done: each holds at this call's hints (checked before any is installed)."""
     for g in guards:
         if g.xreplace(env.backed_var_to_val) is not sympy.true:

@@ -65,43 +65,41 @@ from .canon import _reads_layout as reads_layout
 from .canon import _value
 from .sizes import Group, at_one, bound_sources, group_name, merged_group, source_names
 from .snapshot import placeholder_source
-from .goals import install, prove_at_one
+from .goals import AtOne, install, prove_at_one
 
 log = logging.getLogger("verishape")
 
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class Evidence:
     """What proves that the size-1 call may run the generic artifact: fingerprints of
-    the compared graphs, the goals proved at 1 and the solver's proof."""
+    the compared graphs, the goals proved at 1 and the solver's proof.  A frozen value,
+    built once by :func:`_prove` when every check has passed (a refusal builds none)."""
 
     symbol: Group
     #: the value the group's sizes take (None: no size moves, only a layout)
     value: int | None
     #: the first input source of each size set to 1 (``group_name`` order)
-    sources: list[str]
+    sources: tuple[str, ...]
     dynamo: str
     aot: str | None
     reused: str
-    shape_guards: list[sympy.Basic]
-    answers: int = 0
+    #: what was proved at the point (:class:`verishape.compiler.widen.goals.AtOne`): the
+    #: goals, the lowering answers among them, the guards carried into the new entry
+    at_one: AtOne
     #: reads of optimization hints of the sizes set to 1 (heuristics: speed only)
     hints: int = 0
-    proof: Any = None
     time_s: float = 0.0
     #: sizes the generic graph returns that the size-1 frame returns as constants
     dropped_outputs: int = 0
     #: inputs whose layout (strides, offset) differs from the generic trace's: copied into
     #: the generic layout before the artifact runs (:mod:`verishape.compiler.widen.layout`)
-    restrided: list[str] = dataclasses.field(default_factory=list)
-    #: generic guards the new trace did not imply, installed as its own guards (the entry
-    #: checks them; see :func:`verishape.compiler.widen.goals.prove_at_one`)
-    carried: list[str] = dataclasses.field(default_factory=list)
+    restrided: tuple[str, ...] = ()
     #: guards, in the new trace's symbols, installed on the new trace once the proof holds
     #: (the carried guards, a copy's pay-back line): never before, so that a refusal
     #: leaves the trace exactly as stock would compile it
-    install: list[sympy.Basic] = dataclasses.field(default_factory=list)
+    install: tuple[sympy.Basic, ...] = ()
     #: the generic artifact came from torch's cache, its lowering's answers from the record
     #: beside it (:mod:`verishape.compiler.widen.record`)
     from_cache: bool = False
@@ -109,18 +107,28 @@ class Evidence:
     #: (:mod:`verishape.compiler.widen.candidate`)
     candidate: bool = False
 
+    @property
+    def proof(self) -> Any:
+        return self.at_one.record
+
+    @property
+    def shape_guards(self) -> tuple[sympy.Basic, ...]:
+        return self.at_one.goals
+
+    @property
+    def answers(self) -> int:
+        return self.at_one.answers
+
+    @property
+    def carried(self) -> tuple[str, ...]:
+        return self.at_one.carried
+
     def describe(self, timed: bool = True) -> str:
         graphs = f"dynamo graph {self.dynamo}" + (f", aot graph {self.aot}" if self.aot else "")
         relaid = (f"{len(self.restrided)} input(s) copied into the generic layout ({', '.join(self.restrided[:2])}"
                   + (", ..." if len(self.restrided) > 2 else "") + ")") if self.restrided else ""
-        if self.value is None and not self.restrided:
-            head = "the trace equals the generic graph of a candidate compiled with sizes symbolic at 1"
-        elif self.value is None:
-            head = f"{self.restrided[0]} widened to admit its layout: the trace equals the generic graph"
-        else:
-            together = f" (with {', '.join(self.sources[1:])} at {self.value} too)" if len(self.sources) > 1 else ""
-            head = f"{self.sources[0]} widened to admit {self.value}{together}: the size-{self.value} trace equals the generic graph"
-        return (f"{head} ({graphs}) and runs the artifact of compile {self.reused}"
+        return (f"{head(self.sources, self.value, self.restrided)} ({graphs}) and runs the artifact of compile "
+                f"{self.reused}"
                 + (" (a candidate traced with the size symbolic at 1, in that compile's first attempt)"
                    if self.candidate and self.value is not None else "")
                 + (f"; {relaid}" if relaid else "")
@@ -132,6 +140,17 @@ class Evidence:
                 + ("; the artifact came from torch's cache, its lowering's answers from the widening record beside it"
                    if self.from_cache else "")
                 + (f"; {self.time_s * 1e3:.0f} ms" if timed else ""))
+
+
+def head(sources: tuple[str, ...], value: int | None, restrided: tuple[str, ...]) -> str:
+    """What a reuse admits, in words: the first line of :meth:`Evidence.describe`, and
+    where the proof of that reuse is filed."""
+    if value is None and not restrided:
+        return "the trace equals the generic graph of a candidate compiled with sizes symbolic at 1"
+    if value is None:
+        return f"{restrided[0]} widened to admit its layout: the trace equals the generic graph"
+    together = f" (with {', '.join(sources[1:])} at {value} too)" if len(sources) > 1 else ""
+    return f"{sources[0]} widened to admit {value}{together}: the size-{value} trace equals the generic graph"
 
 
 def reuse(env: Any, tx: Any, gm: torch.fx.GraphModule, example_inputs: Any, backend_name: str,
@@ -168,7 +187,7 @@ def reuse(env: Any, tx: Any, gm: torch.fx.GraphModule, example_inputs: Any, back
                         group_name(k.env, group), exc)
             env.verishape_log.not_widened.append((group_name(k.env, group), f"the proof failed: {exc!r}"[:300]))
             continue
-        ev.time_s = time.perf_counter() - start
+        ev = dataclasses.replace(ev, time_s=time.perf_counter() - start)
         counters["verishape"]["reused"] += 1
         counters["verishape"]["reused_at_size_1" if group else "reused_relaid" if ev.restrided else "reused_generic"] += 1
         limit.note()
@@ -251,14 +270,10 @@ def _prove(k: Kept, group: Group, env: Any, tx: Any, gm: torch.fx.GraphModule, e
         raise NotWidened(f"the generic frame checks guards the size-1 trace does not: {sorted(missing)[:3]}")
     k.from_cache()
     args = calling.argument_map(k, group, gm, orders)
-    ev = Evidence(group, 1 if group else None, [source_names(k.env, s)[0] for s in group],
-                  dynamo_generic.fingerprint(), None, str(k.compile_id), [], restrided=relaid)
-    ev.from_cache = k.cache_key is not None
-    ev.candidate = k.candidate
-    if line is not None:
-        ev.install.append(line)
-    ev.hints = sum(k.questions.heuristic_hints.values()) if k.questions is not None else 0
-    ev.proof = prove_at_one(k, group, env, names, prover, ev)
+    sources = tuple(source_names(k.env, s)[0] for s in group)
+    value = 1 if group else None
+    proved = prove_at_one(k, group, env, names, prover, head(sources, value, tuple(relaid)))
+    aot = None
     if k.aot is not None:
         if positions and _tensor_count(k.aot) != _tensor_count(k.dynamo):
             raise NotWidened("the AOT graph's tensor inputs are not the Dynamo graph's: an input's layout is "
@@ -268,12 +283,16 @@ def _prove(k: Kept, group: Group, env: Any, tx: Any, gm: torch.fx.GraphModule, e
         if returned_sizes(aot_generic, aot_here) is None:
             raise NotWidened(f"the AOT graph {what} differs from the generic graph"
                              f"{first_difference(aot_generic, aot_here)}")
-        ev.aot = aot_generic.fingerprint()
-    if len(keep) != len(dynamo_generic.outputs):
-        ev.dropped_outputs = len(dynamo_generic.outputs) - len(keep)
+        aot = aot_generic.fingerprint()
+    dropped = len(dynamo_generic.outputs) - len(keep)
     strides = calling.OutputStrides(gm)
-    install(env, ev.install)
-    return calling.calling(k.compiled, args, keep if ev.dropped_outputs else None, strides), ev
+    ev = Evidence(group, value, sources, dynamo_generic.fingerprint(), aot, str(k.compile_id), proved,
+                  hints=sum(k.questions.heuristic_hints.values()) if k.questions is not None else 0,
+                  dropped_outputs=dropped, restrided=tuple(relaid),
+                  install=((line,) if line is not None else ()) + proved.install,
+                  from_cache=k.cache_key is not None, candidate=k.candidate)
+    install(env, list(ev.install))
+    return calling.calling(k.compiled, args, keep if dropped else None, strides), ev
 
 
 def _tensor_positions(graph: Any, names: list[str]) -> frozenset[int]:
