@@ -1,7 +1,8 @@
 """Translate torch's sympy shape expressions into Z3 terms with Python semantics.
 
 One :class:`Translator` serves one query, so the goal and its assumptions share symbols
-and opaque terms.  Three ideas keep it exact and sound:
+and opaque terms.  Note [Exact integer semantics] is enforced here (and tested against
+Python's own arithmetic in ``tests/test_translation_differential.py``).  Three ideas keep it exact and sound:
 
 * **Sorts.**  Integer symbols are Z3 ``Int``; exact rationals (sympy ``Rational``,
   ``x/3``) are ``Real``; Python floats (``zf*`` symbols, ``ToFloat``, ``FloatTrueDiv``,

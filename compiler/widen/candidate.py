@@ -26,7 +26,8 @@ against a stock trace of the call at hand:
   and its lowering's answers (the same proof with no size set: ``reuse`` with an empty
   group, tried for candidates).
 
-Every way a candidate attempt can end leads to the stock attempt (Dynamo's trace of the
+Every way a candidate attempt can end leads to the stock attempt (see
+Note [A candidate is never run as traced]; Dynamo's trace of the
 frame is wrapped, :func:`_restart_after_candidate`): the backend's restart after keeping
 it; a trace that pins the size anyway (a guard false at 2, a replacement by a number),
 restarted before any compile; a graph break (its speculation restart), an error, or a

@@ -12,6 +12,8 @@ AOT graphs, guards and inputs come from the live trace of the process that reuse
 Why a record can be trusted, and when it is dropped (the call then compiles as stock, the
 reason in the frame's log, shown by ``verishape.explain``):
 
+Note [A record belongs to its artifact] is enforced here:
+
 * **Its key is the artifact's key.**  Torch's key covers the graph, its inputs' metadata,
   the compile options, torch's version and the cache tag, which carries verishape's
   settings (:func:`verishape.compiler.backend.cache_tag`); the record's file name adds the

@@ -178,7 +178,7 @@ def reuse(env: Any, tx: Any, gm: torch.fx.GraphModule, example_inputs: Any, back
                 raise NotWidened("the generic graph was served from Inductor's FX graph cache: the shape answers "
                                  "its lowering acted on were not seen")
             fn, ev = _prove(k, group, env, tx, gm, example_inputs, prover)
-        except NotWidened as exc:
+        except NotWidened as exc:  # Note [Proof or stock]: not proved, so the backend compiles as stock
             env.verishape_log.not_widened.append((group_name(k.env, group), str(exc)))
             log.info("verishape: %s not widened: %s", group_name(k.env, group), exc)
             continue

@@ -211,7 +211,8 @@ class VeriShapeEnv(ShapeEnv):
         answer: statically; else assuming its sizes are at least 2 (size-oblivious); else a
         ``guard_or_*`` question's default.  None: a guard on the hint, as stock (such a
         guard may pin the candidate to 1).  An answer that is not static is shown to the
-        observer, so that a lowering's such answer is proved where the artifact is reused."""
+        observer, so that a lowering's such answer is proved where the artifact is reused
+        (Note [A candidate is never run as traced]: only a candidate's trace answers so)."""
         saved, self._vs_kind = self._vs_kind, (expr, default)
         try:
             static = self._maybe_evaluate_static(expr)
@@ -321,7 +322,7 @@ class VeriShapeEnv(ShapeEnv):
             return None  # replacements decide it; leave that to stock's next pass
         self._vs_last_open = goal  # see last_open_question
         premises = self._premises(goal, kind, axioms, var_to_range, size_oblivious, extra)
-        if premises is None:
+        if premises is None:  # Note [Proof or stock]: nothing may be decided, stock answers
             self.verishape_log.undecided += 1
             return None
         prover = current_prover()
