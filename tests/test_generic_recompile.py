@@ -198,16 +198,17 @@ def test_an_unread_base_symbol_is_left_out_of_the_binding_check_and_a_read_one_i
     of that trace reads it; read by a guard, the traces bind sizes differently: refused."""
     import sympy
 
-    from verishape.compiler.widen import reuse
+    from verishape.compiler.widen import binding
     from verishape.compiler.widen.canon import NotWidened
 
     mask, base = "L['mask'].size()[3]", "L['mask']._base.size()[3]"
     generic, _ = _env({"s1": ["L['x'].size()[0]"], "s2": [mask]})
     unread, _ = _env({"s2": [mask], "s3": [base]})
-    assert reuse._match_symbols(generic, (sympy.Symbol("s1", integer=True, positive=True),), unread) == {mask: mask}
+    s1 = sympy.Symbol("s1", integer=True, positive=True)
+    assert binding.bind(generic, (s1,), unread, lambda src: None).names == {mask: mask}
     read, _ = _env({"s2": [mask], "s3": [base]}, guards=[lambda s: sympy.Eq(s["s3"], s["s2"])])
-    with pytest.raises(NotWidened, match="binds other input sizes"):
-        reuse._match_symbols(generic, (sympy.Symbol("s1", integer=True, positive=True),), read)
+    with pytest.raises(NotWidened, match="keeps symbolic sizes the generic trace has as constants"):
+        binding.bind(generic, (s1,), read, lambda src: None)
 
 
 def test_the_dynamo_decision_it_wraps_exists_with_the_arguments_it_reads():

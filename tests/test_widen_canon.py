@@ -32,9 +32,14 @@ def test_canonical_folds_size_nodes_and_substitutes():
     gm, env = graphs["generic"]
     (s,) = [s for s, src in env.var_to_sources.items() if src[0].name == "L['x'].size()[0]"]
     gm1, env1 = graphs["one"]
-    one = canon.canonical(gm1, widen._nested_rename(env1, widen._generic_names(env, (s,))))
-    assert canon.canonical(gm, widen._generic_rename(env, (s,), 1)) == one
-    assert canon.canonical(gm, widen._generic_rename(env, (s,), 2)) != one
+    import dataclasses
+
+    from verishape.compiler.widen import binding
+
+    b = binding.bind(env, (s,), env1, lambda src: None)
+    one = canon.canonical(gm1, b.nested_rename(env1))
+    assert canon.canonical(gm, b.generic_rename(env)) == one
+    assert canon.canonical(gm, dataclasses.replace(b, value=2).generic_rename(env)) != one
     assert any(e[0] == "placeholder" for e in one.entries)
     assert not any(isinstance(e[-1], tuple) and e[-1] and e[-1][0] != "tensor" for e in one.entries
                    if e[0] == "placeholder"), "SymInt placeholders are folded"

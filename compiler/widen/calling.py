@@ -15,11 +15,12 @@ import torch
 
 from . import layout
 from .canon import NotWidened
-from .sizes import Group, at_one, merged_group
+from .binding import Binding
+from .sizes import at_one
 from .snapshot import placeholder_source
 
 
-def argument_map(k: Any, group: Group, gm: torch.fx.GraphModule, orders: dict[str, tuple[int, ...]]
+def argument_map(k: Any, binding: Binding, gm: torch.fx.GraphModule, orders: dict[str, tuple[int, ...]]
                   ) -> list[Callable[[tuple[Any, ...]], Any]]:
     """For each argument of the generic graph, how to get it from the size-1 graph's
     arguments: the same input by source (copied into the generic layout where ``orders``
@@ -31,14 +32,14 @@ def argument_map(k: Any, group: Group, gm: torch.fx.GraphModule, orders: dict[st
         src = placeholder_source(node)
         if src is not None:
             here.setdefault(src.name, i)
-    merged = merged_group(k.env, group)
+    point = binding.point(k.env)
+    constants = {s for s, v in point.items() if v.is_number}
     out: list[Callable[[tuple[Any, ...]], Any]] = []
     for node in k.dynamo.graph.find_nodes(op="placeholder"):
         src = placeholder_source(node)
         value = node.meta.get("example_value", node.meta.get("val"))
-        if isinstance(value, torch.SymInt) and value.node.expr.free_symbols <= merged:
-            constant = int(at_one(value.node.expr, {s: sympy.Integer(1) for s in merged},
-                                  f"generic graph argument {node.name} = {value.node.expr}"))
+        if isinstance(value, torch.SymInt) and value.node.expr.free_symbols <= constants:
+            constant = int(at_one(value.node.expr, point, f"generic graph argument {node.name} = {value.node.expr}"))
             out.append(lambda args, c=constant: c)
             continue
         if src is None:

@@ -13,7 +13,8 @@ from verishape.proofs.kinds import Decision
 
 from . import lowered_sizes
 from .canon import NotWidened
-from .sizes import Group, at_one, merged_group, source_names
+from .binding import Binding
+from .sizes import at_one, source_names
 
 
 def goal_of(expr: sympy.Basic, answer: sympy.Basic) -> sympy.Basic:
@@ -65,49 +66,18 @@ class AtOne:
     install: tuple[sympy.Basic, ...] = ()
 
 
-def prove_at_one(k: Any, group: Group, nested_env: Any, names: dict[str, str], prover: Any, what: str) -> AtOne:
-    """Prove: the size-1 trace's guards and input ranges (its symbols renamed to the
-    generic ones by source) imply the generic guards, the generic ranges of the other
-    input symbols and every recorded lowering answer, all at ``group = 1``.  Returns what
-    was proved (``what`` names the reuse in the proof record); raises :class:`NotWidened`
-    naming the first goal not proved."""
-    from verishape.core.premises import range_facts
-
+def prove_at_one(k: Any, binding: Binding, nested_env: Any, prover: Any, what: str) -> AtOne:
+    """Prove: the new trace's guards and input ranges (its symbols renamed to the generic
+    ones by source) imply the generic guards, the generic ranges of the other input symbols
+    and every recorded lowering answer, all at the binding's point (the widened sizes at 1,
+    the sizes the new trace fixes at their values).  Returns what was proved (``what``
+    names the reuse in the proof record); raises :class:`NotWidened` naming the first goal
+    not proved."""
     env = k.env
-    by_name = {}
-    # replaced symbols first: a source also listed under the symbol that replaced it maps
-    # to that symbol, the one the generic goals (``env.replace``) are written in
-    for s in sorted(env.var_to_sources, key=lambda s: (s not in env.replacements, str(s))):
-        for n in source_names(env, s):
-            by_name[n] = s
-    to_generic = {}
-    for s in nested_env.var_to_sources:
-        ns = source_names(nested_env, s)
-        if ns and ns[0] in names:  # (not in ``names``: a view's unread base, ``reuse._unread_bases``)
-            to_generic[s] = by_name[names[ns[0]]]
-    merged = merged_group(env, group)
-    sub = {s: sympy.Integer(1) for s in merged}
-    premises = [nested_env.replace(g.expr).xreplace(to_generic) for g in nested_env.guards]
-    nested_ranges = {to_generic[s]: vr for s, vr in nested_env.var_to_range.items() if s in to_generic}
-    premises += range_facts(nested_ranges.keys(), nested_ranges)
-    premises = [p for p in premises if p is not sympy.true]
-    hints = {to_generic[s]: int(v) for s, v in nested_env.backed_var_to_val.items() if s in to_generic}
-
-    goals: list[tuple[sympy.Basic, str]] = [(at_one(env.replace(g.expr), sub, f"the generic guard {g.expr}"),
-                                             f"the generic guard {g.expr}") for g in env.guards]
-    # a view input's base sized in the generic trace alone (``reuse._unread_bases``: no
-    # guard, replacement or assert reads it, and the compared graphs do not): its range is
-    # about nothing the artifact computes with
-    matched = set(to_generic.values())
-    unread = {s for s in env.var_to_sources if s not in matched and source_names(env, s)
-              and all("._base." in n for n in source_names(env, s))}
-    others = {s: vr for s, vr in env.var_to_range.items()
-              if s not in merged and s not in unread and env.var_to_sources.get(s)}
-    # a replaced symbol's range is a fact about what replaced it (the premises name sources
-    # by the symbol that replaced theirs), so it is written in the replacement, as the guards are
-    goals += [(at_one(env.replace(r), sub, f"the generic range {r}"), f"the generic range {r}{_named(env, r)}")
-              for r in range_facts(others.keys(), others)]
-    guard_goals = [g for g, _ in goals]  # what may be carried into the new trace's guards
+    to_generic = _to_generic(env, binding.names, nested_env)
+    premises, nested_ranges, hints = _new_trace_facts(nested_env, to_generic)
+    sub = binding.point(env)
+    guard_goals = _generic_goals(env, sub, set(binding.widened), set(to_generic.values()))
     replaced = {**{s: at_one(env.replace(s), sub, f"the replacement of {s}") for s in env.replacements}, **sub}
     answers = answer_goals(k, replaced)
     # answers with premises of their own (index-variable bounds) are proved one by one; the
@@ -115,23 +85,81 @@ def prove_at_one(k: Any, group: Group, nested_env: Any, names: dict[str, str], p
     for goal, extra, why in answers:
         if extra and goal is not sympy.true and _prove_one(prover, goal, premises + extra, hints, why) is None:
             raise NotWidened(f"a shape answer the lowering acted on is not proved at 1: {why}")
-    goals += [(goal, f"the lowering's answer {why}") for goal, extra, why in answers if not extra]
-    goals += size_goals(k, merged, replaced, nested_ranges)
+    goals = [*guard_goals, *((goal, f"the lowering's answer {why}") for goal, extra, why in answers if not extra),
+             *size_goals(k, set(binding.widened), replaced, nested_ranges)]
     goals = [(g, why) for g, why in goals if g is not sympy.true]
     for g, why in goals:
         if g is sympy.false:
             raise NotWidened(f"false at size 1: {why}")
+    return _proved(goals, {id(g) for g, _ in guard_goals}, premises, hints, to_generic, prover, what, len(answers))
+
+
+def _to_generic(env: Any, names: dict[str, str], nested_env: Any) -> dict[sympy.Symbol, sympy.Symbol]:
+    """Each symbol of the new trace -> the generic symbol its first source binds to
+    (``names``: :attr:`Binding.names`)."""
+    by_name = {}
+    # replaced symbols first: a source also listed under the symbol that replaced it maps
+    # to that symbol, the one the generic goals (``env.replace``) are written in
+    for s in sorted(env.var_to_sources, key=lambda s: (s not in env.replacements, str(s))):
+        for n in source_names(env, s):
+            by_name[n] = s
+    out = {}
+    for s in nested_env.var_to_sources:
+        ns = source_names(nested_env, s)
+        if ns and ns[0] in names:  # (not in ``names``: a view's unread base, ``binding._unread_bases``)
+            out[s] = by_name[names[ns[0]]]
+    return out
+
+
+def _new_trace_facts(nested_env: Any, to_generic: dict[sympy.Symbol, sympy.Symbol]
+                     ) -> tuple[list[sympy.Basic], dict[sympy.Symbol, Any], dict[sympy.Symbol, int]]:
+    """What the new trace's entry checks, in the generic symbols: its guards and input
+    ranges (the premises), the ranges alone, and its hints (the witness)."""
+    from verishape.core.premises import range_facts
+
+    premises = [nested_env.replace(g.expr).xreplace(to_generic) for g in nested_env.guards]
+    ranges = {to_generic[s]: vr for s, vr in nested_env.var_to_range.items() if s in to_generic}
+    premises += range_facts(ranges.keys(), ranges)
+    hints = {to_generic[s]: int(v) for s, v in nested_env.backed_var_to_val.items() if s in to_generic}
+    return [p for p in premises if p is not sympy.true], ranges, hints
+
+
+def _generic_goals(env: Any, sub: dict[sympy.Symbol, sympy.Basic], widened: set[sympy.Symbol],
+                   matched: set[sympy.Symbol]) -> list[tuple[sympy.Basic, str]]:
+    """The generic guards and the generic ranges of the sizes not widened, at the point."""
+    from verishape.core.premises import range_facts
+
+    goals = [(at_one(env.replace(g.expr), sub, f"the generic guard {g.expr}"), f"the generic guard {g.expr}")
+             for g in env.guards]
+    # a view input's base sized in the generic trace alone (``binding._unread_bases``: no
+    # guard, replacement or assert reads it, and the compared graphs do not): its range is
+    # about nothing the artifact computes with
+    unread = {s for s in env.var_to_sources if s not in matched and source_names(env, s)
+              and all("._base." in n for n in source_names(env, s))}
+    others = {s: vr for s, vr in env.var_to_range.items()
+              if s not in widened and s not in unread and env.var_to_sources.get(s)}
+    # a replaced symbol's range is a fact about what replaced it (the premises name sources
+    # by the symbol that replaced theirs), so it is written in the replacement, as the guards are
+    return goals + [(at_one(env.replace(r), sub, f"the generic range {r}"), f"the generic range {r}{_named(env, r)}")
+                    for r in range_facts(others.keys(), others)]
+
+
+def _proved(goals: list[tuple[sympy.Basic, str]], carriable: set[int], premises: list[sympy.Basic],
+            hints: dict[sympy.Symbol, int], to_generic: dict[sympy.Symbol, sympy.Symbol], prover: Any, what: str,
+            answers: int) -> AtOne:
+    """The goals proved together; where not, each alone, a generic guard the new trace does
+    not imply carried into its guards (:func:`_carried`), or a refusal naming the first
+    goal that fails."""
     proved = tuple(g for g, _ in goals)
     if not goals:
-        return AtOne(None, proved, len(answers))
+        return AtOne(None, proved, answers)
     record = _prove_one(prover, sympy.And(*proved), premises, hints, what)
     if record is not None:
-        return AtOne(record, proved, len(answers))
-    carriable = {id(g) for g in guard_goals}
+        return AtOne(record, proved, answers)
     to_nested = {g: n for n, g in to_generic.items()}
     carried: list[str] = []
     carried_guards: list[sympy.Basic] = []
-    for g, why in goals:  # each alone: carry a generic guard, or name the first goal that fails
+    for g, why in goals:
         if _prove_one(prover, g, premises, hints, why) is not None:
             continue
         in_new_trace = _carried(g, hints, to_nested) if id(g) in carriable else None
@@ -143,7 +171,7 @@ def prove_at_one(k: Any, group: Group, nested_env: Any, names: dict[str, str], p
     if carried:
         record = _prove_one(prover, sympy.And(*proved), premises, hints, what)
         if record is not None:
-            return AtOne(record, proved, len(answers), tuple(carried), tuple(carried_guards))
+            return AtOne(record, proved, answers, tuple(carried), tuple(carried_guards))
     raise NotWidened("the generic guards and answers at 1 are not proved together (solver unknown)")
 
 

@@ -63,6 +63,7 @@ from .kept import Kept, _alive
 from .canon import Canon, Canonicalizer, NotWidened, canonical, first_difference, is_size_only, returned_sizes
 from .canon import _reads_layout as reads_layout
 from .canon import _value
+from .binding import bind
 from .sizes import Group, at_one, bound_sources, group_name, merged_group, source_names
 from .snapshot import placeholder_source
 from .goals import AtOne, install, prove_at_one
@@ -200,12 +201,22 @@ def reuse(env: Any, tx: Any, gm: torch.fx.GraphModule, example_inputs: Any, back
 
 
 def _size_now(now: dict[str, Any], source: Any) -> int | None:
-    """The static value the current trace gives ``source`` (a tensor size), or None when
-    it is symbolic or its tensor is not an input."""
-    fake = now.get(source.base.name)
-    if not isinstance(fake, torch.Tensor) or source.idx >= fake.dim():
+    """The static value the current trace gives ``source`` (a tensor's size, stride or
+    storage offset), or None when it is symbolic, its tensor is not an input, or the source
+    is something else."""
+    from torch._dynamo.source import TensorProperty, TensorPropertySource
+
+    if not isinstance(source, TensorPropertySource):
         return None
-    n = fake.shape[source.idx]
+    fake = now.get(source.base.name)
+    if not isinstance(fake, torch.Tensor):
+        return None
+    if source.prop is TensorProperty.STORAGE_OFFSET:
+        n = fake.storage_offset()
+    elif source.idx is None or source.idx >= fake.dim():
+        return None
+    else:
+        n = fake.shape[source.idx] if source.prop is TensorProperty.SIZE else fake.stride()[source.idx]
     return n if isinstance(n, int) else n.node.maybe_as_int()
 
 
@@ -215,10 +226,10 @@ def _relaid_only(k: Kept, env: Any, tx: Any) -> bool:
     (:mod:`verishape.compiler.widen.layout`).  Cheap, and silent: any other miss (a
     non-shape guard, another size) is not this module's to report."""
     try:
-        names = _match_symbols(k.env, (), env)
-        generic = _canon_inputs(k.inputs, Canonicalizer(_generic_rename(k.env, (), 1)))
-        here = _canon_inputs([(tf.source.name, tf.fake) for tf in tx.output.tracked_fakes],
-                             Canonicalizer(_nested_rename(env, names)))
+        fakes = [(tf.source.name, tf.fake) for tf in tx.output.tracked_fakes]
+        binding = bind(k.env, (), env, lambda src: _size_now(dict(fakes), src))
+        generic = _canon_inputs(k.inputs, Canonicalizer(binding.generic_rename(k.env)))
+        here = _canon_inputs(fakes, Canonicalizer(binding.nested_rename(env)))
         return bool(layout.differing(generic, here))
     except NotWidened:
         return False
@@ -245,11 +256,12 @@ def _prove(k: Kept, group: Group, env: Any, tx: Any, gm: torch.fx.GraphModule, e
     guards and answers are proved from the size-1 trace's guards as Dynamo left them; the
     AOT trace can only add guards, so the premises used are a subset of those installed."""
     _refuse_if_excluded(k.env, group, 1)
-    names = _match_symbols(k.env, group, env)
-    generic_rename = _generic_rename(k.env, group, 1)
-    rename = _nested_rename(env, names)
+    fakes = [(tf.source.name, tf.fake) for tf in tx.output.tracked_fakes]
+    binding = bind(k.env, group, env, lambda src: _size_now(dict(fakes), src))
+    generic_rename = binding.generic_rename(k.env)
+    rename = binding.nested_rename(env)
     generic_inputs = _canon_inputs(k.inputs, Canonicalizer(generic_rename))
-    here_inputs = _canon_inputs([(tf.source.name, tf.fake) for tf in tx.output.tracked_fakes], Canonicalizer(rename))
+    here_inputs = _canon_inputs(fakes, Canonicalizer(rename))
     relaid = layout.differing(generic_inputs, here_inputs)
     orders = _relaid_orders(k, relaid, generic_rename)
     line = None
@@ -269,10 +281,10 @@ def _prove(k: Kept, group: Group, env: Any, tx: Any, gm: torch.fx.GraphModule, e
     if missing:
         raise NotWidened(f"the generic frame checks guards the size-1 trace does not: {sorted(missing)[:3]}")
     k.from_cache()
-    args = calling.argument_map(k, group, gm, orders)
+    args = calling.argument_map(k, binding, gm, orders)
     sources = tuple(source_names(k.env, s)[0] for s in group)
     value = 1 if group else None
-    proved = prove_at_one(k, group, env, names, prover, head(sources, value, tuple(relaid)))
+    proved = prove_at_one(k, binding, env, prover, head(sources, value, tuple(relaid)))
     aot = None
     if k.aot is not None:
         if positions and _tensor_count(k.aot) != _tensor_count(k.dynamo):
@@ -377,98 +389,6 @@ def _without_specializations(aot_kwargs: dict[str, Any]) -> dict[str, Any]:
     kept = {op: fn for op, fn in table.items()
             if getattr(getattr(op, "overloadpacket", None), "__name__", None) not in SIZE_ONE_SPECIALIZATIONS}
     return {**aot_kwargs, "decompositions": kept}
-
-
-def _generic_rename(env: Any, symbols: Group, value: int) -> Callable[[sympy.Symbol], sympy.Basic]:
-    merged = merged_group(env, symbols)
-
-    def rename(s: sympy.Symbol) -> sympy.Basic:
-        if s in merged:
-            return sympy.Integer(value)
-        names = source_names(env, s)
-        if not names:
-            raise NotWidened(f"symbol {s} has no input source")
-        return sympy.Symbol(names[0], integer=True)
-    return rename
-
-
-def _nested_rename(env: Any, to_generic_name: dict[str, str]) -> Callable[[sympy.Symbol], sympy.Basic]:
-    def rename(s: sympy.Symbol) -> sympy.Basic:
-        names = source_names(env, s)
-        if not names or names[0] not in to_generic_name:
-            raise NotWidened(f"symbol {s} of the size-1 trace has no matching input source")
-        return sympy.Symbol(to_generic_name[names[0]], integer=True)
-    return rename
-
-
-def _match_symbols(env: Any, symbol: Group, nested_env: Any) -> dict[str, str]:
-    """Source name of each size-1 symbol -> the generic symbol's first source name.
-
-    The two traces must bind the same sources to symbols (``symbol``'s sources aside:
-    they are constants at size 1), and each size-1 symbol's sources must lie within one
-    generic symbol's: the size-1 trace may keep apart sizes the generic trace made one
-    symbol (duck sizing; the generic guards, proved at 1, check their equality), never the
-    reverse (a size-1 trace that equated two sizes would be served for inputs the generic
-    artifact was never compiled for)."""
-    merged = merged_group(env, symbol)
-    generic_groups = {frozenset(source_names(env, s)) for s in env.var_to_sources if s not in merged}
-    generic_groups.discard(frozenset())
-    nested_groups = {frozenset(source_names(nested_env, s)) for s in nested_env.var_to_sources}
-    nested_groups.discard(frozenset())
-    # a view input's base sized in one trace alone (Dynamo fakes a view's ``_base`` to
-    # build it; whether its sizes get symbols of their own depends on how the view is
-    # replayed): left out when nothing of that trace reads the base's symbol
-    generic_groups -= _unread_bases(env, generic_groups - nested_groups)
-    nested_groups -= _unread_bases(nested_env, nested_groups - generic_groups)
-    covered = frozenset().union(*generic_groups) if generic_groups else frozenset()
-    nested_covered = frozenset().union(*nested_groups) if nested_groups else frozenset()
-    if covered != nested_covered:
-        differ = sorted(covered ^ nested_covered)
-        raise NotWidened(f"the size-1 trace binds other input sizes to symbols differently ({differ[:3]})")
-    for group in nested_groups:
-        if not any(group <= g for g in generic_groups):
-            raise NotWidened(f"the size-1 trace makes one symbol of sizes the generic trace keeps apart "
-                             f"({sorted(group)[:3]})")
-    return _generic_names(env, symbol)
-
-
-def _unread_bases(env: Any, groups: set[frozenset[str]]) -> set[frozenset[str]]:
-    """Those of ``groups`` (source names of one symbol each) naming only a view input's
-    ``_base`` sizes whose symbol no guard, replacement or deferred assert of ``env``
-    mentions: the base is there to build the view, its size is read by nothing else (a
-    graph that took the base as an input would differ from the other graph anyway)."""
-    if not groups:
-        return set()
-    read: set[Any] = set()
-    for g in env.guards:
-        read |= g.expr.free_symbols
-    for s, r in env.replacements.items():
-        if s != r:
-            read |= {s} | getattr(r, "free_symbols", set())
-    for asserts in getattr(env, "deferred_runtime_asserts", {}).values():
-        for a in asserts:
-            read |= a.expr.free_symbols
-    out = set()
-    for symbol in env.var_to_sources:
-        names = frozenset(source_names(env, symbol))
-        if names in groups and all("._base." in n for n in names) and symbol not in read:
-            out.add(names)
-    return out
-
-
-def _generic_names(env: Any, symbol: Group) -> dict[str, str]:
-    """Each source name of a generic symbol outside ``symbol`` (a group) -> that symbol's
-    first source name (the canonical name both traces' symbols are renamed to)."""
-    out = {}
-    merged = merged_group(env, symbol)
-    # replaced symbols first, so that a source listed under the symbol that replaced it
-    # maps to that symbol's name
-    for s in sorted(env.var_to_sources, key=lambda s: (s not in env.replacements, str(s))):
-        names = source_names(env, s)
-        if s not in merged and names:
-            for n in names:
-                out[n] = names[0]
-    return out
 
 
 def _canon_inputs(inputs: list[tuple[str, Any]], c: Canonicalizer) -> dict[str, Any]:

@@ -1,0 +1,184 @@
+"""How a new trace's sizes bind a kept compile's symbols, as one frozen value.
+
+A reuse compares two traces of one frame: the kept (generic) one, whose symbols are its
+inputs' sizes, and the new one, at the call that missed.  Both name their symbols by the
+input sources bound to them; :class:`Binding` says, per generic symbol, what it is at the
+new call:
+
+* a size of the group that arrived at 1: the constant 1 (the widened sizes);
+* a size the new trace also keeps symbolic, under the same sources: that symbol (renamed to
+  the generic symbol's first source name on both sides);
+* a size the new trace has as a constant at every one of its sources (a cache whose length a
+  static cache fixes, a head count generic recompiles made a symbol in one trace and not in
+  the other): that constant;
+* a size the new trace makes one symbol with other generic symbols (it duck-sized two
+  sizes that were equal at its call, and installs their equality as a guard): the generic
+  symbol of the first source of that new symbol.
+
+The point a reuse is proved at is those values (:meth:`Binding.point`); every generic guard
+and range is a goal there (:func:`verishape.compiler.widen.goals.prove_at_one`), so a constant
+or an equality outside the generic domain refuses the reuse.  What is refused here: a size
+the new trace keeps symbolic where the generic trace has it as a constant (the generic
+artifact was compiled for that constant only), a new symbol whose sources split a generic
+symbol's, and a generic symbol whose sources take different constants.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import sympy
+
+from .canon import NotWidened
+from .sizes import Group, bound_sources, merged_group, merged_into, source_names
+
+
+@dataclasses.dataclass(frozen=True)
+class Binding:
+    """The new trace's binding of a kept compile's symbols (see the module docstring)."""
+
+    #: the generic symbols set to ``value`` together (the sizes that arrived at 1)
+    group: Group
+    value: int
+    #: each source name of a generic symbol -> the name both traces' symbols are renamed to
+    names: dict[str, str]
+    #: generic symbols the new trace fixes: to a constant, or to another generic symbol
+    fixed: dict[sympy.Symbol, sympy.Basic]
+    #: every generic symbol set to ``value`` (the group's and those torch replaced by them)
+    widened: frozenset[sympy.Symbol]
+
+    def point(self, env: Any) -> dict[sympy.Symbol, sympy.Basic]:
+        """The generic symbols' values at the new call that are not symbols of their own:
+        the widened ones at ``value``, the fixed ones (and those torch replaced by them)."""
+        out: dict[sympy.Symbol, sympy.Basic] = {s: sympy.Integer(self.value) for s in self.widened}
+        for s, v in self.fixed.items():
+            for m in merged_into(env, s):
+                out[m] = v
+        return out
+
+    def generic_rename(self, env: Any) -> Callable[[sympy.Symbol], sympy.Basic]:
+        """A generic symbol -> its value at the point, or its canonical name."""
+        at = self.point(env)
+
+        def name(s: sympy.Symbol) -> sympy.Basic:
+            names = source_names(env, s)
+            if not names:
+                raise NotWidened(f"symbol {s} has no input source")
+            return sympy.Symbol(self.names.get(names[0], names[0]), integer=True)
+
+        def rename(s: sympy.Symbol) -> sympy.Basic:
+            v = at.get(s)
+            if v is None:
+                return name(s)
+            return v if v.is_number else name(v)  # type: ignore[arg-type]
+        return rename
+
+    def nested_rename(self, nested_env: Any) -> Callable[[sympy.Symbol], sympy.Basic]:
+        """A symbol of the new trace -> the canonical name of the generic symbol it binds."""
+        def rename(s: sympy.Symbol) -> sympy.Basic:
+            names = source_names(nested_env, s)
+            if not names or names[0] not in self.names:
+                raise NotWidened(f"symbol {s} of the size-1 trace has no matching input source")
+            return sympy.Symbol(self.names[names[0]], integer=True)
+        return rename
+
+
+def bind(env: Any, group: Group, nested_env: Any, size_now: Callable[[Any], int | None],
+         value: int = 1) -> Binding:
+    """The binding of ``env``'s symbols (the kept compile's) by ``nested_env``'s (the new
+    trace's), with ``group`` at ``value``; ``size_now(source)`` is the new trace's constant
+    for a tensor-size source (None where it is symbolic or not an input).  Raises
+    :class:`NotWidened` for the bindings the module docstring refuses."""
+    widened = frozenset(merged_group(env, group))
+    generic = {s: frozenset(source_names(env, s)) for s in env.var_to_sources
+               if s not in widened and s not in env.replacements}
+    generic = {s: g for s, g in generic.items() if g}
+    nested_groups = {frozenset(source_names(nested_env, s)) for s in nested_env.var_to_sources}
+    nested_groups.discard(frozenset())
+    all_generic = {frozenset(source_names(env, s)) for s in env.var_to_sources if s not in widened} - {frozenset()}
+    # a view input's base sized in one trace alone (Dynamo fakes a view's ``_base`` to
+    # build it; whether its sizes get symbols of their own depends on how the view is
+    # replayed): left out when nothing of that trace reads the base's symbol
+    unread = _unread_bases(env, all_generic - nested_groups)
+    generic = {s: g for s, g in generic.items() if g not in unread}
+    nested_groups -= _unread_bases(nested_env, nested_groups - all_generic)
+    nested_covered = frozenset().union(*nested_groups) if nested_groups else frozenset()
+    all_generic -= unread
+    covered = frozenset().union(*all_generic) if all_generic else frozenset()
+    only_nested = nested_covered - covered
+    if only_nested:
+        raise NotWidened(f"the size-1 trace keeps symbolic sizes the generic trace has as constants "
+                         f"({sorted(only_nested)[:3]})")
+    fixed: dict[sympy.Symbol, sympy.Basic] = {}
+    for s, g in generic.items():
+        if g & nested_covered:
+            continue
+        values = {size_now(src) for src in bound_sources(env, s)}
+        if len(values) == 1 and None not in values:
+            fixed[s] = sympy.Integer(values.pop())
+    constant = frozenset().union(*(generic[s] for s in fixed)) if fixed else frozenset()
+    if covered - nested_covered - constant:
+        differ = sorted(covered - nested_covered - constant)
+        raise NotWidened(f"the size-1 trace binds other input sizes to symbols differently ({differ[:3]})")
+    by_source = {n: s for s, g in generic.items() for n in g}
+    for symbol in nested_env.var_to_sources:
+        names = source_names(nested_env, symbol)
+        if not names or frozenset(names) not in nested_groups:
+            continue
+        if any(n not in by_source for n in names):  # sizes of a symbol torch replaced by an expression
+            if not any(frozenset(names) <= g for g in all_generic):
+                raise NotWidened(f"the size-1 trace makes one symbol of sizes the generic trace keeps apart "
+                                 f"({sorted(names)[:3]})")
+            continue
+        parts = {by_source[n] for n in names}
+        if len(parts) == 1:
+            continue  # within one generic symbol: the generic guards, proved at the point, check the rest
+        if any(not generic[p] <= set(names) for p in parts):
+            raise NotWidened(f"the size-1 trace makes one symbol of sizes the generic trace keeps apart, in part "
+                             f"({sorted(names)[:3]})")
+        first = by_source[names[0]]  # the name the new symbol is renamed to (``Binding.nested_rename``)
+        for p in parts - {first}:
+            if fixed.get(p, first) != first:
+                raise NotWidened(f"the size-1 trace equates {sorted(generic[p])[:1]} with two different sizes")
+            fixed[p] = first
+    return Binding(group, value, _generic_names(env, widened), fixed, widened)
+
+
+def _unread_bases(env: Any, groups: set[frozenset[str]]) -> set[frozenset[str]]:
+    """Those of ``groups`` (source names of one symbol each) naming only a view input's
+    ``_base`` sizes whose symbol no guard, replacement or deferred assert of ``env``
+    mentions: the base is there to build the view, its size is read by nothing else (a
+    graph that took the base as an input would differ from the other graph anyway)."""
+    if not groups:
+        return set()
+    read: set[Any] = set()
+    for g in env.guards:
+        read |= g.expr.free_symbols
+    for s, r in env.replacements.items():
+        if s != r:
+            read |= {s} | getattr(r, "free_symbols", set())
+    for asserts in getattr(env, "deferred_runtime_asserts", {}).values():
+        for a in asserts:
+            read |= a.expr.free_symbols
+    out = set()
+    for symbol in env.var_to_sources:
+        names = frozenset(source_names(env, symbol))
+        if names in groups and all("._base." in n for n in names) and symbol not in read:
+            out.add(names)
+    return out
+
+
+def _generic_names(env: Any, widened: frozenset[sympy.Symbol]) -> dict[str, str]:
+    """Each source name of a generic symbol outside ``widened`` -> that symbol's first
+    source name (the canonical name both traces' symbols are renamed to)."""
+    out = {}
+    # replaced symbols first, so that a source listed under the symbol that replaced it
+    # maps to that symbol's name
+    for s in sorted(env.var_to_sources, key=lambda s: (s not in env.replacements, str(s))):
+        names = source_names(env, s)
+        if s not in widened and names:
+            for n in names:
+                out[n] = names[0]
+    return out
