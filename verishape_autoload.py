@@ -7,11 +7,11 @@ mechanism for out-of-tree backends); :func:`on_torch_import` is listed there, re
 variable and turns the process-wide switch on (:mod:`verishape.compiler.switch`).
 
 It also registers the type of verishape's widening records with torch's mega-cache
-(:func:`register_cache_artifact`), whatever the variable says: ``torch.compiler.
+(:func:`verishape_records.register_cache_artifact`), whatever the variable says: ``torch.compiler.
 load_cache_artifacts()`` rejects a whole blob that holds an artifact of a type it does not
 know, so every process with verishape installed must know this one, whether or not it
-imported verishape yet.  That defines one small class on torch's own registry; verishape is
-imported only when such an artifact is loaded.
+imported verishape yet.  That defines one small class on torch's own registry, in
+:mod:`verishape_records` (a leaf the package imports too: no import cycle through this plug-in).
 
 Unset, empty or ``0``: nothing else happens, and nothing of verishape is imported (this module
 lives outside the package for that reason: a program that never asked for verishape, such as
@@ -27,6 +27,8 @@ from __future__ import annotations
 import os
 import sys
 
+from verishape_records import register_cache_artifact
+
 VARIABLE = "VERISHAPE_ENABLE"
 
 
@@ -40,38 +42,6 @@ def requested(environ: dict[str, str] | os._Environ[str] = os.environ) -> bool:
         return True
     raise ValueError(f"{VARIABLE}={value!r} is not a setting: use 1 (verishape for every torch.compile "
                      f"of the process) or 0 / unset (off)")
-
-
-#: the mega-cache type of a widening record (verishape.compiler.widen.record)
-ARTIFACT_TYPE = "verishape_widen"
-
-
-def register_cache_artifact() -> bool:
-    """Register the widening record's artifact type with torch's mega-cache (idempotent);
-    False where this torch has no such registry (records then do not travel in saved
-    artifacts)."""
-    try:
-        from torch.compiler._cache import CacheArtifact, CacheArtifactFactory
-    except ImportError:
-        return False
-    if ARTIFACT_TYPE in getattr(CacheArtifactFactory, "_artifact_types", {}):
-        return True
-
-    class WidenRecordArtifact(CacheArtifact):
-        """A widening record in torch's mega-cache: its key is the record's name, its
-        content the record; loading it writes the record to the local cache folder."""
-
-        def populate_cache(self) -> None:
-            from verishape.compiler.widen import record
-
-            record.populate(self.key, self.content)
-
-        @staticmethod
-        def type() -> str:
-            return ARTIFACT_TYPE
-
-    CacheArtifactFactory.register(WidenRecordArtifact)
-    return True
 
 
 def on_torch_import() -> None:

@@ -26,12 +26,19 @@ FOLDERS = {"verishape": "verishape", "solvers": "verishape.solvers", "compiler":
 #: its own layer and the layers below it.  Whatever else ``verishape`` holds (the public API
 #: in ``verishape/*.py``, ``cli/``, ``audit/``, ``fuzz/``) is a front door, on top.
 LAYERS = ("proofs", "solvers", "core", "compiler")
-#: Leaves any layer may read: the version string.
-LEAVES = {"verishape._version"}
+#: Leaves any layer may read: the version string, and where widening records live (a
+#: top-level module the plug-in reads too, importing nothing of verishape).
+LEAVES = {"verishape._version", "verishape_records"}
+#: Top-level modules installed beside the package (pyproject's py-modules): the plug-in that
+#: torch runs at import is a front door; ``verishape_records`` is a leaf.
+TOP_LEVEL = ("verishape_autoload", "verishape_records")
 
 
 def layer(module: str) -> tuple[int, str]:
-    """A module's layer is the folder it lives in (``verishape.<folder>...``)."""
+    """A module's layer is the folder it lives in (``verishape.<folder>...``); the leaves
+    are below every layer."""
+    if module in LEAVES:
+        return -1, "leaf"
     parts = module.split(".")
     if len(parts) > 1 and parts[1] in LAYERS:
         return LAYERS.index(parts[1]), parts[1]
@@ -44,6 +51,8 @@ def _modules() -> dict[str, Path]:
         for path in (ROOT / folder).rglob("*.py"):
             parts = [p for p in path.relative_to(ROOT / folder).with_suffix("").parts if p != "__init__"]
             mods[".".join([package, *parts])] = path
+    for name in TOP_LEVEL:
+        mods[name] = ROOT / f"{name}.py"
     return mods
 
 
@@ -164,6 +173,17 @@ def test_no_module_is_part_of_an_import_cycle(graph):
                 if len(component) > 1:
                     cycles.append(sorted(component))
     assert cycles == []
+
+
+def test_the_plugin_and_the_package_share_a_leaf_not_a_cycle(graph):
+    """torch's plug-in imports the package (to turn verishape on) and the records' leaf; the
+    package imports the leaf, never the plug-in (the circle issue 48 found: the widening
+    record imported the plug-in, which imported the package back); the leaf imports nothing."""
+    assert set(TOP_LEVEL) <= graph.keys()
+    assert graph["verishape_records"] == set()
+    assert "verishape_records" in graph["verishape.compiler.widen.record"]
+    assert not [m for m, targets in graph.items() if "verishape_autoload" in targets]
+    assert any(t.startswith("verishape.") for t in graph["verishape_autoload"])
 
 
 def test_the_graph_reader_sees_a_cycle_and_an_upward_import():

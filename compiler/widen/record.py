@@ -36,7 +36,7 @@ AOTAutograd or FX-graph remote cache is on, under the same name, read back when 
 folder lacks it (a bounded wait: :data:`REMOTE_TIMEOUT_S`; a Redis that is down or slow
 costs the reuse, never a hang or a crash); and into the artifacts
 ``torch.compiler.save_cache_artifacts()`` collects (type ``verishape_widen``, registered
-at ``import torch`` by :mod:`verishape_autoload`), written to the local folder by
+at ``import torch`` by verishape's plug-in, :mod:`verishape_records`), written to the local folder by
 ``load_cache_artifacts()`` in another process.  The restricted
 unpickler is not a security boundary (torch unpickles its own entries in the same folder
 and Redis without one): it keeps a record from naming code a log is not made of.
@@ -48,12 +48,11 @@ import hashlib
 import io
 import os
 import pickle
-import tempfile
 from typing import Any
 
 import sympy
 
-import verishape_autoload
+import verishape_records
 
 #: bumped when the payload's layout or the meaning of a question changes
 FORMAT = 1
@@ -72,13 +71,6 @@ class Unrecordable(Exception):
     named in one: the log's own kinds refuse with TypeError, see ``KernelCall.__getstate__``)."""
 
 
-def directory() -> str:
-    """Where records live: beside torch's own caches (``TORCHINDUCTOR_CACHE_DIR``)."""
-    from torch._inductor.runtime.cache_dir_utils import cache_dir
-
-    return os.path.join(cache_dir(), "verishape", "widen")
-
-
 def _name(cache_key: str) -> str:
     """A record's name: its artifact's key with the record format and both versions."""
     import torch
@@ -93,7 +85,7 @@ def file_name(cache_key: str) -> str:
 
 
 def _file_of(name: str) -> str:
-    return os.path.join(directory(), name[:2], name + ".rec")
+    return verishape_records.record_path(name)
 
 
 def binding(env: Any) -> tuple[Any, ...]:
@@ -205,18 +197,7 @@ def save(cache_keys: list[str], log: Any, env: Any) -> list[str]:
 
 
 def _write_local(name: str, data: bytes) -> None:
-    """Atomically: a temporary file, then a rename."""
-    path = _file_of(name)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    verishape_records.write_record(name, data)
 
 
 def load(cache_key: str, env: Any, candidates: frozenset[sympy.Symbol]) -> Any:
@@ -322,15 +303,7 @@ def _record_artifact(name: str, data: bytes) -> None:
 
     manager = torch_seam.optional(torch_names.CACHE_ARTIFACT_MANAGER)
     if _ARTIFACT_REGISTERED and manager is not None and hasattr(manager, "record_artifact"):
-        manager.record_artifact(verishape_autoload.ARTIFACT_TYPE, name, data)
-
-
-def populate(name: str, content: bytes) -> None:
-    """A record loaded from torch's mega-cache (``load_cache_artifacts``): written to the
-    local folder as it is; it is checked when read, like any other."""
-    if not isinstance(name, str) or len(name) != _DIGEST or any(c not in "0123456789abcdef" for c in name):
-        raise ValueError(f"verishape: a mega-cache widening record named {name[:80]!r} is not one")
-    _write_local(name, content)
+        manager.record_artifact(verishape_records.ARTIFACT_TYPE, name, data)
 
 
 #: What a question log is made of; nothing else is unpickled from a record.
@@ -364,4 +337,4 @@ class _Unpickler(pickle.Unpickler):
 
 #: registered at ``import torch`` by verishape's plug-in (verishape_autoload), again here for a
 #: process that turned plug-ins off (``TORCH_DEVICE_BACKEND_AUTOLOAD=0``)
-_ARTIFACT_REGISTERED = verishape_autoload.register_cache_artifact()
+_ARTIFACT_REGISTERED = verishape_records.register_cache_artifact()
