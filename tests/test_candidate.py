@@ -25,24 +25,33 @@ def _size_source(name: str, dim: int = 0) -> TensorPropertySource:
     return TensorPropertySource(LocalSource(name), TensorProperty.SIZE, dim)
 
 
-def _env_with_symbol_at_one() -> tuple[VeriShapeEnv, torch.SymInt]:
+@pytest.fixture
+def at_one():
+    """A VeriShapeEnv inside a candidate attempt's scope, and what that scope keeps."""
     env = VeriShapeEnv()
+    kept = candidate.KeptAtOne()
+    with env.keeping_symbolic_at_one(kept):
+        yield env, kept
+
+
+def _symbol_at_one(env: VeriShapeEnv, kept: candidate.KeptAtOne) -> torch.SymInt:
     src = _size_source("x")
-    env.keep_symbolic_at_one(src.name)
+    kept.sources.add(src.name)
     expr = env.create_symbol(1, src, DimDynamic.DYNAMIC)
-    return env, env.create_symintnode(expr, hint=1, source=src)
+    return env.create_symintnode(expr, hint=1, source=src)
 
 
-def test_a_size_kept_symbolic_at_one_gets_a_size_like_symbol_and_defaults_unguarded():
-    env, b = _env_with_symbol_at_one()
+def test_a_size_kept_symbolic_at_one_gets_a_size_like_symbol_and_defaults_unguarded(at_one):
+    env, kept = at_one
+    b = _symbol_at_one(env, kept)
     s = b.node.expr
-    assert isinstance(s, sympy.Symbol) and s in env.verishape_oblivious and s in env.size_like
+    assert isinstance(s, sympy.Symbol) and s in kept.symbols and s in env.size_like
     assert env.var_to_range[s].lower == 0
     # the broadcast question its ranges leave open: the default, no guard
     assert guard_or_false(b == 1) is False
     assert guard_or_true(b != 1) is True
     assert not env.guards
-    assert [d for _, d in env.verishape_defaulted] == [False, True]
+    assert [d for _, d in kept.defaulted] == [False, True]
     # what the ranges decide is decided, as stock decides it
     assert guard_or_false(b >= 0) is True
     # a plain question is answered as a trace generic in the size answers it (>= 2), unguarded
@@ -53,17 +62,30 @@ def test_a_size_kept_symbolic_at_one_gets_a_size_like_symbol_and_defaults_unguar
     assert env.guards and candidate.pinned(env) is not None
 
 
-def test_other_sizes_and_plain_envs_are_untouched():
-    env = VeriShapeEnv()
-    env.keep_symbolic_at_one(_size_source("x").name)
+def test_other_sizes_and_plain_envs_are_untouched(at_one):
+    env, kept = at_one
+    kept.sources.add(_size_source("x").name)
     assert env.create_symbol(1, _size_source("y"), DimDynamic.DYNAMIC) == 1  # 0/1 specialization, as stock
     assert env.create_symbol(1, _size_source("x", 1), DimDynamic.DYNAMIC) == 1
-    assert not env.verishape_oblivious
+    assert not kept.symbols
     assert not candidate.is_candidate(env)
 
 
-def test_an_unpinned_candidate_is_said_so():
-    env, b = _env_with_symbol_at_one()
+def test_outside_the_scope_nothing_is_kept_symbolic_at_one():
+    """The scope is the candidate attempt's: before and after it the env is stock's."""
+    env = VeriShapeEnv()
+    kept = candidate.KeptAtOne({_size_source("x").name})
+    with env.keeping_symbolic_at_one(kept):
+        inside = env.create_symbol(1, _size_source("x"), DimDynamic.DYNAMIC)
+        assert candidate.is_candidate(env)
+    assert isinstance(inside, sympy.Symbol) and not candidate.is_candidate(env)
+    assert env.create_symbol(1, _size_source("x", 1), DimDynamic.DYNAMIC) == 1
+    assert VeriShapeEnv.symbolic_at_one_of(env) is None
+
+
+def test_an_unpinned_candidate_is_said_so(at_one):
+    env, kept = at_one
+    b = _symbol_at_one(env, kept)
     assert guard_or_false(b == 1) is False
     assert candidate.pinned(env) is None
 

@@ -219,13 +219,16 @@ def _private_names_outside_the_seam(private_only: bool = True) -> dict[str, set[
 
     root = Path(torch_seam.__file__).resolve().parents[2]
     used: dict[str, set[str]] = {}
-    for folder in _PACKAGE_FOLDERS:
-        for path in sorted((root / folder).rglob("*.py")):
-            if path.name in ("torch_seam.py", "torch_names.py"):
-                continue
-            for name in _torch_names_read(path):
-                if _is_private(name) or not private_only:
-                    used.setdefault(name, set()).add(str(path.relative_to(root)))
+    # the package's folders, and the modules installed beside it (the plug-in and the leaf
+    # that says where widening records live: verishape_records reads torch's cache folder)
+    paths = [p for folder in _PACKAGE_FOLDERS for p in sorted((root / folder).rglob("*.py"))]
+    paths += [root / "verishape_autoload.py", root / "verishape_records.py"]
+    for path in paths:
+        if path.name in ("torch_seam.py", "torch_names.py"):
+            continue
+        for name in _torch_names_read(path):
+            if _is_private(name) or not private_only:
+                used.setdefault(name, set()).add(str(path.relative_to(root)))
     # a chain's prefixes are reads of the same thing (torch._guards.CompileContext.current_compile_id
     # reads torch._guards.CompileContext): keep the longest
     return {n: f for n, f in used.items() if not any(m.startswith(n + ".") for m in used)}
@@ -252,8 +255,9 @@ def test_every_private_torch_name_outside_the_seam_is_declared_there_and_probed(
     # counted, so a change that reads one more (or one fewer) shows in review: update the
     # number with the declaration
     # (116: a candidate at 1 restarts its trace, compiler/widen/candidate.py; 117: a binding
-    # reads a constant storage offset of the new trace, compiler/widen/reuse.py)
-    assert len(used) == 117, f"{len(used)} private torch names read outside the seam (was 117)"
+    # reads a constant storage offset of the new trace, compiler/widen/reuse.py; the plug-in's
+    # and the records' leaf's reads are counted too: torch's mega-cache classes)
+    assert len(used) == 119, f"{len(used)} private torch names read outside the seam (was 119)"
     # every declared name exists on this torch (the probes would refuse it otherwise), but
     # the registry's alternatives (one role under several releases' names) and optional Triton
     alternatives = {f"{row.module}.{p}" for row in torch_names.WIDENING_REGISTRY if len(row.paths) > 1 for p in row.paths}

@@ -7,7 +7,8 @@ compiles a third time.  :mod:`verishape.compiler.widen.reuse` can run a generic 
 1 once one exists; at this recompile none does yet.
 
 So the first attempt of such a recompile traces a *candidate*: the sizes automatic dynamic
-made dynamic that are 1 keep a symbol (:meth:`VeriShapeEnv.keep_symbolic_at_one`: no 0/1
+made dynamic that are 1 keep a symbol (:meth:`VeriShapeEnv.keeping_symbolic_at_one`, a scope
+this module owns for each attempt, :class:`KeptAtOne`: no 0/1
 specialization, size-like, a question its ranges leave open answered unguarded as for sizes
 from 2, else by a ``guard_or_*`` default; torch's global ``backed_size_oblivious`` does much
 the same for every size).  The
@@ -47,12 +48,14 @@ LLaMA, GPT-2 and Qwen2 compile twice where stock compiles three times.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
 import sympy
 
 from verishape.core import torch_names, torch_seam
+from verishape.core.shape_env import VeriShapeEnv
 
 log = logging.getLogger("verishape")
 
@@ -88,6 +91,17 @@ def wanted() -> bool:
     return ctx is not None and not getattr(ctx, _DONE, False) and ATTEMPT in _ended_by_restart
 
 
+@dataclasses.dataclass
+class KeptAtOne:
+    """One attempt's sizes kept symbolic at 1 (the core's ``SymbolicAtOne``): filled by
+    :func:`mark_sizes` as Dynamo wraps the inputs, and by the env as it makes their symbols
+    and answers their questions; the attempt is a candidate once a symbol was made."""
+
+    sources: set[str] = dataclasses.field(default_factory=set)
+    symbols: set[sympy.Symbol] = dataclasses.field(default_factory=set)
+    defaulted: list[tuple[sympy.Basic, bool]] = dataclasses.field(default_factory=list)
+
+
 #: the trace functions wrapped by :func:`_restart_after_candidate` (filled when wrapped)
 _ended_by_restart: set[tuple[str, str]] = set()
 
@@ -103,20 +117,24 @@ def _restart_after_candidate(original: Any) -> Any:
         output = getattr(self, "output", None)
         if output is None or getattr(output, "root_tx", None) is not self:
             return original(self)
+        env = output.shape_env
+        if not isinstance(env, VeriShapeEnv) or not wanted():
+            return original(self)
         # whether this is a candidate attempt is known only once its inputs are wrapped
-        try:
-            result = original(self)
-        except TensorifyScalarRestartAnalysis:
-            if not is_candidate(output.shape_env) or is_done():
-                raise  # not a candidate, or ours from the backend (restart() cleared the speculation log)
-            _end(self, "a restart inside the candidate's trace")
-        except Exception as exc:  # noqa: BLE001 - a graph break's restart, an error: stock's attempt decides
-            if not is_candidate(output.shape_env):
-                raise
-            _end(self, f"its trace ended in {type(exc).__name__}", exc)
-        if not is_candidate(output.shape_env):
-            return result
-        _end(self, "its trace ended without a compile")
+        with env.keeping_symbolic_at_one(KeptAtOne()):
+            try:
+                result = original(self)
+            except TensorifyScalarRestartAnalysis:
+                if not is_candidate(env) or is_done():
+                    raise  # not a candidate, or ours from the backend (restart() cleared the speculation log)
+                _end(self, "a restart inside the candidate's trace")
+            except Exception as exc:  # noqa: BLE001 - a graph break's restart, an error: stock's attempt decides
+                if not is_candidate(env):
+                    raise
+                _end(self, f"its trace ended in {type(exc).__name__}", exc)
+            if not is_candidate(env):
+                return result
+            _end(self, "its trace ended without a compile")
 
     _ended_by_restart.add(ATTEMPT)
     run._verishape_original = original  # type: ignore[attr-defined]
@@ -136,14 +154,13 @@ def mark_sizes(env: Any, code: Any, tensor: Any, source: Any, context: Any) -> N
     from torch._dynamo.source import TensorProperty, TensorPropertySource
     from torch.fx.experimental.symbolic_shapes import DimDynamic
 
-    keep = getattr(env, "keep_symbolic_at_one", None)
+    kept = VeriShapeEnv.symbolic_at_one_of(env)  # None outside a candidate attempt's scope
     sizes = getattr(context, "dynamic_sizes", None)
-    if keep is None or sizes is None or not wanted():
+    if kept is None or sizes is None or not wanted():
         return
     at_one = [i for i, d in enumerate(sizes) if d is DimDynamic.DYNAMIC and tensor.shape[i] == 1]
     if at_one and not generic_kept(code):
-        for i in at_one:
-            keep(TensorPropertySource(source, TensorProperty.SIZE, i).name)
+        kept.sources.update(TensorPropertySource(source, TensorProperty.SIZE, i).name for i in at_one)
 
 
 def generic_kept(code: Any) -> bool:
@@ -185,15 +202,21 @@ def other_inputs(tx: Any) -> bool:
 
 
 def is_candidate(env: Any) -> bool:
-    """This trace kept a size symbolic at 1."""
-    return bool(getattr(env, "verishape_oblivious", None))
+    """This trace kept a size symbolic at 1 (inside its attempt's scope)."""
+    return bool(kept_symbols(env))
+
+
+def kept_symbols(env: Any) -> frozenset[sympy.Symbol]:
+    """The symbols ``env``'s trace keeps symbolic at 1 (none outside a candidate attempt)."""
+    kept = VeriShapeEnv.symbolic_at_one_of(env)
+    return frozenset(kept.symbols) if kept is not None else frozenset()
 
 
 def pinned(env: Any) -> str | None:
     """Why the candidate's trace serves no size other than 1 (a guard false with its sizes
     at 2, the others at their hints; a replacement or range fixing one), or None."""
     hints = dict(env.backed_var_to_val)
-    for s in env.verishape_oblivious:
+    for s in kept_symbols(env):
         r = env.replacements.get(s)
         if r is not None and r != s and getattr(r, "is_number", False):
             return f"{s} replaced by {r}"

@@ -28,6 +28,7 @@ import sympy
 import torch
 
 from verishape.core import torch_names, torch_seam
+from verishape.core.shape_env import VeriShapeEnv
 
 from . import questions as questions_
 from . import record
@@ -72,6 +73,9 @@ class Kept:
     #: traced with sizes kept symbolic at 1 (:mod:`verishape.compiler.widen.candidate`):
     #: never run as traced, so it is also tried for calls with no size at 1
     candidate: bool = False
+    #: for a candidate, what its attempt kept symbolic at 1: a trace of its graphs again
+    #: (:func:`_traced_again`) answers inside the same scope, as the attempt did
+    at_one: Any = None
 
     def from_cache(self) -> None:
         """An artifact torch's cache served: read its lowering's answers from the record
@@ -195,7 +199,7 @@ def keep(rec: _Recording, tx: Any, compiled: Callable[..., Any], backend_name: s
                 compiled, inputs, tx.output.guards, CompileContext.current_compile_id(), tx.f_code,
                 time.perf_counter() - rec.started, cache_key,
                 _fake_source(rec, detached=candidate) if served else None,
-                candidate=candidate)
+                candidate=candidate, at_one=VeriShapeEnv.symbolic_at_one_of(rec.env) if candidate else None)
     kept_count()  # drops what Dynamo no longer holds (a reset, an evicted entry)
     with _kept_lock:
         _kept.setdefault(tx.f_code, []).append(kept)
@@ -344,7 +348,8 @@ def _traced_again(k: Kept) -> Snapshot:
         return never
 
     before = _facts(k.env)
-    with tracing(TracingContext(modes.pop())), torch._functorch.config.patch(enable_autograd_cache=False):
+    at_one = k.env.keeping_symbolic_at_one(k.at_one) if k.at_one is not None else contextlib.nullcontext()
+    with at_one, tracing(TracingContext(modes.pop())), torch._functorch.config.patch(enable_autograd_cache=False):
         aot_module_simplified(mod, args, fw_compiler=training, bw_compiler=training, inference_compiler=keep_graph,
                               **(k.aot_kwargs or {}))
     if _facts(k.env) != before:

@@ -8,6 +8,8 @@ from typing import Any
 import sympy
 from torch.utils._sympy.value_ranges import ValueRanges
 
+from verishape.core.shape_env import VeriShapeEnv
+
 from .canon import NotWidened
 
 
@@ -64,7 +66,8 @@ def eligible(env: Any) -> dict[sympy.Symbol, ValueRanges]:
     from torch._dynamo.source import TensorProperty, TensorPropertySource
 
     out = {}
-    kept_at_one = getattr(env, "verishape_oblivious", ())  # a candidate's (``candidate.py``): lower bound 0
+    kept = VeriShapeEnv.symbolic_at_one_of(env)  # a candidate's sizes (``candidate.py``): lower bound 0
+    kept_at_one = kept.symbols if kept is not None else set()
     for symbol in env.var_to_sources:
         vr = env.var_to_range.get(symbol)
         if (vr is None or (vr.lower != 2 and symbol not in kept_at_one) or symbol in env.replacements

@@ -77,6 +77,17 @@ class AnswerObserver(Protocol):
                 var_to_range: tuple[tuple[sympy.Symbol, Any], ...] | None) -> None: ...
 
 
+class SymbolicAtOne(Protocol):
+    """What :meth:`VeriShapeEnv.keeping_symbolic_at_one` keeps symbolic at 1 for one trace (a
+    candidate's policy, owned by ``verishape.compiler.widen.candidate``): the input sizes to
+    keep (by source name), the symbols the env made for them, and the questions about them
+    it answered beyond their ranges (Note [A candidate is never run as traced])."""
+
+    sources: set[str]
+    symbols: set[sympy.Symbol]
+    defaulted: list[tuple[sympy.Basic, bool]]
+
+
 @dataclasses.dataclass(frozen=True)
 class ExtraFacts:
     """Facts one question is asked under beyond the env's own, passed down with it (never
@@ -110,13 +121,8 @@ class VeriShapeEnv(ShapeEnv):
         #: shown every static answer inside :meth:`observing` (see :meth:`_maybe_evaluate_static`)
         self._vs_questions: AnswerObserver | None = None
         self._vs_last_open: sympy.Basic | None = None
-        #: sizes a trace keeps symbolic at 1 (see :meth:`keep_symbolic_at_one`): their
-        #: source names, and the symbols made for them
-        self._vs_oblivious_sources: set[str] = set()
-        self.verishape_oblivious: set[sympy.Symbol] = set()
-        #: questions about those symbols answered unguarded beyond their ranges (assuming
-        #: them at least 2, or a ``guard_or_*`` default): :meth:`_generic_answer`
-        self.verishape_defaulted: list[tuple[sympy.Basic, bool]] = []
+        #: inside :meth:`keeping_symbolic_at_one`: the sizes kept symbolic at 1
+        self._vs_at_one: SymbolicAtOne | None = None
         if self.events and type(self.events[0]) is ShapeEnvEvent and self.events[0].f is ShapeEnv:
             # Replays (the recorded-events check, translation validation's bisection)
             # rebuild the env from this first event: rebuild this class, so that the
@@ -160,21 +166,34 @@ class VeriShapeEnv(ShapeEnv):
 
     # ------------------------------------------------------------------ sizes kept symbolic at 1
 
-    def keep_symbolic_at_one(self, source_name: str) -> None:
-        """Give the input size named ``source_name`` a symbol even where it is 1 (no 0/1
-        specialization), size-like, whose questions the ranges leave open are answered
-        without a guard as a trace generic in it would answer them (:meth:`_generic_answer`;
-        torch's global ``backed_size_oblivious`` does much the same for every size).  A trace made so is a
-        *candidate*: never run as it is, only reused where a stock trace of the call is
-        proved to compute the same (:mod:`verishape.compiler.widen.candidate`)."""
-        self._vs_oblivious_sources.add(source_name)
+    @contextlib.contextmanager
+    def keeping_symbolic_at_one(self, kept: SymbolicAtOne) -> Iterator[None]:
+        """Inside the block, give each input size named in ``kept.sources`` a symbol even
+        where it is 1 (no 0/1 specialization), size-like, whose questions the ranges leave
+        open are answered without a guard as a trace generic in it would answer them
+        (:meth:`_generic_answer`; torch's global ``backed_size_oblivious`` does much the same
+        for every size).  A trace made so is a *candidate*, never run as it is (see
+        Note [A candidate is never run as traced]); the scope is the candidate attempt's
+        (``verishape.compiler.widen.candidate``), which fills ``kept.sources`` as Dynamo
+        wraps the inputs."""
+        saved, self._vs_at_one = self._vs_at_one, kept
+        try:
+            yield
+        finally:
+            self._vs_at_one = saved
+
+    @staticmethod
+    def symbolic_at_one_of(env: Any) -> SymbolicAtOne | None:
+        """What ``env`` keeps symbolic at 1 now (None for a stock ShapeEnv or outside a scope)."""
+        return env._vs_at_one if isinstance(env, VeriShapeEnv) else None
 
     def create_symbol(self, val: Any, source: Any, *args: Any, **kwargs: Any) -> Any:
-        if self._vs_oblivious_sources and val == 1 and getattr(source, "name", None) in self._vs_oblivious_sources:
+        kept = self._vs_at_one
+        if kept is not None and val == 1 and getattr(source, "name", None) in kept.sources:
             kwargs["do_not_specialize_zero_one"] = True
             out = super().create_symbol(val, source, *args, **kwargs)
             if isinstance(out, sympy.Symbol):
-                self.verishape_oblivious.add(out)
+                kept.symbols.add(out)
                 self.size_like.add(out)
             return out
         return super().create_symbol(val, source, *args, **kwargs)
@@ -188,8 +207,9 @@ class VeriShapeEnv(ShapeEnv):
         # calls this tens of thousands of times per model compile, almost always answered
         # from stock's cache in ~2 us, and ``free_symbols`` alone cost ~8 us a call.
         # (Inlined rather than ``with self._asking(...)``: a context manager costs ~2 us.)
-        if self.verishape_oblivious and orig_expr.free_symbols & self.verishape_oblivious:
-            answer = self._generic_answer(orig_expr, fallback_value)
+        kept = self._vs_at_one
+        if kept is not None and kept.symbols and orig_expr.free_symbols & kept.symbols:
+            answer = self._generic_answer(kept, orig_expr, fallback_value)
             if answer is not None:
                 return answer
         saved, self._vs_kind = self._vs_kind, (orig_expr, fallback_value)
@@ -205,9 +225,9 @@ class VeriShapeEnv(ShapeEnv):
         finally:
             self._vs_kind = saved
 
-    def _generic_answer(self, expr: sympy.Basic, default: bool | None) -> sympy.Basic | None:
+    def _generic_answer(self, kept: SymbolicAtOne, expr: sympy.Basic, default: bool | None) -> sympy.Basic | None:
         """A question about a size kept symbolic at 1 (a candidate's trace, see
-        :meth:`keep_symbolic_at_one`), answered unguarded as a trace generic in it would
+        :meth:`keeping_symbolic_at_one`), answered unguarded as a trace generic in it would
         answer: statically; else assuming its sizes are at least 2 (size-oblivious); else a
         ``guard_or_*`` question's default.  None: a guard on the hint, as stock (such a
         guard may pin the candidate to 1).  An answer that is not static is shown to the
@@ -223,12 +243,12 @@ class VeriShapeEnv(ShapeEnv):
         finally:
             self._vs_kind = saved
         if generic is not None:
-            self.verishape_defaulted.append((expr, bool(generic)))
+            kept.defaulted.append((expr, bool(generic)))
             return generic
         if default is None:
             return None
         answer = sympy.true if default else sympy.false
-        self.verishape_defaulted.append((expr, default))
+        kept.defaulted.append((expr, default))
         if self._vs_questions is not None:
             self._vs_questions.observe(self, _base_static, expr, answer, size_oblivious=False, axioms=None,
                                        var_to_range=None)

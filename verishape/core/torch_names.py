@@ -45,6 +45,10 @@ REMOTE_CACHE_SWITCHES = ("torch._functorch._aot_autograd.autograd_cache.should_u
 #: torch's mega-cache (save_cache_artifacts / load_cache_artifacts): a record is an artifact
 #: of its own type there; optional (without it records do not travel in saved artifacts)
 CACHE_ARTIFACT_MANAGER = "torch.compiler._cache.CacheArtifactManager"
+#: the mega-cache's artifact base class and type registry: the widening record's type is
+#: registered at ``import torch`` by verishape's plug-in (verishape_records.py, outside the
+#: package: it imports nothing of verishape, so it reads them by import, ImportError meaning absent)
+CACHE_ARTIFACT_TYPES = ("torch.compiler._cache.CacheArtifact", "torch.compiler._cache.CacheArtifactFactory")
 #: Wrapped on first use, optional (without it the feature behaves as stock, with a warning):
 #: Dynamo's automatic-dynamic choice per input size, where generic recompiles give shared
 #: sizes a symbol (compiler/widen/generic_recompile.py); the count of a frame's cache entries
@@ -217,7 +221,7 @@ def declared_names() -> frozenset[str]:
         SHAPE_ENV, SOURCE, OUTPUT_GRAPH_MODULE, OUTPUT_GRAPH, *EXPORT_SITES, *ASSERT_PASS_MODULES,
         *(f"{m}.insert_deferred_runtime_asserts" for m in ASSERT_PASS_MODULES), DEDUPE_SYMINTS, INDUCTOR_WRAPPER,
         CACHE_ENTRIES, COMPILATION_METRICS, AOT_MODULE_SIMPLIFIED, ".".join(AOT_CACHE_KEY), *REMOTE_CACHE_SWITCHES,
-        CACHE_ARTIFACT_MANAGER, ".".join(AUTOMATIC_DYNAMIC), ".".join(CACHE_SIZE_COUNTER), ".".join(TRACE_ATTEMPT),
+        CACHE_ARTIFACT_MANAGER, *CACHE_ARTIFACT_TYPES, ".".join(AUTOMATIC_DYNAMIC), ".".join(CACHE_SIZE_COUNTER), ".".join(TRACE_ATTEMPT),
         DYNAMO_TLS, *READ_NAMES,
         EXPORT_ENTRY, *VOCABULARY, *LOWERING_VOCABULARY, *FUZZ_VOCABULARY, OP_DB, *TRITON_CPU_VOCABULARY,
         *joined((row.module, path) for row in WIDENING_REGISTRY for path in row.paths), ".".join(RANGE_READER),
