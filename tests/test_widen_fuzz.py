@@ -25,10 +25,11 @@ def test_values_shapes_dtypes_and_strides_are_compared():
     assert "shape" in _diff(x, x.reshape(3, 2))
     assert "dtype" in _diff(x, x.double())
     assert "strides" in _diff(x, x.t().contiguous().t())
-    # the stride of a dimension of size 1 addresses nothing, but a caller sees it
-    # (torch.compile keeps eager's): a difference (issue 48)
-    assert "strides" in _diff(torch.ones(1, 3), torch.ones(3, 1).t())
-    assert _diff(torch.ones(0, 3), torch.ones(3, 0).t()) is None  # nothing to address
+    # the stride of a dimension of size 1 addresses nothing: not a difference by torch's own
+    # rule (stock Inductor returns other strides there than eager), but said apart
+    assert _diff(torch.ones(1, 3), torch.ones(3, 1).t()) is None
+    assert widen_check.size_one_strides(torch.ones(1, 3), torch.ones(3, 1).t())
+    assert not widen_check.size_one_strides(x, x.t().contiguous().t())
     assert _diff(torch.tensor([float("nan")]), torch.tensor([float("nan")])) is None
     assert _diff((x, 3), (x.clone(), 4)) == "output[1]: 3 vs 4"
 

@@ -236,11 +236,11 @@ def test_inductor_kernels_run_on_the_copy_equal_to_eager():
 
 
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
-def test_a_reuse_gives_eager_strides_on_size_one_dimensions_too(backend):
+def test_a_reuse_through_a_layout_copy_gives_eager_strides_on_size_one_dimensions_too(backend):
     """Issue 48: an input expanded along the batch (stride 0) is copied into the generic
-    layout at batch 1; ``aten.mul`` on that copy returns strides (1, 1) for shape (1, 4)
-    under ``aot_eager`` where eager gives (4, 1).  The reuse re-views its result with eager's
-    strides (a size-1 dimension's stride moves no address: the same storage, no copy)."""
+    layout at batch 1; with the copy's size-1 stride from its dense order, ``aten.mul`` on it
+    returned strides (1, 1) for shape (1, 4) under ``aot_eager`` where eager (and stock) give
+    (4, 1).  The copy keeps the caller's stride on its size-1 dimensions."""
     def scale(x):
         return x * 2
 
@@ -254,27 +254,12 @@ def test_a_reuse_gives_eager_strides_on_size_one_dimensions_too(backend):
     assert counters["verishape"]["reused"] == 1, "batch 1 ran the generic artifact"
 
 
-def test_output_strides_are_read_off_the_call_and_fixed_only_on_size_one_dimensions():
-    """:class:`calling.OutputStrides`: strides in the new trace's symbols, read from the call's
-    arguments; a size-1 (or empty) result is re-viewed, a longer one copied when it owns its
-    storage and left alone (said) when it shares an input's."""
-    from verishape.compiler.widen import calling
-
-    def f(x):
-        return x[:, :1] * 2, x.transpose(0, 1)
-
-    gm = torch.fx.symbolic_trace(f)
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.fx.experimental.symbolic_shapes import ShapeEnv
-    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
-
-    mode = FakeTensorMode(shape_env=ShapeEnv())
-    fake = mode.from_tensor(torch.randn(3, 5), symbolic_context=None)
-    FakeTensorProp(gm, mode).propagate(fake)
-    strides = calling.OutputStrides(gm)
-    assert strides.expected(0, (torch.randn(3, 5),)) == (1, 1)
-    x = torch.randn(6, 5)
-    wrong = torch.randn(6, 1).as_strided((6, 1), (1, 6))
-    fixed, alias = strides.fix((wrong, x.transpose(0, 1)), (x,))
-    assert fixed.stride() == (1, 1) and torch.equal(fixed, wrong)
-    assert alias.stride() == (1, 5)
+def test_a_layout_copy_is_dense_in_the_generic_order_and_keeps_size_one_strides():
+    t = torch.randn(1, 4)
+    copy = layout.to_layout(t, (1, 0))
+    assert copy.stride() == (4, 1) and torch.equal(copy, t)  # the size-1 dimension keeps the caller's stride
+    wide = torch.randn(3, 4)
+    assert layout.to_layout(wide, (1, 0)).stride() == (1, 3)  # dense, dimension 1 outermost
+    mixed = torch.randn(2, 1, 5).transpose(0, 2)  # (5, 1, 2), strides (1, 5, 5)
+    copy = layout.to_layout(mixed, (0, 1, 2))
+    assert copy.stride() == (2, 5, 1) and torch.equal(copy, mixed)

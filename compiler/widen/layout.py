@@ -142,7 +142,17 @@ def pays_back(fakes: list[torch.Tensor], compile_s: float) -> sympy.Basic | None
 
 
 def to_layout(t: torch.Tensor, order: tuple[int, ...]) -> torch.Tensor:
-    """A copy of ``t`` laid out densely in ``order`` (outermost first)."""
-    out = torch.empty_permuted(t.shape, order, dtype=t.dtype, device=t.device)
+    """A copy of ``t`` laid out densely in ``order`` (outermost first), keeping ``t``'s own
+    stride on each dimension of size 1.
+
+    Why the size-1 strides: such a stride addresses nothing (its only index is 0; the
+    generic artifact's input checks skip it too, as ``assert_size_stride`` does), but an op
+    run eagerly on the copy reads it when it picks its output's strides.  An input expanded
+    along the batch, copied at batch 1 in the order (1, 0), had strides (1, 1) where the
+    caller's tensor has (4, 1), and ``x * 2`` then returned (1, 1) where eager returns (4, 1)
+    (issue 48).  Keeping the caller's stride there gives the op what eager gives it."""
+    dense = torch.empty_permuted(t.shape, order, dtype=t.dtype, device=t.device).stride()
+    strides = [t.stride(d) if n == 1 else dense[d] for d, n in enumerate(t.shape)]
+    out = torch.empty_strided(t.shape, strides, dtype=t.dtype, device=t.device)
     out.copy_(t)
     return out

@@ -297,14 +297,13 @@ def _prove(k: Kept, group: Group, env: Any, tx: Any, gm: torch.fx.GraphModule, e
                              f"{first_difference(aot_generic, aot_here)}")
         aot = aot_generic.fingerprint()
     dropped = len(dynamo_generic.outputs) - len(keep)
-    strides = calling.OutputStrides(gm)
     ev = Evidence(group, value, sources, dynamo_generic.fingerprint(), aot, str(k.compile_id), proved,
                   hints=sum(k.questions.heuristic_hints.values()) if k.questions is not None else 0,
                   dropped_outputs=dropped, restrided=tuple(relaid),
                   install=((line,) if line is not None else ()) + proved.install,
                   from_cache=k.cache_key is not None, candidate=k.candidate)
     install(env, list(ev.install))
-    return calling.calling(k.compiled, args, keep if dropped else None, strides), ev
+    return calling.calling(k.compiled, args, keep if dropped else None), ev
 
 
 def _tensor_positions(graph: Any, names: list[str]) -> frozenset[int]:
