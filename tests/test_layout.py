@@ -126,6 +126,16 @@ def test_no_module_over_600_lines_and_no_function_over_80():
     assert too_long == []
 
 
+def test_no_widening_function_over_50_lines():
+    """Widening is where five ways of serving a call met (issue 48): its functions stay short
+    enough to see each decision in one screen."""
+    long = [f"{path.name}:{node.lineno} {node.name}: {node.end_lineno - node.lineno + 1} lines"
+            for path in sorted((ROOT / "compiler" / "widen").glob("*.py"))
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > 50]
+    assert long == []
+
+
 def test_imports_go_down_the_layers(graph):
     upward = sorted(f"{a} ({layer(a)[1]}) imports {b} ({layer(b)[1]})"
                     for a, targets in graph.items() for b in targets

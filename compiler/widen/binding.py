@@ -92,37 +92,52 @@ def bind(env: Any, group: Group, nested_env: Any, size_now: Callable[[Any], int 
     for a tensor-size source (None where it is symbolic or not an input).  Raises
     :class:`NotWidened` for the bindings the module docstring refuses."""
     widened = frozenset(merged_group(env, group))
-    generic = {s: frozenset(source_names(env, s)) for s in env.var_to_sources
-               if s not in widened and s not in env.replacements}
-    generic = {s: g for s, g in generic.items() if g}
-    nested_groups = {frozenset(source_names(nested_env, s)) for s in nested_env.var_to_sources}
-    nested_groups.discard(frozenset())
+    # every generic symbol's sources (replaced ones included: theirs are within what replaced
+    # them), and the representatives: the symbols no replacement removed
     all_generic = {frozenset(source_names(env, s)) for s in env.var_to_sources if s not in widened} - {frozenset()}
+    nested_groups = {frozenset(source_names(nested_env, s)) for s in nested_env.var_to_sources} - {frozenset()}
     # a view input's base sized in one trace alone (Dynamo fakes a view's ``_base`` to
     # build it; whether its sizes get symbols of their own depends on how the view is
     # replayed): left out when nothing of that trace reads the base's symbol
     unread = _unread_bases(env, all_generic - nested_groups)
-    generic = {s: g for s, g in generic.items() if g not in unread}
     nested_groups -= _unread_bases(nested_env, nested_groups - all_generic)
-    nested_covered = frozenset().union(*nested_groups) if nested_groups else frozenset()
     all_generic -= unread
+    generic = {s: g for s in env.var_to_sources if s not in widened and s not in env.replacements
+               for g in [frozenset(source_names(env, s))] if g and g not in unread}
+    nested_covered = frozenset().union(*nested_groups) if nested_groups else frozenset()
     covered = frozenset().union(*all_generic) if all_generic else frozenset()
-    only_nested = nested_covered - covered
-    if only_nested:
+    if nested_covered - covered:
         raise NotWidened(f"the size-1 trace keeps symbolic sizes the generic trace has as constants "
-                         f"({sorted(only_nested)[:3]})")
-    fixed: dict[sympy.Symbol, sympy.Basic] = {}
+                         f"({sorted(nested_covered - covered)[:3]})")
+    fixed = _constants(env, generic, nested_covered, size_now)
+    constant = frozenset().union(*(generic[s] for s in fixed)) if fixed else frozenset()
+    if covered - nested_covered - constant:
+        raise NotWidened(f"the size-1 trace binds other input sizes to symbols differently "
+                         f"({sorted(covered - nested_covered - constant)[:3]})")
+    fixed.update(_merges(generic, all_generic, nested_env, nested_groups))
+    return Binding(group, value, _generic_names(env, widened), fixed, widened)
+
+
+def _constants(env: Any, generic: dict[sympy.Symbol, frozenset[str]], nested_covered: frozenset[str],
+               size_now: Callable[[Any], int | None]) -> dict[sympy.Symbol, sympy.Basic]:
+    """The generic symbols none of whose sources the new trace keeps symbolic, and which
+    it has as one constant at every source: that constant."""
+    out: dict[sympy.Symbol, sympy.Basic] = {}
     for s, g in generic.items():
         if g & nested_covered:
             continue
         values = {size_now(src) for src in bound_sources(env, s)}
         if len(values) == 1 and None not in values:
-            fixed[s] = sympy.Integer(values.pop())
-    constant = frozenset().union(*(generic[s] for s in fixed)) if fixed else frozenset()
-    if covered - nested_covered - constant:
-        differ = sorted(covered - nested_covered - constant)
-        raise NotWidened(f"the size-1 trace binds other input sizes to symbols differently ({differ[:3]})")
+            out[s] = sympy.Integer(values.pop())
+    return out
+
+
+def _merges(generic: dict[sympy.Symbol, frozenset[str]], all_generic: set[frozenset[str]], nested_env: Any,
+            nested_groups: set[frozenset[str]]) -> dict[sympy.Symbol, sympy.Basic]:
+    """Generic symbols a new symbol makes one with another (whole): each -> the generic
+    symbol of the new symbol's first source (the name it is renamed to)."""
     by_source = {n: s for s, g in generic.items() for n in g}
+    out: dict[sympy.Symbol, sympy.Basic] = {}
     for symbol in nested_env.var_to_sources:
         names = source_names(nested_env, symbol)
         if not names or frozenset(names) not in nested_groups:
@@ -140,10 +155,10 @@ def bind(env: Any, group: Group, nested_env: Any, size_now: Callable[[Any], int 
                              f"({sorted(names)[:3]})")
         first = by_source[names[0]]  # the name the new symbol is renamed to (``Binding.nested_rename``)
         for p in parts - {first}:
-            if fixed.get(p, first) != first:
+            if out.get(p, first) != first:
                 raise NotWidened(f"the size-1 trace equates {sorted(generic[p])[:1]} with two different sizes")
-            fixed[p] = first
-    return Binding(group, value, _generic_names(env, widened), fixed, widened)
+            out[p] = first
+    return out
 
 
 def _unread_bases(env: Any, groups: set[frozenset[str]]) -> set[frozenset[str]]:

@@ -288,50 +288,18 @@ class Canonicalizer:
         return True
 
     def graph(self, gm: torch.fx.GraphModule) -> Canon:
+        outputs = self._prepare(gm)
         index: dict[torch.fx.Node, int] = {}
         folded: dict[torch.fx.Node, Any] = {}
         storages: list[Any] = []
         entries: list[Any] = []
-        outputs: set[torch.fx.Node] = set()
-        for node in gm.graph.find_nodes(op="output"):
-            each_node(node.args, outputs.add)
-        self._same_storage = {}
-        self._output_storages = {_storage(v) for n in outputs for v in _flat_tensors(_value(n))}
-        self._functional = _is_functional(gm)
-        self._written = set() if self._functional else _mutated_storages(gm)
-        self._values_only = self._written is not None and not _reads_layout(gm)
-
-        def arg(a: Any) -> Any:
-            if is_node(a):
-                if a in folded:
-                    return ("value", folded[a])
-                return ("node", index[a])
-            if isinstance(a, (list, tuple)):
-                items = tuple(arg(x) for x in a)
-                if items and all(i[0] == "value" for i in items):
-                    # a literal tuple of sizes and a folded size node holding one compare equal
-                    return ("value", tuple(i[1] for i in items))
-                return (type(a).__name__, items)
-            if isinstance(a, dict):
-                return ("dict", tuple((k, arg(v)) for k, v in a.items()))
-            if isinstance(a, slice):
-                return ("slice", arg(a.start), arg(a.stop), arg(a.step))
-            if isinstance(a, (torch.SymInt, torch.SymBool, torch.SymFloat, bool, int)):
-                return ("value", self.number(a))
-            if isinstance(a, torch.Tensor):
-                raise NotWidened("a tensor constant is an argument of a graph node")
-            if isinstance(a, (float, str, type(None), type(Ellipsis), torch.dtype, torch.device, torch.layout,
-                              torch.memory_format)):  # Ellipsis: ``x[..., :n]`` (LLaMA's rotary embedding)
-                return ("const", type(a).__name__, repr(a))
-            raise NotWidened(f"cannot compare an argument of type {type(a).__name__}")
-
         returned: tuple[Any, ...] = ()
         position = -1
         for node in gm.graph.nodes:
             value = _value(node)
             if node.op == "output" and len(node.args) == 1 and isinstance(node.args[0], (tuple, list)):
-                returned = tuple(arg(x) for x in node.args[0])
-                entries.append(("output", type(node.args[0]).__name__, arg(node.kwargs)))
+                returned = tuple(self._arg(x, index, folded) for x in node.args[0])
+                entries.append(("output", type(node.args[0]).__name__, self._arg(node.kwargs, index, folded)))
                 continue
             if node.op == "call_module":
                 raise NotWidened(f"graph has a call_module node ({node.target}); not compared")
@@ -342,14 +310,9 @@ class Canonicalizer:
             if node.op != "output" and is_size_only(value) and not _has_tensor(value):
                 folded[node] = self.scalar(value)
                 continue
-            if self._identity_view(node, index, storages, loose=node not in outputs):
-                index[node] = index[node.args[0]]  # a view equal to its input: the same value
-                continue
-            if self._full_scatter(node, index, folded, storages, outputs):
-                index[node] = index[node.args[1]]  # a whole-dimension scatter of src: src's value
-                continue
-            if self._copy_of_input(node, index, storages, outputs):
-                index[node] = index[node.args[0]]  # a copy that is never told apart from its input
+            same = self._same_value_as(node, index, folded, storages, outputs)
+            if same is not None:
+                index[node] = index[same]
                 continue
             target = node.target if isinstance(node.target, str) else _target_name(node.target)
             if self._functional and self._values_only and target in _RESHAPES:
@@ -361,13 +324,66 @@ class Canonicalizer:
                 entry = self._placeholder(node, value, storages, position in self._relaid)
             else:
                 args, kwargs = self._moot_causal(node, target)
-                entry = (node.op, target, arg(args), arg(kwargs),
+                entry = (node.op, target, self._arg(args, index, folded), self._arg(kwargs, index, folded),
                          self.meta(value, storages, loose=node not in outputs, private=node not in outputs)
                          if node.op != "output" else None)
             index[node] = len(entries)
             entries.append(entry)
         return Canon(tuple(entries), returned)
 
+    def _prepare(self, gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
+        """Read what the comparison of ``gm`` depends on (its outputs and their storages,
+        whether it is functional, what it writes, whether anything reads a layout); returns
+        the output nodes."""
+        outputs: set[torch.fx.Node] = set()
+        for node in gm.graph.find_nodes(op="output"):
+            each_node(node.args, outputs.add)
+        self._same_storage = {}
+        self._output_storages = {_storage(v) for n in outputs for v in _flat_tensors(_value(n))}
+        self._functional = _is_functional(gm)
+        self._written = set() if self._functional else _mutated_storages(gm)
+        self._values_only = self._written is not None and not _reads_layout(gm)
+        return outputs
+
+    def _same_value_as(self, node: torch.fx.Node, index: dict[torch.fx.Node, int], folded: dict[torch.fx.Node, Any],
+                       storages: list[Any], outputs: set[torch.fx.Node]) -> torch.fx.Node | None:
+        """The node whose value ``node``'s is, where that cannot be told apart: a view equal
+        to its input, a whole-dimension scatter of its source, a copy never told apart from
+        its input; else None."""
+        if self._identity_view(node, index, storages, loose=node not in outputs):
+            return node.args[0]
+        if self._full_scatter(node, index, folded, storages, outputs):
+            return node.args[1]
+        if self._copy_of_input(node, index, storages, outputs):
+            return node.args[0]
+        return None
+
+    def _arg(self, a: Any, index: dict[torch.fx.Node, int], folded: dict[torch.fx.Node, Any]) -> Any:
+        """A node's argument in comparable form: another node by position (or the value a
+        size node was folded to), containers item by item, numbers renamed, constants by repr."""
+        if is_node(a):
+            if a in folded:
+                return ("value", folded[a])
+            return ("node", index[a])
+        if isinstance(a, (list, tuple)):
+            items = tuple(self._arg(x, index, folded) for x in a)
+            if items and all(i[0] == "value" for i in items):
+                # a literal tuple of sizes and a folded size node holding one compare equal
+                return ("value", tuple(i[1] for i in items))
+            return (type(a).__name__, items)
+        if isinstance(a, dict):
+            return ("dict", tuple((k, self._arg(v, index, folded)) for k, v in a.items()))
+        if isinstance(a, slice):
+            return ("slice", self._arg(a.start, index, folded), self._arg(a.stop, index, folded),
+                    self._arg(a.step, index, folded))
+        if isinstance(a, (torch.SymInt, torch.SymBool, torch.SymFloat, bool, int)):
+            return ("value", self.number(a))
+        if isinstance(a, torch.Tensor):
+            raise NotWidened("a tensor constant is an argument of a graph node")
+        if isinstance(a, (float, str, type(None), type(Ellipsis), torch.dtype, torch.device, torch.layout,
+                          torch.memory_format)):  # Ellipsis: ``x[..., :n]`` (LLaMA's rotary embedding)
+            return ("const", type(a).__name__, repr(a))
+        raise NotWidened(f"cannot compare an argument of type {type(a).__name__}")
 
     def _placeholder(self, node: torch.fx.Node, value: Any, storages: list[Any], relaid: bool) -> tuple[Any, ...]:
         """An input's entry: its source and metadata (``relaid``: without strides and offset)."""

@@ -258,25 +258,18 @@ def _prove(k: Kept, group: Group, env: Any, tx: Any, gm: torch.fx.GraphModule, e
     _refuse_if_excluded(k.env, group, 1)
     fakes = [(tf.source.name, tf.fake) for tf in tx.output.tracked_fakes]
     binding = bind(k.env, group, env, lambda src: _size_now(dict(fakes), src))
-    generic_rename = binding.generic_rename(k.env)
-    rename = binding.nested_rename(env)
-    generic_inputs = _canon_inputs(k.inputs, Canonicalizer(generic_rename))
-    here_inputs = _canon_inputs(fakes, Canonicalizer(rename))
-    relaid = layout.differing(generic_inputs, here_inputs)
+    generic_rename, rename = binding.generic_rename(k.env), binding.nested_rename(env)
+    relaid = layout.differing(_canon_inputs(k.inputs, Canonicalizer(generic_rename)),
+                              _canon_inputs(fakes, Canonicalizer(rename)))
     orders = _relaid_orders(k, relaid, generic_rename)
     line = None
     if relaid:
         layout.unobserved(gm, relaid)
-        now = dict((tf.source.name, tf.fake) for tf in tx.output.tracked_fakes)
-        line = layout.pays_back([now[name] for name in relaid], k.compile_s)
+        line = layout.pays_back([dict(fakes)[name] for name in relaid], k.compile_s)
     what = "at size 1" if group else "in its layout"
     positions = _tensor_positions(k.dynamo, relaid)
     dynamo_generic = canonical(k.dynamo, generic_rename, positions)
-    dynamo_here = canonical(gm, rename, _tensor_positions(gm, relaid))
-    keep = returned_sizes(dynamo_generic, dynamo_here)
-    if keep is None:
-        raise NotWidened(f"the Dynamo graph {what} differs from the generic graph"
-                         f"{first_difference(dynamo_generic, dynamo_here)}")
+    keep = _same_graph(dynamo_generic, canonical(gm, rename, _tensor_positions(gm, relaid)), f"Dynamo graph {what}")
     missing = _not_checked(_guard_keys(k.guards), _guard_keys(tx.output.guards))
     if missing:
         raise NotWidened(f"the generic frame checks guards the size-1 trace does not: {sorted(missing)[:3]}")
@@ -285,17 +278,7 @@ def _prove(k: Kept, group: Group, env: Any, tx: Any, gm: torch.fx.GraphModule, e
     sources = tuple(source_names(k.env, s)[0] for s in group)
     value = 1 if group else None
     proved = prove_at_one(k, binding, env, prover, head(sources, value, tuple(relaid)))
-    aot = None
-    if k.aot is not None:
-        if positions and _tensor_count(k.aot) != _tensor_count(k.dynamo):
-            raise NotWidened("the AOT graph's tensor inputs are not the Dynamo graph's: an input's layout is "
-                             "not widened")
-        aot_generic = canonical(k.aot, generic_rename, positions)
-        aot_here = _aot_inference_graph(gm, example_inputs, k.aot_kwargs or {}, rename, positions)
-        if returned_sizes(aot_generic, aot_here) is None:
-            raise NotWidened(f"the AOT graph {what} differs from the generic graph"
-                             f"{first_difference(aot_generic, aot_here)}")
-        aot = aot_generic.fingerprint()
+    aot = _same_aot_graph(k, gm, example_inputs, generic_rename, rename, positions, what)
     dropped = len(dynamo_generic.outputs) - len(keep)
     ev = Evidence(group, value, sources, dynamo_generic.fingerprint(), aot, str(k.compile_id), proved,
                   hints=sum(k.questions.heuristic_hints.values()) if k.questions is not None else 0,
@@ -304,6 +287,30 @@ def _prove(k: Kept, group: Group, env: Any, tx: Any, gm: torch.fx.GraphModule, e
                   from_cache=k.cache_key is not None, candidate=k.candidate)
     install(env, list(ev.install))
     return calling.calling(k.compiled, args, keep if dropped else None), ev
+
+
+def _same_graph(generic: Canon, here: Canon, what: str) -> tuple[int, ...]:
+    """The generic graph's outputs the new graph returns too (:func:`returned_sizes`);
+    refused where the graphs differ."""
+    keep = returned_sizes(generic, here)
+    if keep is None:
+        raise NotWidened(f"the {what} differs from the generic graph{first_difference(generic, here)}")
+    return keep
+
+
+def _same_aot_graph(k: Kept, gm: torch.fx.GraphModule, example_inputs: Any,
+                    generic_rename: Callable[[sympy.Symbol], sympy.Basic], rename: Callable[[sympy.Symbol], sympy.Basic],
+                    positions: frozenset[int], what: str) -> str | None:
+    """The new trace's AOT inference graph (traced, never lowered) equals the kept one:
+    its fingerprint (None where the backend has no AOT graph)."""
+    if k.aot is None:
+        return None
+    if positions and _tensor_count(k.aot) != _tensor_count(k.dynamo):
+        raise NotWidened("the AOT graph's tensor inputs are not the Dynamo graph's: an input's layout is not widened")
+    aot_generic = canonical(k.aot, generic_rename, positions)
+    _same_graph(aot_generic, _aot_inference_graph(gm, example_inputs, k.aot_kwargs or {}, rename, positions),
+                f"AOT graph {what}")
+    return aot_generic.fingerprint()
 
 
 def _tensor_positions(graph: Any, names: list[str]) -> frozenset[int]:
