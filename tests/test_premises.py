@@ -105,10 +105,17 @@ def test_ask_returns_a_record_only_for_a_proof():
     assert refuted.refuted and refuted.counterexample["x"] >= 3 and not refuted.counterexample["x"] > 3
 
 
-def test_a_vacuous_proof_is_no_proof_and_marks_the_premises():
+def test_a_vacuous_proof_is_no_proof_and_says_the_premises_are_contradictory():
     premises = premises_mod.Premises([sympy.Ge(x, 3), sympy.Le(x, 2)])
-    assert premises.ask(sympy.Eq(x, 7), "audit", prover=solvers.Prover(store=None)) is None
-    assert premises.contradictory
+    prover = solvers.Prover(store=None)
+    assert premises.ask(sympy.Eq(x, 7), "audit", prover=prover) is None
+    answer = premises.answer(sympy.Eq(x, 7), "audit", prover=prover)
+    assert answer.verdict is premises_mod.Verdict.CONTRADICTORY and answer.record is None
+    # consistent premises: proved with its record, or open
+    ok = premises_mod.Premises([sympy.Ge(x, 3)], witness={x: 4})
+    proved = ok.answer(sympy.Gt(x, 2), "audit", prover=prover)
+    assert proved.verdict is premises_mod.Verdict.PROVED and proved.record is not None
+    assert ok.answer(sympy.Gt(x, 5), "audit", prover=prover).verdict is premises_mod.Verdict.OPEN
 
 
 def test_assuming_binds_facts_for_one_block():

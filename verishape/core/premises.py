@@ -12,8 +12,11 @@ minimization and the audit.  It holds the facts, the plain symbols they are stat
 (:func:`plain_symbols`: a size's sign comes from its range, never from SymPy's
 declaration) and a witness, the real sizes: with one the prover tries points near it
 first (:mod:`verishape.solvers.refute`) and needs no solve to show the facts consistent.
-:meth:`Premises.ask` returns a proof record when the facts imply the goal and are not
-contradictory, else None: the rule "proved and not vacuous" is written here once.
+:meth:`Premises.answer` says which of three it is (an :class:`Answer`): proved (with its
+record), open (refuted, unknown: act as stock would), or contradictory (a vacuous proof: the
+facts exclude every input, which real inputs disprove, so a verishape bug: act as stock and
+say so); :meth:`Premises.ask` is its proof record or None.  The rule "proved and not vacuous"
+is written here once.
 :meth:`Premises.assuming` binds more facts for a block and takes them back after it, as
 TVM's analyzer binds facts in scopes.
 """
@@ -23,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import enum
 import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import Any
@@ -171,19 +175,35 @@ def use_prover(prover: solvers.Prover) -> Iterator[None]:
         _prover.reset(token)
 
 
+class Verdict(enum.Enum):
+    """What premises say of a goal."""
+
+    PROVED = "proved"
+    #: refuted or unknown: nothing is decided, stock decides (Note [Proof or stock])
+    OPEN = "open"
+    #: the proof was vacuous: the premises exclude every input, while real inputs satisfy
+    #: them; a translation or premise bug, so nothing may be decided from them
+    CONTRADICTORY = "contradictory"
+
+
+@dataclasses.dataclass(frozen=True)
+class Answer:
+    """:meth:`Premises.answer`'s value: the verdict, and the proof record when proved."""
+
+    verdict: Verdict
+    record: ProofRecord | None = None
+
+
 @dataclasses.dataclass
 class Premises:
     """Facts over plain symbols, the renaming they are stated in, and the real sizes.
 
     ``facts`` are stated over the plain symbols (``to_plain``'s values); ``witness``
-    (plain symbol -> value) satisfies them when given.  ``contradictory`` turns true when
-    a proof over these facts came back vacuous: real inputs satisfy every premise, so
-    that is a verishape bug, and nothing may be decided from them."""
+    (plain symbol -> value) satisfies them when given."""
 
     facts: list[sympy.Basic]
     to_plain: dict[sympy.Symbol, sympy.Symbol] = dataclasses.field(default_factory=dict)
     witness: dict[sympy.Symbol, Any] | None = None
-    contradictory: bool = False
 
     @classmethod
     def stated(cls, facts: Iterable[sympy.Basic], to_plain: Mapping[sympy.Symbol, sympy.Symbol] | None = None,
@@ -235,17 +255,25 @@ class Premises:
         target, result = self._prove(goal, prover)
         return ProofRecord(Obligation(target, tuple(self.facts), kind, where), result, value)
 
-    def ask(self, goal: object, kind: str, *, where: str | Callable[[], str | None] | None = None,
-            value: bool = True, prover: solvers.Prover | None = None) -> ProofRecord | None:
-        """The proof record when these premises imply ``goal`` and are not contradictory;
-        None otherwise (refuted, unknown, vacuous: act as stock would).  ``where`` may be
-        a function, called only for a proof (finding the user's line walks the stack)."""
+    def answer(self, goal: object, kind: str, *, where: str | Callable[[], str | None] | None = None,
+               value: bool = True, prover: solvers.Prover | None = None) -> Answer:
+        """Whether these premises imply ``goal``: proved (with the record), open (refuted,
+        unknown) or contradictory (vacuous).  ``where`` may be a function, called only for
+        a proof (finding the user's line walks the stack)."""
         kind = Decision.checked(kind)
         target, result = self._prove(goal, prover)
-        if not result.proved or result.vacuous:
-            return None
-        return ProofRecord(Obligation(target, tuple(self.facts), kind, where() if callable(where) else where),
-                           result, value)
+        if result.proved and result.vacuous:
+            return Answer(Verdict.CONTRADICTORY)
+        if not result.proved:
+            return Answer(Verdict.OPEN)
+        return Answer(Verdict.PROVED, ProofRecord(Obligation(target, tuple(self.facts), kind,
+                                                             where() if callable(where) else where), result, value))
+
+    def ask(self, goal: object, kind: str, *, where: str | Callable[[], str | None] | None = None,
+            value: bool = True, prover: solvers.Prover | None = None) -> ProofRecord | None:
+        """The proof record when these premises imply ``goal`` (:meth:`answer` proved);
+        None otherwise (open or contradictory: act as stock would)."""
+        return self.answer(goal, kind, where=where, value=value, prover=prover).record
 
     def empty(self, *, prover: solvers.Prover | None = None) -> bool:
         """Whether no input satisfies these premises, proved (an empty declared space:
@@ -254,7 +282,4 @@ class Premises:
 
     def _prove(self, goal: object, prover: solvers.Prover | None) -> tuple[sympy.Basic, solvers.SolveResult]:
         target = sympy.sympify(goal).xreplace(self.to_plain)
-        result = (prover or current_prover()).prove(target, self.facts, witness=self.witness)
-        if result.proved and result.vacuous:
-            self.contradictory = True
-        return target, result
+        return target, (prover or current_prover()).prove(target, self.facts, witness=self.witness)

@@ -38,7 +38,7 @@ import verishape.solvers as solvers
 from verishape.proofs.kinds import Asker, Decision
 
 from . import locations, replacement_asserts, torch_seam
-from .premises import Premises, current_prover, newest_unbacked, unbacked_index
+from .premises import Premises, Verdict, current_prover, newest_unbacked, unbacked_index
 from .decisions import DecisionLog
 from .minimize import Tightening
 from .minimize import minimize as minimize_guards
@@ -349,9 +349,10 @@ class VeriShapeEnv(ShapeEnv):
         for value, target in self._candidates(goal):
             start = time.perf_counter()
             with solvers.asked_by(Asker.EXPORT if torch.compiler.is_exporting() else Asker.COMPILE):
-                record = premises.ask(target, kind, where=self._source_line, value=value, prover=prover)
+                answer = premises.answer(target, kind, where=self._source_line, value=value, prover=prover)
             self.verishape_log.solver_time_s += time.perf_counter() - start
-            if premises.contradictory:
+            record = answer.record
+            if answer.verdict is Verdict.CONTRADICTORY:
                 # Facts that contradict each other while real inputs satisfy them mean a
                 # translation or premise bug; never act on that.
                 log.warning("verishape: premises for %s are contradictory; using stock", expr)
