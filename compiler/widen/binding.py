@@ -27,12 +27,15 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sympy
 
 from .canon import NotWidened
 from .sizes import Group, bound_sources, merged_group, merged_into, source_names
+
+if TYPE_CHECKING:
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,7 +52,7 @@ class Binding:
     #: every generic symbol set to ``value`` (the group's and those torch replaced by them)
     widened: frozenset[sympy.Symbol]
 
-    def point(self, env: Any) -> dict[sympy.Symbol, sympy.Basic]:
+    def point(self, env: ShapeEnv) -> dict[sympy.Symbol, sympy.Basic]:
         """The generic symbols' values at the new call that are not symbols of their own:
         the widened ones at ``value``, the fixed ones (and those torch replaced by them)."""
         out: dict[sympy.Symbol, sympy.Basic] = {s: sympy.Integer(self.value) for s in self.widened}
@@ -58,7 +61,7 @@ class Binding:
                 out[m] = v
         return out
 
-    def generic_rename(self, env: Any) -> Callable[[sympy.Symbol], sympy.Basic]:
+    def generic_rename(self, env: ShapeEnv) -> Callable[[sympy.Symbol], sympy.Basic]:
         """A generic symbol -> its value at the point, or its canonical name."""
         at = self.point(env)
 
@@ -75,7 +78,7 @@ class Binding:
             return v if v.is_number else name(v)  # type: ignore[arg-type]
         return rename
 
-    def nested_rename(self, nested_env: Any) -> Callable[[sympy.Symbol], sympy.Basic]:
+    def nested_rename(self, nested_env: ShapeEnv) -> Callable[[sympy.Symbol], sympy.Basic]:
         """A symbol of the new trace -> the canonical name of the generic symbol it binds."""
         def rename(s: sympy.Symbol) -> sympy.Basic:
             names = source_names(nested_env, s)
@@ -85,7 +88,7 @@ class Binding:
         return rename
 
 
-def bind(env: Any, group: Group, nested_env: Any, size_now: Callable[[Any], int | None],
+def bind(env: ShapeEnv, group: Group, nested_env: ShapeEnv, size_now: Callable[[Any], int | None],
          value: int = 1) -> Binding:
     """The binding of ``env``'s symbols (the kept compile's) by ``nested_env``'s (the new
     trace's), with ``group`` at ``value``; ``size_now(source)`` is the new trace's constant
@@ -118,7 +121,7 @@ def bind(env: Any, group: Group, nested_env: Any, size_now: Callable[[Any], int 
     return Binding(group, value, _generic_names(env, widened), fixed, widened)
 
 
-def _constants(env: Any, generic: dict[sympy.Symbol, frozenset[str]], nested_covered: frozenset[str],
+def _constants(env: ShapeEnv, generic: dict[sympy.Symbol, frozenset[str]], nested_covered: frozenset[str],
                size_now: Callable[[Any], int | None]) -> dict[sympy.Symbol, sympy.Basic]:
     """The generic symbols none of whose sources the new trace keeps symbolic, and which
     it has as one constant at every source: that constant."""
@@ -132,7 +135,7 @@ def _constants(env: Any, generic: dict[sympy.Symbol, frozenset[str]], nested_cov
     return out
 
 
-def _merges(generic: dict[sympy.Symbol, frozenset[str]], all_generic: set[frozenset[str]], nested_env: Any,
+def _merges(generic: dict[sympy.Symbol, frozenset[str]], all_generic: set[frozenset[str]], nested_env: ShapeEnv,
             nested_groups: set[frozenset[str]]) -> dict[sympy.Symbol, sympy.Basic]:
     """Generic symbols a new symbol makes one with another (whole): each -> the generic
     symbol of the new symbol's first source (the name it is renamed to)."""
@@ -161,7 +164,7 @@ def _merges(generic: dict[sympy.Symbol, frozenset[str]], all_generic: set[frozen
     return out
 
 
-def _unread_bases(env: Any, groups: set[frozenset[str]]) -> set[frozenset[str]]:
+def _unread_bases(env: ShapeEnv, groups: set[frozenset[str]]) -> set[frozenset[str]]:
     """Those of ``groups`` (source names of one symbol each) naming only a view input's
     ``_base`` sizes whose symbol no guard, replacement or deferred assert of ``env``
     mentions: the base is there to build the view, its size is read by nothing else (a
@@ -185,7 +188,7 @@ def _unread_bases(env: Any, groups: set[frozenset[str]]) -> set[frozenset[str]]:
     return out
 
 
-def _generic_names(env: Any, widened: frozenset[sympy.Symbol]) -> dict[str, str]:
+def _generic_names(env: ShapeEnv, widened: frozenset[sympy.Symbol]) -> dict[str, str]:
     """Each source name of a generic symbol outside ``widened`` -> that symbol's first
     source name (the canonical name both traces' symbols are renamed to)."""
     out = {}

@@ -6,7 +6,7 @@ returns as constants left out of the results."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sympy
 import torch
@@ -17,8 +17,11 @@ from .binding import Binding
 from .sizes import at_one
 from .snapshot import placeholder_source
 
+if TYPE_CHECKING:
+    from .kept import Kept
 
-def argument_map(k: Any, binding: Binding, gm: torch.fx.GraphModule, orders: dict[str, tuple[int, ...]]
+
+def argument_map(k: Kept, binding: Binding, gm: torch.fx.GraphModule, orders: dict[str, tuple[int, ...]]
                   ) -> list[Callable[[tuple[Any, ...]], Any]]:
     """For each argument of the generic graph, how to get it from the size-1 graph's
     arguments: the same input by source (copied into the generic layout where ``orders``

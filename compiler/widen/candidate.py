@@ -50,12 +50,16 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sympy
 
 from verishape.core import torch_names, torch_seam
 from verishape.core.shape_env import VeriShapeEnv
+
+if TYPE_CHECKING:
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    from .traces import Trace
 
 log = logging.getLogger("verishape")
 
@@ -141,14 +145,14 @@ def _restart_after_candidate(original: Any) -> Any:
     return run
 
 
-def _end(tx: Any, why: str, cause: BaseException | None = None) -> None:
+def _end(tx: Trace, why: str, cause: BaseException | None = None) -> None:
     try:
         restart(why, compiled=False, tx=tx)
     except BaseException as exc:
         raise exc from cause
 
 
-def mark_sizes(env: Any, code: Any, tensor: Any, source: Any, context: Any) -> None:
+def mark_sizes(env: ShapeEnv, code: Any, tensor: Any, source: Any, context: Any) -> None:
     """In a candidate attempt: every size of ``tensor`` that ``context`` makes dynamic and
     that is 1 keeps a symbol in ``env``."""
     from torch._dynamo.source import TensorProperty, TensorPropertySource
@@ -179,7 +183,7 @@ def generic_kept(code: Any) -> bool:
 _last_inputs: dict[Any, frozenset[str]] = {}
 
 
-def _tensor_inputs(tx: Any) -> frozenset[str]:
+def _tensor_inputs(tx: Trace) -> frozenset[str]:
     import torch
 
     # (a view input's ``_base`` is tracked or not depending on how Dynamo fakes the view:
@@ -188,12 +192,12 @@ def _tensor_inputs(tx: Any) -> frozenset[str]:
                      if isinstance(tf.fake, torch.Tensor) and not tf.source.name.endswith("._base"))
 
 
-def note_inputs(tx: Any) -> None:
+def note_inputs(tx: Trace) -> None:
     """After a compile of the frame (not a candidate's): the tensors it took."""
     _last_inputs[tx.f_code] = _tensor_inputs(tx)
 
 
-def other_inputs(tx: Any) -> bool:
+def other_inputs(tx: Trace) -> bool:
     """The candidate's frame takes other tensors than at its previous compile: the call is
     not the same program at another size (a decoder's first decode step after its prefill
     adds the KV cache), and a candidate there would mostly be refused against the stock
@@ -201,18 +205,18 @@ def other_inputs(tx: Any) -> bool:
     return _last_inputs.get(tx.f_code) != _tensor_inputs(tx)
 
 
-def is_candidate(env: Any) -> bool:
+def is_candidate(env: ShapeEnv) -> bool:
     """This trace kept a size symbolic at 1 (inside its attempt's scope)."""
     return bool(kept_symbols(env))
 
 
-def kept_symbols(env: Any) -> frozenset[sympy.Symbol]:
+def kept_symbols(env: ShapeEnv) -> frozenset[sympy.Symbol]:
     """The symbols ``env``'s trace keeps symbolic at 1 (none outside a candidate attempt)."""
     kept = VeriShapeEnv.symbolic_at_one_of(env)
     return frozenset(kept.symbols) if kept is not None else frozenset()
 
 
-def pinned(env: Any) -> str | None:
+def pinned(env: ShapeEnv) -> str | None:
     """Why the candidate's trace serves no size other than 1 (a guard false with its sizes
     at 2, the others at their hints; a replacement or range fixing one), or None."""
     hints = dict(env.backed_var_to_val)
@@ -240,7 +244,7 @@ def done() -> None:
         setattr(ctx, _DONE, True)
 
 
-def restart(why: str, compiled: bool, tx: Any = None) -> None:
+def restart(why: str, compiled: bool, tx: Trace = None) -> None:
     """Trace the frame again, as stock (the candidate attempt is over).  Counted:
     ``counters["verishape"]["candidates"]`` (compiled and kept) or ``["candidates_dropped"]``
     (traced, not compiled; Dynamo's ``unique_graphs`` counts its trace all the same)."""

@@ -36,11 +36,14 @@ from __future__ import annotations
 import dataclasses
 import weakref
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from verishape.core import torch_names, torch_seam
 
 from . import candidate
+
+if TYPE_CHECKING:
+    from .traces import Trace
 
 #: where Dynamo decides, per input tensor, which sizes get a symbol
 CONTEXT = torch_names.AUTOMATIC_DYNAMIC
@@ -117,7 +120,7 @@ def shared_sizes(f_locals: dict[str, Any]) -> frozenset[int]:
     return frozenset(n for n, c in counts.items() if c >= 2)
 
 
-def _shared_of(tx: Any) -> frozenset[int]:
+def _shared_of(tx: Trace) -> frozenset[int]:
     global _last
     output = tx.output
     ref, found = _last
@@ -155,7 +158,7 @@ def generic_sizes(context: Any, tensor: Any, shared: frozenset[int]) -> Any:
 def _generic_on_recompile(original: Any) -> Any:
     from torch._dynamo import config
 
-    def _automatic_dynamic(e: Any, tx: Any, source: Any, static_shapes: bool, *args: Any, **kwargs: Any) -> Any:
+    def _automatic_dynamic(e: Any, tx: Trace, source: Any, static_shapes: bool, *args: Any, **kwargs: Any) -> Any:
         context = original(e, tx, source, static_shapes, *args, **kwargs)
         if (static_shapes or not config.automatic_dynamic_shapes or config.assume_static_by_default is False
                 or not wants_generic(getattr(tx.output, "compiler_fn", None)) or not is_recompile()

@@ -5,7 +5,7 @@ guards, the generic ranges of its other sizes and every recorded lowering answer
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sympy
 
@@ -16,6 +16,10 @@ from .canon import NotWidened
 from .binding import Binding
 from .sizes import at_one, source_names
 
+if TYPE_CHECKING:
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    from .kept import Kept
+
 
 def goal_of(expr: sympy.Basic, answer: sympy.Basic) -> sympy.Basic:
     if answer is sympy.true:
@@ -25,7 +29,7 @@ def goal_of(expr: sympy.Basic, answer: sympy.Basic) -> sympy.Basic:
     return sympy.Eq(expr, answer)
 
 
-def answer_goals(k: Any, sub: dict[sympy.Symbol, sympy.Basic]) -> list[tuple[sympy.Basic, list[sympy.Basic], str]]:
+def answer_goals(k: Kept, sub: dict[sympy.Symbol, sympy.Basic]) -> list[tuple[sympy.Basic, list[sympy.Basic], str]]:
     """Per recorded lowering answer: (goal at 1, its own extra premises, description).
     A broadcast's "not size 1" is also harmless where the two sizes compared are equal."""
     out = []
@@ -66,7 +70,7 @@ class AtOne:
     install: tuple[sympy.Basic, ...] = ()
 
 
-def prove_at_one(k: Any, binding: Binding, nested_env: Any, prover: Any, what: str) -> AtOne:
+def prove_at_one(k: Kept, binding: Binding, nested_env: ShapeEnv, prover: Any, what: str) -> AtOne:
     """Prove: the new trace's guards and input ranges (its symbols renamed to the generic
     ones by source) imply the generic guards, the generic ranges of the other input symbols
     and every recorded lowering answer, all at the binding's point (the widened sizes at 1,
@@ -94,7 +98,7 @@ def prove_at_one(k: Any, binding: Binding, nested_env: Any, prover: Any, what: s
     return _proved(goals, {id(g) for g, _ in guard_goals}, premises, hints, to_generic, prover, what, len(answers))
 
 
-def _to_generic(env: Any, names: dict[str, str], nested_env: Any) -> dict[sympy.Symbol, sympy.Symbol]:
+def _to_generic(env: ShapeEnv, names: dict[str, str], nested_env: ShapeEnv) -> dict[sympy.Symbol, sympy.Symbol]:
     """Each symbol of the new trace -> the generic symbol its first source binds to
     (``names``: :attr:`Binding.names`)."""
     by_name = {}
@@ -111,7 +115,7 @@ def _to_generic(env: Any, names: dict[str, str], nested_env: Any) -> dict[sympy.
     return out
 
 
-def _new_trace_facts(nested_env: Any, to_generic: dict[sympy.Symbol, sympy.Symbol]
+def _new_trace_facts(nested_env: ShapeEnv, to_generic: dict[sympy.Symbol, sympy.Symbol]
                      ) -> tuple[list[sympy.Basic], dict[sympy.Symbol, Any], dict[sympy.Symbol, int]]:
     """What the new trace's entry checks, in the generic symbols: its guards and input
     ranges (the premises), the ranges alone, and its hints (the witness)."""
@@ -124,7 +128,7 @@ def _new_trace_facts(nested_env: Any, to_generic: dict[sympy.Symbol, sympy.Symbo
     return [p for p in premises if p is not sympy.true], ranges, hints
 
 
-def _generic_goals(env: Any, sub: dict[sympy.Symbol, sympy.Basic], widened: set[sympy.Symbol],
+def _generic_goals(env: ShapeEnv, sub: dict[sympy.Symbol, sympy.Basic], widened: set[sympy.Symbol],
                    matched: set[sympy.Symbol]) -> list[tuple[sympy.Basic, str]]:
     """The generic guards and the generic ranges of the sizes not widened, at the point."""
     from verishape.core.premises import range_facts
@@ -175,7 +179,7 @@ def _proved(goals: list[tuple[sympy.Basic, str]], carriable: set[int], premises:
     raise NotWidened("the generic guards and answers at 1 are not proved together (solver unknown)")
 
 
-def _named(env: Any, fact: sympy.Basic) -> str:
+def _named(env: ShapeEnv, fact: sympy.Basic) -> str:
     """`` (s5: L['x'].size()[0])``: the input sources of a fact's symbols, for a refusal."""
     named = [f"{s}: {source_names(env, s)[0]}" for s in sorted(fact.free_symbols, key=str) if source_names(env, s)]
     return f" ({', '.join(named)})" if named else ""
@@ -196,7 +200,7 @@ def _carried(goal: sympy.Basic, hints: dict[sympy.Symbol, int],
     return goal.xreplace(to_nested)
 
 
-def install(env: Any, guards: list[sympy.Basic]) -> None:
+def install(env: ShapeEnv, guards: list[sympy.Basic]) -> None:
     """Install what the proof asked the new entry to check (:attr:`AtOne.install`), the
     proof done: each holds at this call's hints (checked before any is installed)."""
     for g in guards:
@@ -207,7 +211,7 @@ def install(env: Any, guards: list[sympy.Basic]) -> None:
             raise NotWidened(f"{g} was not installed as a guard of this trace")
 
 
-def size_goals(k: Any, merged: set[sympy.Symbol], sub: dict[sympy.Symbol, sympy.Basic],
+def size_goals(k: Kept, merged: set[sympy.Symbol], sub: dict[sympy.Symbol, sympy.Basic],
                ranges: dict[sympy.Symbol, Any]) -> list[tuple[sympy.Basic, str]]:
     """For an Inductor artifact: every size it computes with is at least 1 at 1
     (:mod:`verishape.compiler.widen.lowered_sizes`); those that value ranges of the size-1

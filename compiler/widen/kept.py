@@ -22,7 +22,7 @@ import time
 import types
 import weakref
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sympy
 import torch
@@ -36,6 +36,10 @@ from .canon import NotWidened
 from .sizes import eligible, group_name
 from .snapshot import Snapshot
 
+if TYPE_CHECKING:
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    from .traces import Trace
+
 log = logging.getLogger("verishape")
 KNOWN_BACKENDS = ("eager", "aot_eager", "inductor")
 _AOT_BACKENDS = ("aot_eager", "inductor")
@@ -48,7 +52,7 @@ _AOT_BACKENDS = ("aot_eager", "inductor")
 class Kept:
     """A generic compile, kept for a later size-1 call (see the module docstring)."""
 
-    env: Any
+    env: ShapeEnv
     candidates: frozenset[sympy.Symbol]
     backend: str
     dynamo: Snapshot
@@ -94,7 +98,7 @@ class Kept:
 
 @dataclasses.dataclass
 class _Recording:
-    env: Any
+    env: ShapeEnv
     candidates: frozenset[sympy.Symbol]
     dynamo: Snapshot
     aot: Snapshot | None = None
@@ -160,7 +164,7 @@ def _same_kind(original: Any, fn: Callable[..., Any]) -> Any:
 
 
 @contextlib.contextmanager
-def recording(env: Any, backend_name: str, gm: torch.fx.GraphModule) -> Iterator[_Recording | None]:
+def recording(env: ShapeEnv, backend_name: str, gm: torch.fx.GraphModule) -> Iterator[_Recording | None]:
     """Around the user's backend call of a compile: record what a later size-1 call's
     proof needs.  Yields None when no size of this frame can be widened.  Torch's caches
     stay on: a generic artifact served from the AOTAutograd or FX-graph cache was lowered
@@ -178,7 +182,7 @@ def recording(env: Any, backend_name: str, gm: torch.fx.GraphModule) -> Iterator
         _recording.reset(token)
 
 
-def keep(rec: _Recording, tx: Any, compiled: Callable[..., Any], backend_name: str, candidate: bool = False) -> None:
+def keep(rec: _Recording, tx: Trace, compiled: Callable[..., Any], backend_name: str, candidate: bool = False) -> None:
     """After the user's backend compiled the generic graph: keep it for a size-1 call."""
     from torch._guards import CompileContext
 
@@ -313,7 +317,7 @@ def _install_key_hook() -> None:
                         "served from torch's caches compiles size 1 as stock", module, path, torch.__version__)
 
 
-def _facts(env: Any) -> tuple[Any, ...]:
+def _facts(env: ShapeEnv) -> tuple[Any, ...]:
     """What a proof reads of an env's facts: its guards, ranges and replacements."""
     return (len(env.guards), dict(env.var_to_range), dict(env.replacements))
 

@@ -26,7 +26,7 @@ import dataclasses
 import logging
 import sys
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sympy
 from torch.utils._sympy.value_ranges import ValueRanges
@@ -35,6 +35,9 @@ from verishape.core import torch_seam
 from verishape.core.shape_env import VeriShapeEnv
 
 from . import lowered_sizes, recompute
+
+if TYPE_CHECKING:
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 #: Where a lowering's answer may differ at 1 without changing what the artifact computes.
 #: Keyed by the Inductor function that asked (the first caller outside ``sizevars.py``):
@@ -187,7 +190,7 @@ class QuestionLog:
     _seen: set[Any] = dataclasses.field(default_factory=set)
     _busy: bool = False
 
-    def observe(self, env: Any, base_static: Any, expr: sympy.Basic, answer: sympy.Basic, *,
+    def observe(self, env: ShapeEnv, base_static: Any, expr: sympy.Basic, answer: sympy.Basic, *,
                 size_oblivious: bool, axioms: tuple[sympy.Basic, ...] | None,
                 var_to_range: tuple[tuple[sympy.Symbol, ValueRanges], ...] | None) -> None:
         """Called with every static answer of the env while the log is installed."""
@@ -424,7 +427,7 @@ _said: set[str] = set()
 
 
 @contextlib.contextmanager
-def recording(env: Any, candidates: frozenset[sympy.Symbol]) -> Iterator[QuestionLog]:
+def recording(env: ShapeEnv, candidates: frozenset[sympy.Symbol]) -> Iterator[QuestionLog]:
     """Install a :class:`QuestionLog` on ``env`` (a VeriShapeEnv) for one block.  On a torch
     that lacks a required interception (``torch_seam.widening_refused``) this is said once,
     in one line; the size-1 calls of such a compile are then refused with that line."""

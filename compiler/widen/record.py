@@ -48,11 +48,14 @@ import hashlib
 import io
 import os
 import pickle
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sympy
 
 import verishape_records
+
+if TYPE_CHECKING:
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 #: bumped when the payload's layout or the meaning of a question changes
 FORMAT = 1
@@ -88,7 +91,7 @@ def _file_of(name: str) -> str:
     return verishape_records.record_path(name)
 
 
-def binding(env: Any) -> tuple[Any, ...]:
+def binding(env: ShapeEnv) -> tuple[Any, ...]:
     """What the log's expressions mean and were answered under: every symbol of ``env`` with
     the input sources bound to it and its range, the env's replacements, and its guards (an
     artifact cached under one key with other guards was lowered under other facts)."""
@@ -133,7 +136,7 @@ def copy(from_key: str, to_key: str) -> None:
     _write_local(_name(to_key), data)
 
 
-def dumps(log: Any, env: Any) -> bytes:
+def dumps(log: Any, env: ShapeEnv) -> bytes:
     """The record of a finished lowering's question log."""
     import dataclasses
 
@@ -151,7 +154,7 @@ def dumps(log: Any, env: Any) -> bytes:
     return _MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
 
 
-def loads(data: bytes, env: Any, candidates: frozenset[sympy.Symbol]) -> Any:
+def loads(data: bytes, env: ShapeEnv, candidates: frozenset[sympy.Symbol]) -> Any:
     """The question log in ``data``, checked against the live trace's ``env``; raises
     :class:`Dropped` with the reason."""
     import torch
@@ -181,7 +184,7 @@ def loads(data: bytes, env: Any, candidates: frozenset[sympy.Symbol]) -> Any:
     return log
 
 
-def save(cache_keys: list[str], log: Any, env: Any) -> list[str]:
+def save(cache_keys: list[str], log: Any, env: ShapeEnv) -> list[str]:
     """Write the record of ``log`` under each of ``cache_keys`` (the keys one artifact is
     cached under) wherever torch keeps the artifact: the local folder (raises OSError where
     it cannot), the remote cache and the mega-cache list.  Pickled once.  Returns why a
@@ -200,7 +203,7 @@ def _write_local(name: str, data: bytes) -> None:
     verishape_records.write_record(name, data)
 
 
-def load(cache_key: str, env: Any, candidates: frozenset[sympy.Symbol]) -> Any:
+def load(cache_key: str, env: ShapeEnv, candidates: frozenset[sympy.Symbol]) -> Any:
     """The checked question log stored under ``cache_key``: the local folder's copy, else
     the remote cache's (then kept locally too); raises :class:`Dropped`."""
     name = _name(cache_key)

@@ -51,7 +51,7 @@ import logging
 import re
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sympy
 import torch
@@ -67,6 +67,10 @@ from .binding import bind
 from .sizes import Group, at_one, bound_sources, group_name, merged_group, source_names
 from .snapshot import placeholder_source
 from .goals import AtOne, install, prove_at_one
+
+if TYPE_CHECKING:
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    from .traces import Trace
 
 log = logging.getLogger("verishape")
 
@@ -154,7 +158,7 @@ def head(sources: tuple[str, ...], value: int | None, restrided: tuple[str, ...]
     return f"{sources[0]} widened to admit {value}{together}: the size-{value} trace equals the generic graph"
 
 
-def reuse(env: Any, tx: Any, gm: torch.fx.GraphModule, example_inputs: Any, backend_name: str,
+def reuse(env: ShapeEnv, tx: Trace, gm: torch.fx.GraphModule, example_inputs: Any, backend_name: str,
           prover: Any) -> Callable[..., Any] | None:
     """At a compile of a frame with a kept generic compile: when the sizes that miss are
     kept sizes at 1, prove and return the generic artifact adapted to this trace's
@@ -220,7 +224,7 @@ def _size_now(now: dict[str, Any], source: Any) -> int | None:
     return n if isinstance(n, int) else n.node.maybe_as_int()
 
 
-def _relaid_only(k: Kept, env: Any, tx: Any) -> bool:
+def _relaid_only(k: Kept, env: ShapeEnv, tx: Trace) -> bool:
     """No kept size is 1, and the call's inputs differ from the generic trace's only in
     the layout of some tensors (the same sizes): worth a proof
     (:mod:`verishape.compiler.widen.layout`).  Cheap, and silent: any other miss (a
@@ -249,7 +253,7 @@ def _arrived(k: Kept, now: dict[str, Any]) -> Group | None:
     return tuple(sorted(out, key=lambda s: (source_names(k.env, s), str(s))))
 
 
-def _prove(k: Kept, group: Group, env: Any, tx: Any, gm: torch.fx.GraphModule, example_inputs: Any,
+def _prove(k: Kept, group: Group, env: ShapeEnv, tx: Trace, gm: torch.fx.GraphModule, example_inputs: Any,
            prover: Any) -> tuple[Callable[..., Any], Evidence]:
     """The checks of the module docstring, cheapest first: a refusal after the AOT trace
     (the costly one, done last) would have paid it on top of the stock compile.  The
@@ -441,7 +445,7 @@ def _not_checked(generic: set[tuple[str, str]], here: set[tuple[str, str]]) -> s
 _BUILTINS_DICT = re.compile(r"__builtins_dict___\d+")
 
 
-def _refuse_if_excluded(env: Any, symbols: Group, value: int) -> None:
+def _refuse_if_excluded(env: ShapeEnv, symbols: Group, value: int) -> None:
     """A generic guard that is False at ``value`` makes reuse impossible (checked before
     any graph is compared)."""
     sub = {s: sympy.Integer(value) for s in merged_group(env, symbols)}

@@ -3,7 +3,7 @@ sources bound to them, and the groups of symbols a size-1 call sets to 1 togethe
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sympy
 from torch.utils._sympy.value_ranges import ValueRanges
@@ -11,6 +11,9 @@ from torch.utils._sympy.value_ranges import ValueRanges
 from verishape.core.shape_env import VeriShapeEnv
 
 from .canon import NotWidened
+
+if TYPE_CHECKING:
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 
 def at_one(expr: sympy.Basic, sub: dict[sympy.Symbol, sympy.Basic], what: str) -> sympy.Basic:
@@ -24,7 +27,7 @@ def at_one(expr: sympy.Basic, sub: dict[sympy.Symbol, sympy.Basic], what: str) -
         raise NotWidened(f"{what} divides by a size that is 0 at 1") from None
 
 
-def merged_into(env: Any, symbol: sympy.Symbol) -> list[sympy.Symbol]:
+def merged_into(env: ShapeEnv, symbol: sympy.Symbol) -> list[sympy.Symbol]:
     """``symbol`` and every symbol torch replaced by it: one size under several names.
     On a Hugging Face model ``input_ids`` and ``attention_mask`` get a batch symbol each
     and a guard may equate them (``s52 -> s92``): both inputs are that size, so both are
@@ -37,30 +40,30 @@ def merged_into(env: Any, symbol: sympy.Symbol) -> list[sympy.Symbol]:
 Group = tuple[sympy.Symbol, ...]
 
 
-def merged_group(env: Any, symbols: Group) -> set[sympy.Symbol]:
+def merged_group(env: ShapeEnv, symbols: Group) -> set[sympy.Symbol]:
     """Every generic symbol that takes the value 1: the group's and those torch replaced
     by them."""
     return {m for s in symbols for m in merged_into(env, s)}
 
 
-def group_name(env: Any, group: Group) -> str:
+def group_name(env: ShapeEnv, group: Group) -> str:
     if not group:
         return "an input's layout"
     names = [(source_names(env, s) or [str(s)])[0] for s in group]
     return names[0] + (f" (with {', '.join(names[1:])} at 1 too)" if len(names) > 1 else "")
 
 
-def bound_sources(env: Any, symbol: sympy.Symbol) -> list[Any]:
+def bound_sources(env: ShapeEnv, symbol: sympy.Symbol) -> list[Any]:
     """The input sources whose value is ``symbol`` (its own and those of the symbols
     replaced by it)."""
     return [src for s in merged_into(env, symbol) for src in env.var_to_sources.get(s, ())]
 
 
-def source_names(env: Any, symbol: sympy.Symbol) -> list[str]:
+def source_names(env: ShapeEnv, symbol: sympy.Symbol) -> list[str]:
     return [s.name for s in bound_sources(env, symbol)]
 
 
-def eligible(env: Any) -> dict[sympy.Symbol, ValueRanges]:
+def eligible(env: ShapeEnv) -> dict[sympy.Symbol, ValueRanges]:
     """Symbols of ``env`` whose lower bound 2 may come from 0/1 specialization: backed,
     bound only to input tensor sizes, range ``[2, upper]``, not replaced."""
     from torch._dynamo.source import TensorProperty, TensorPropertySource
