@@ -66,18 +66,14 @@ TOLERANCE = 1e-3
 # ------------------------------------------------------------------ the parts: each returns {key: metrics}
 
 
-def _sweep_row(family: str, sweep: str) -> dict[str, Any]:
-    import widen_models
-
-    return widen_models.run(family, sweep)
-
-
 def sweeps(rows: tuple[tuple[str, str], ...], jobs: int) -> dict[str, dict[str, Any]]:
     """Each (family, sweep) in a fresh process, ``jobs`` at a time."""
+    import widen_models  # (a module by its own name: the spawned workers import it again)
+
     out: dict[str, dict[str, Any]] = {}
     ctx = multiprocessing.get_context("spawn")
     with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, max_tasks_per_child=1) as pool:
-        futures = {pool.submit(_sweep_row, f, s): (f, s) for f, s in rows}
+        futures = {pool.submit(widen_models.run, f, s): (f, s) for f, s in rows}
         for fut in cf.as_completed(futures):
             f, s = futures[fut]
             try:
