@@ -205,3 +205,28 @@ def test_decision_and_asker_kinds_are_one_vocabulary_each():
     with pytest.raises(ValueError, match="this is a verishape bug"):
         with solvers.asked_by("someone"):
             pass
+
+
+def test_a_traces_entry_as_premises_in_another_traces_symbols():
+    """``Premises.of_trace``: the guards (as replacements leave them) and ranges a trace's
+    entry checks, renamed into another trace's symbols, its hints as the witness, over plain
+    symbols that cover the goals asked later too."""
+    from torch.fx.experimental.symbolic_shapes import DimDynamic
+    from torch._dynamo.source import LocalSource, TensorProperty, TensorPropertySource
+
+    from verishape.core.shape_env import VeriShapeEnv
+
+    env = VeriShapeEnv()
+    src = TensorPropertySource(LocalSource("x"), TensorProperty.SIZE, 0)
+    a = env.create_symbol(6, src, DimDynamic.DYNAMIC)
+    n = env.create_symintnode(a, hint=6, source=src)
+    assert bool(n % 3 == 0)  # a guard the entry checks
+    generic = sympy.Symbol("g0", integer=True, positive=True)
+    premises = premises_mod.Premises.of_trace(env, {a: generic}, [sympy.Gt(generic, 4)])
+    plain = premises.to_plain[generic]
+    assert plain.name == "g0" and plain.is_positive is None  # the sign comes from the range, not SymPy
+    assert premises.witness == {plain: 6}
+    assert any(f.has(plain) and "Mod" in str(f) for f in premises.facts)
+    prover = solvers.Prover(store=None)
+    assert premises.ask(sympy.Eq(sympy.Mod(generic, 3), 0), "audit", prover=prover) is not None
+    assert premises.ask(sympy.Gt(generic, 4), "audit", prover=prover) is None  # 3 satisfies the facts

@@ -150,7 +150,11 @@ def test_an_index_variable_keeps_its_lower_bound_when_the_prover_renames_it():
     kept = SimpleNamespace(questions=SimpleNamespace(questions=[q]))
     ((goal, extra, _),) = widen_goals.answer_goals(kept, {s: sympy.Integer(1)})
     assert any(e == sympy.Ge(sympy.Symbol("q0", integer=True), 0) for e in extra)
-    assert widen_goals._prove_one(current_prover(), goal, extra, {}, "test") is not None
+    from verishape.core.premises import Premises, plain_symbols
+
+    premises = Premises.stated([], plain_symbols([goal, *extra]))
+    assert widen_goals._prove_one(current_prover(), premises, goal, "test", extra) is not None
+    assert not premises.facts, "the answer's own premises hold for that question only"
 
 
 # ---------------------------------------------------------------------------- sizes that stay symbolic

@@ -5,6 +5,7 @@ guards, the generic ranges of its other sizes and every recorded lowering answer
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import sympy
@@ -18,6 +19,9 @@ from .sizes import at_one, source_names
 
 if TYPE_CHECKING:
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    from verishape.core.premises import Premises
+
     from .kept import Kept
 
 
@@ -77,25 +81,32 @@ def prove_at_one(k: Kept, binding: Binding, nested_env: ShapeEnv, prover: Any, w
     the sizes the new trace fixes at their values).  Returns what was proved (``what``
     names the reuse in the proof record); raises :class:`NotWidened` naming the first goal
     not proved."""
+    from verishape.core.premises import Premises
+
     env = k.env
     to_generic = _to_generic(env, binding.names, nested_env)
-    premises, nested_ranges, hints = _new_trace_facts(nested_env, to_generic)
+    nested_ranges = {to_generic[s]: vr for s, vr in nested_env.var_to_range.items() if s in to_generic}
     sub = binding.point(env)
     guard_goals = _generic_goals(env, sub, set(binding.widened), set(to_generic.values()))
     replaced = {**{s: at_one(env.replace(s), sub, f"the replacement of {s}") for s in env.replacements}, **sub}
     answers = answer_goals(k, replaced)
-    # answers with premises of their own (index-variable bounds) are proved one by one; the
-    # rest join the guards in one obligation
-    for goal, extra, why in answers:
-        if extra and goal is not sympy.true and _prove_one(prover, goal, premises + extra, hints, why) is None:
-            raise NotWidened(f"a shape answer the lowering acted on is not proved at 1: {why}")
     goals = [*guard_goals, *((goal, f"the lowering's answer {why}") for goal, extra, why in answers if not extra),
              *size_goals(k, set(binding.widened), replaced, nested_ranges)]
     goals = [(g, why) for g, why in goals if g is not sympy.true]
     for g, why in goals:
         if g is sympy.false:
             raise NotWidened(f"false at size 1: {why}")
-    return _proved(goals, {id(g) for g, _ in guard_goals}, premises, hints, to_generic, prover, what, len(answers))
+    # what the new entry checks, once, over plain symbols covering every goal and extra premise
+    premises = Premises.of_trace(nested_env, to_generic,
+                                 [*(g for g, _ in goals), *(e for goal, extra, _ in answers for e in (goal, *extra))])
+    if premises is None:
+        raise NotWidened("the new trace's facts cannot be stated over plain symbols (two would merge)")
+    # answers with premises of their own (index-variable bounds) are proved one by one; the
+    # rest join the guards in one obligation
+    for goal, extra, why in answers:
+        if extra and goal is not sympy.true and _prove_one(prover, premises, goal, why, extra) is None:
+            raise NotWidened(f"a shape answer the lowering acted on is not proved at 1: {why}")
+    return _proved(goals, {id(g) for g, _ in guard_goals}, premises, to_generic, prover, what, len(answers))
 
 
 def _to_generic(env: ShapeEnv, names: dict[str, str], nested_env: ShapeEnv) -> dict[sympy.Symbol, sympy.Symbol]:
@@ -113,19 +124,6 @@ def _to_generic(env: ShapeEnv, names: dict[str, str], nested_env: ShapeEnv) -> d
         if ns and ns[0] in names:  # (not in ``names``: a view's unread base, ``binding._unread_bases``)
             out[s] = by_name[names[ns[0]]]
     return out
-
-
-def _new_trace_facts(nested_env: ShapeEnv, to_generic: dict[sympy.Symbol, sympy.Symbol]
-                     ) -> tuple[list[sympy.Basic], dict[sympy.Symbol, Any], dict[sympy.Symbol, int]]:
-    """What the new trace's entry checks, in the generic symbols: its guards and input
-    ranges (the premises), the ranges alone, and its hints (the witness)."""
-    from verishape.core.premises import range_facts
-
-    premises = [nested_env.replace(g.expr).xreplace(to_generic) for g in nested_env.guards]
-    ranges = {to_generic[s]: vr for s, vr in nested_env.var_to_range.items() if s in to_generic}
-    premises += range_facts(ranges.keys(), ranges)
-    hints = {to_generic[s]: int(v) for s, v in nested_env.backed_var_to_val.items() if s in to_generic}
-    return [p for p in premises if p is not sympy.true], ranges, hints
 
 
 def _generic_goals(env: ShapeEnv, sub: dict[sympy.Symbol, sympy.Basic], widened: set[sympy.Symbol],
@@ -148,35 +146,43 @@ def _generic_goals(env: ShapeEnv, sub: dict[sympy.Symbol, sympy.Basic], widened:
                     for r in range_facts(others.keys(), others)]
 
 
-def _proved(goals: list[tuple[sympy.Basic, str]], carriable: set[int], premises: list[sympy.Basic],
-            hints: dict[sympy.Symbol, int], to_generic: dict[sympy.Symbol, sympy.Symbol], prover: Any, what: str,
-            answers: int) -> AtOne:
+def _proved(goals: list[tuple[sympy.Basic, str]], carriable: set[int], premises: Premises,
+            to_generic: dict[sympy.Symbol, sympy.Symbol], prover: Any, what: str, answers: int) -> AtOne:
     """The goals proved together; where not, each alone, a generic guard the new trace does
     not imply carried into its guards (:func:`_carried`), or a refusal naming the first
     goal that fails."""
     proved = tuple(g for g, _ in goals)
     if not goals:
         return AtOne(None, proved, answers)
-    record = _prove_one(prover, sympy.And(*proved), premises, hints, what)
+    record = _prove_one(prover, premises, sympy.And(*proved), what)
     if record is not None:
         return AtOne(record, proved, answers)
+    hints = _hints_of(premises)
     to_nested = {g: n for n, g in to_generic.items()}
     carried: list[str] = []
     carried_guards: list[sympy.Basic] = []
+    carried_goals: list[sympy.Basic] = []
     for g, why in goals:
-        if _prove_one(prover, g, premises, hints, why) is not None:
+        if _prove_one(prover, premises, g, why, carried_goals) is not None:
             continue
         in_new_trace = _carried(g, hints, to_nested) if id(g) in carriable else None
         if in_new_trace is None:
             raise NotWidened(f"not implied at size 1 by the size-1 trace's guards: {why}")
         carried.append(why)
         carried_guards.append(in_new_trace)
-        premises = [*premises, g]
+        carried_goals.append(g)
     if carried:
-        record = _prove_one(prover, sympy.And(*proved), premises, hints, what)
+        record = _prove_one(prover, premises, sympy.And(*proved), what, carried_goals)
         if record is not None:
             return AtOne(record, proved, answers, tuple(carried), tuple(carried_guards))
     raise NotWidened("the generic guards and answers at 1 are not proved together (solver unknown)")
+
+
+def _hints_of(premises: Premises) -> dict[sympy.Symbol, int]:
+    """The new call's values of the generic symbols the new trace binds (the premises'
+    witness, back from plain symbols)."""
+    from_plain = {v: k for k, v in premises.to_plain.items()}
+    return {from_plain.get(s, s): int(v) for s, v in (premises.witness or {}).items()}
 
 
 def _named(env: ShapeEnv, fact: sympy.Basic) -> str:
@@ -241,16 +247,9 @@ def size_goals(k: Kept, merged: set[sympy.Symbol], sub: dict[sympy.Symbol, sympy
     return out
 
 
-def _prove_one(prover: Any, goal: sympy.Basic, premises: list[sympy.Basic], hints: dict[sympy.Symbol, int],
-               what: str) -> Any:
-    """A proof record when ``premises`` imply ``goal`` (not vacuously), else None: also when
-    the symbols cannot be renamed to plain integers without merging two of them
-    (:func:`~verishape.core.premises.plain_symbols` says "must not decide"), as every other
-    door of :class:`~verishape.core.premises.Premises` does."""
-    from verishape.core.premises import Premises, plain_symbols
-
-    to_plain = plain_symbols([goal, *premises], None)
-    if to_plain is None:
-        return None
-    return Premises.stated(premises, to_plain, hints).ask(goal, Decision.SPECIALIZATION_WIDENED, where=what,
-                                                          prover=prover)
+def _prove_one(prover: Any, premises: Premises, goal: sympy.Basic, what: str,
+               extra: Iterable[sympy.Basic] = ()) -> Any:
+    """A proof record when ``premises`` (with ``extra`` for this question) imply ``goal``,
+    not vacuously; else None."""
+    with premises.assuming(*extra):
+        return premises.ask(goal, Decision.SPECIALIZATION_WIDENED, where=what, prover=prover)

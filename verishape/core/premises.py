@@ -214,6 +214,25 @@ class Premises:
                    None if witness is None else {rename.get(s, s): v for s, v in witness.items()})
 
     @classmethod
+    def of_trace(cls, env: Any, rename: Mapping[sympy.Symbol, sympy.Symbol],
+                 goals: Iterable[sympy.Basic] = ()) -> Premises | None:
+        """What a trace's cache entry checks, stated in another trace's symbols: its guards
+        (as its replacements leave them) and the ranges of its symbols, each renamed by
+        ``rename`` (widening states a new trace's entry in the kept compile's symbols), with
+        its hints there as the witness; over plain symbols (:func:`plain_symbols`) that also
+        cover every symbol of ``goals``, so that one renaming serves every question asked of
+        them.  None when that renaming would merge two symbols (then nothing may be decided)."""
+        facts = [env.replace(g.expr).xreplace(rename) for g in env.guards]
+        ranges = {rename[s]: vr for s, vr in env.var_to_range.items() if s in rename}
+        facts += range_facts(ranges.keys(), ranges)
+        facts = [f for f in facts if f is not sympy.true]
+        to_plain = plain_symbols([*goals, *facts], None)
+        if to_plain is None:
+            return None
+        hints = {rename[s]: int(v) for s, v in env.backed_var_to_val.items() if s in rename}
+        return cls.stated(facts, to_plain, hints)
+
+    @classmethod
     def gather(cls, goal: sympy.Basic, pool: Iterable[sympy.Basic], ranges: Mapping[sympy.Symbol, Any], *,
                size_like: Collection[sympy.Symbol] = frozenset(), size_oblivious: bool = False,
                hints: Mapping[sympy.Symbol, Any] | None = None, connected: bool = True) -> Premises | None:
