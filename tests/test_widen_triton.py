@@ -154,16 +154,22 @@ def test_nested_hint_reads_are_one_read(monkeypatch):
 def test_the_size_one_proof_does_not_decide_when_symbols_cannot_be_renamed():
     """A goal over a positive ``s`` and a plain integer ``s`` of the same name: renaming
     would merge them, so nothing is decided (it was decided over the unrenamed symbols)."""
+    from types import SimpleNamespace
+
     from verishape.compiler.widen.goals import _prove_one
-    from verishape.core.premises import current_prover, plain_symbols
+    from verishape.core.premises import Premises, current_prover, plain_symbols
 
     s_pos = sympy.Symbol("s", integer=True, positive=True)
     s_int = sympy.Symbol("s", integer=True)
     goal, premise = s_pos + s_int >= 1, s_int >= 0  # true only by s_pos's declaration (``positive``)
     assert plain_symbols([goal, premise]) is None
-    assert _prove_one(current_prover(), goal, [premise], {}, "t") is None
+    # a new trace whose entry checks ``premise``: its premises cannot be stated, nothing decided
+    entry = SimpleNamespace(guards=[SimpleNamespace(expr=premise)], var_to_range={}, backed_var_to_val={},
+                            replace=lambda e: e)
+    assert Premises.of_trace(entry, {}, [goal]) is None
     t = sympy.Symbol("t", integer=True, positive=True)
-    assert _prove_one(current_prover(), t >= 1, [t >= 2], {}, "t") is not None
+    stated = Premises.stated([t >= 2], plain_symbols([t >= 1, t >= 2]))
+    assert _prove_one(current_prover(), stated, t >= 1, "t") is not None
 
 
 def test_each_recorded_answer_agrees_with_torchs_own_at_its_sizes(monkeypatch):
