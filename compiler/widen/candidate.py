@@ -244,7 +244,7 @@ def done() -> None:
         setattr(ctx, _DONE, True)
 
 
-def restart(why: str, compiled: bool, tx: Trace = None) -> None:
+def restart(why: str, compiled: bool, tx: Trace | None = None) -> None:
     """Trace the frame again, as stock (the candidate attempt is over).  Counted:
     ``counters["verishape"]["candidates"]`` (compiled and kept) or ``["candidates_dropped"]``
     (traced, not compiled; Dynamo's ``unique_graphs`` counts its trace all the same)."""

@@ -28,7 +28,7 @@ import sympy
 import torch
 
 from verishape.core import torch_names, torch_seam
-from verishape.core.shape_env import VeriShapeEnv
+from verishape.core.shape_env import SymbolicAtOne, VeriShapeEnv
 
 from . import questions as questions_
 from . import record
@@ -79,7 +79,7 @@ class Kept:
     candidate: bool = False
     #: for a candidate, what its attempt kept symbolic at 1: a trace of its graphs again
     #: (:func:`_traced_again`) answers inside the same scope, as the attempt did
-    at_one: Any = None
+    at_one: SymbolicAtOne | None = None
 
     def from_cache(self) -> None:
         """An artifact torch's cache served: read its lowering's answers from the record

@@ -151,8 +151,11 @@ def to_layout(t: torch.Tensor, order: tuple[int, ...]) -> torch.Tensor:
     along the batch, copied at batch 1 in the order (1, 0), had strides (1, 1) where the
     caller's tensor has (4, 1), and ``x * 2`` then returned (1, 1) where eager returns (4, 1)
     (issue 48).  Keeping the caller's stride there gives the op what eager gives it."""
-    dense = torch.empty_permuted(t.shape, order, dtype=t.dtype, device=t.device).stride()
-    strides = [t.stride(d) if n == 1 else dense[d] for d, n in enumerate(t.shape)]
+    strides = [0] * t.dim()
+    inner = 1
+    for d in reversed(order):  # innermost first: each stride is the product of the sizes inside it
+        strides[d] = t.stride(d) if t.shape[d] == 1 else inner
+        inner *= t.shape[d]
     out = torch.empty_strided(t.shape, strides, dtype=t.dtype, device=t.device)
     out.copy_(t)
     return out

@@ -78,10 +78,9 @@ class AnswerObserver(Protocol):
 
 
 class SymbolicAtOne(Protocol):
-    """What :meth:`VeriShapeEnv.keeping_symbolic_at_one` keeps symbolic at 1 for one trace (a
-    candidate's policy, owned by ``verishape.compiler.widen.candidate``): the input sizes to
-    keep (by source name), the symbols the env made for them, and the questions about them
-    it answered beyond their ranges (Note [A candidate is never run as traced])."""
+    """What :meth:`VeriShapeEnv.keeping_symbolic_at_one` keeps symbolic at 1 for one trace
+    (``verishape.compiler.widen.candidate``'s): sizes by source name, their symbols, and the
+    questions answered beyond their ranges (Note [A candidate is never run as traced])."""
 
     sources: set[str]
     symbols: set[sympy.Symbol]
@@ -100,10 +99,8 @@ class ExtraFacts:
 
 
 class VeriShapeEnv(ShapeEnv):
-    """A ShapeEnv whose undecided boolean questions are sent to Z3.
-
-    ``verishape_log`` holds a proof record for every answer the solver changed.
-    """
+    """A ShapeEnv whose undecided boolean questions are sent to Z3; ``verishape_log``
+    holds a proof record for every answer the solver changed."""
 
     #: a data-dependent error raised in a Dynamo trace keeps the frame's inputs (see
     #: :mod:`verishape.compiler.export.compile_dde`); an export finds its check its own way
@@ -139,11 +136,8 @@ class VeriShapeEnv(ShapeEnv):
         stock's or proved) inside the block; the one way to watch an env (widening records
         what a generic compile's lowering decided, ``verishape.compiler.widen.questions``).
         Scopes nest: the outer observer is back after the block."""
-        saved, self._vs_questions = self._vs_questions, observer
-        try:
+        with self._scoped("_vs_questions", observer):
             yield
-        finally:
-            self._vs_questions = saved
 
     @staticmethod
     def observer_of(env: Any) -> AnswerObserver | None:
@@ -176,11 +170,18 @@ class VeriShapeEnv(ShapeEnv):
         Note [A candidate is never run as traced]); the scope is the candidate attempt's
         (``verishape.compiler.widen.candidate``), which fills ``kept.sources`` as Dynamo
         wraps the inputs."""
-        saved, self._vs_at_one = self._vs_at_one, kept
+        with self._scoped("_vs_at_one", kept):
+            yield
+
+    @contextlib.contextmanager
+    def _scoped(self, field: str, value: Any) -> Iterator[None]:
+        """One of verishape's own fields set for a block; scopes nest."""
+        saved = getattr(self, field)
+        setattr(self, field, value)
         try:
             yield
         finally:
-            self._vs_at_one = saved
+            setattr(self, field, saved)
 
     @staticmethod
     def symbolic_at_one_of(env: Any) -> SymbolicAtOne | None:
