@@ -3,7 +3,8 @@ running the generic kernels at 1 costs.
 
 GPT-2 124M (12 layers, width 768, random weights) or ``--model llama1b`` (a 1B-parameter
 LLaMA config), Inductor, automatic dynamic shapes, caches off, ``--mode reduce-overhead``
-for CUDA graphs.  Each variant runs in a fresh process with its own kernel caches: the
+for CUDA graphs.  Each variant runs in a fresh process with its own kernel caches, the two side by side
+(their compile seconds share the machine; their timed steps never overlap): the
 three calls of ``--sweep`` (batch: N, N + 1, 1; seq: length L, L + 1, 1 at batch N, a
 decode-sized step; stock compiles again at 1, verishape proves and reuses the dynamic
 artifact), each checked against eager, then timed steps at the size-1 point and the first
@@ -20,6 +21,8 @@ of the script on the CPU (wall-clock step times).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import json
 import os
 import statistics
@@ -27,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -100,8 +104,9 @@ def child(model: str, variant: str, batch: int, seq: int, device: str = "cuda", 
             want = module(**inputs(b, n)).last_hidden_state
             out.setdefault("max_abs_diff", 0.0)
             out["max_abs_diff"] = max(out["max_abs_diff"], (got.float() - want.float()).abs().max().item())
-        for b, n in (*ones, points[0]):
-            out[f"step_ms_{b}x{n}"], out[f"kernel_ms_{b}x{n}"] = _step_times(compiled, inputs(b, n), cuda)
+        with _alone():  # the other variant's process times its steps before or after, never during
+            for b, n in (*ones, points[0]):
+                out[f"step_ms_{b}x{n}"], out[f"kernel_ms_{b}x{n}"] = _step_times(compiled, inputs(b, n), cuda)
     stats = current_prover().stats
     out["solver_queries"], out["solver_calls"], out["solver_s"] = stats.queries, stats.solver_calls, stats.solver_time_s
     with frames._envs_lock:
@@ -112,6 +117,22 @@ def child(model: str, variant: str, batch: int, seq: int, device: str = "cuda", 
     out["compiles"] = counters["stats"]["unique_graphs"] - out["reused_at_1"]
     out["torch"], out["device"] = torch.__version__, torch.cuda.get_device_name() if cuda else "cpu"
     return out
+
+
+@contextlib.contextmanager
+def _alone() -> Iterator[None]:
+    """Hold the lock file the parent names (``GPU_SCALE_LOCK``) while steps are timed: the two
+    variants compile side by side but never time their steps on the GPU at the same time."""
+    path = os.environ.get("GPU_SCALE_LOCK")
+    if path is None:
+        yield
+        return
+    with open(path, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(held, fcntl.LOCK_UN)
 
 
 def _step_times(compiled: Any, kw: dict[str, Any], cuda: bool) -> tuple[float, float | None]:
@@ -171,26 +192,37 @@ def main(argv: list[str] | None = None) -> int:
     if args.device == "cuda" and not torch.cuda.is_available():
         print("gpu_scale: needs a CUDA device (torch sees none); run it on a GPU machine", file=sys.stderr)
         return 2
-    rows = {}
+    # the two variants compile side by side (a GPU machine has 16 cores) and time their steps
+    # one after the other (a lock): one gpu_run.sh share fits both, and the JSON is written as
+    # each ends, so a share that runs out keeps what finished
+    procs = {}
+    lock = tempfile.mkstemp(prefix="gpu_scale_lock_")[1]
     for variant in ("stock", "verishape"):
         # each variant compiles its kernels afresh: Triton's and Inductor's on-disk caches
         # would otherwise hand the second variant what the first compiled
         cache = tempfile.mkdtemp(prefix=f"gpu_scale_{variant}_")
-        env = {**os.environ, "TRITON_CACHE_DIR": f"{cache}/triton", "TORCHINDUCTOR_CACHE_DIR": f"{cache}/inductor"}
-        proc = subprocess.run([sys.executable, __file__, "--child", args.model, variant, "--batch", str(args.batch),
-                               "--seq", str(args.seq), "--device", args.device, "--layers", str(args.layers),
-                               "--sweep", args.sweep, "--mode", args.mode],
-                              capture_output=True, text=True, cwd=ROOT, env=env)
-        if proc.returncode != 0:
-            print(f"gpu_scale: the {variant} run failed: {proc.stderr.strip().splitlines()[-3:]}", file=sys.stderr)
-            rows[variant] = {"error": proc.stderr.strip().splitlines()[-3:]}
-            continue
-        rows[variant] = json.loads(proc.stdout.strip().splitlines()[-1])
-        print(variant, json.dumps(rows[variant]), flush=True)
+        env = {**os.environ, "TRITON_CACHE_DIR": f"{cache}/triton", "TORCHINDUCTOR_CACHE_DIR": f"{cache}/inductor",
+               "GPU_SCALE_LOCK": lock}
+        procs[variant] = subprocess.Popen(
+            [sys.executable, __file__, "--child", args.model, variant, "--batch", str(args.batch),
+             "--seq", str(args.seq), "--device", args.device, "--layers", str(args.layers),
+             "--sweep", args.sweep, "--mode", args.mode],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+    rows: dict[str, Any] = {}
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    report = {"model": args.model, "layers": args.layers or "config", "batch": args.batch, "seq": args.seq,
-              "sweep": args.sweep, "mode": args.mode, "rows": rows, "at_one": _at_one(rows)}
-    args.json.write_text(json.dumps(report, indent=1))
+    report: dict[str, Any] = {}
+    for variant, proc in procs.items():
+        out, err = proc.communicate()
+        if proc.returncode != 0:
+            print(f"gpu_scale: the {variant} run failed: {err.strip().splitlines()[-3:]}", file=sys.stderr)
+            rows[variant] = {"error": err.strip().splitlines()[-3:]}
+        else:
+            rows[variant] = json.loads(out.strip().splitlines()[-1])
+            print(variant, json.dumps(rows[variant]), flush=True)
+        report = {"model": args.model, "layers": args.layers or "config", "batch": args.batch, "seq": args.seq,
+                  "sweep": args.sweep, "mode": args.mode, "side_by_side": True, "rows": rows,
+                  "at_one": _at_one(rows) if len(rows) == 2 else None}
+        args.json.write_text(json.dumps(report, indent=1))
     print("at 1:", json.dumps(report["at_one"]))
     return 1 if any("error" in r for r in rows.values()) else 0
 

@@ -60,6 +60,27 @@ def test_a_reused_call_that_differs_is_wrong_unless_stock_differs_the_same_way()
     assert sweep.wrong == [] and sweep.other_differences == ["size 1 (call 1): output: values differ"]
 
 
+def test_strides_stock_itself_returns_at_another_size_are_stocks_own_layout():
+    """The H200's ``last_token``: stock pads a (2, 3) matmul output to strides (4, 1) at sizes
+    3, 4, 5 (``pad_mm``'s benchmark) and not at 1; the reuse at 1 returns (4, 1), one of stock's
+    own layouts for that shape.  Other strides, another shape, or values that differ too are
+    still the reuse's."""
+    padded = torch.zeros(2, 4)[:, :3]
+    eager = torch.zeros(2, 3)
+    assert "strides" in _diff(eager, padded)
+    strides_only = widen_check._compare(eager, padded, [], []) is not None and \
+        widen_check._compare(eager, padded, [], [], strides=False) is None
+    assert strides_only
+    ours = widen_check.Call(1, True, "output: strides (3, 1) vs (4, 1)", strides_only=True)
+    stock = [(widen_check.Call(3, False, "output: strides (3, 1) vs (4, 1)", strides_only=True), torch.zeros(2, 4)[:, :3]),
+             (widen_check.Call(1, False, None), eager)]
+    assert widen_check._stocks_own_layout(padded, ours, stock)
+    assert not widen_check._stocks_own_layout(torch.zeros(2, 5)[:, :3], ours, stock)  # strides stock never returned
+    assert not widen_check._stocks_own_layout(torch.zeros(3, 4)[:, :3], ours, stock)  # another shape
+    values_too = widen_check.Call(1, True, "output: values differ", strides_only=False)
+    assert not widen_check._stocks_own_layout(padded, values_too, stock)
+
+
 def test_refusal_reasons_are_counted_by_kind():
     r = widen_check.reason_class
     assert r("L['x'].size()[0]: false at size 1: the size s7 - 1 of the AOT graph node slice_1 is 0 at 1 "
@@ -110,7 +131,7 @@ def test_a_layout_sweep_relays_the_same_values(program):
     for a, b in zip(plain, relaid):
         assert torch.equal(a, b) and b._base is None
         if a.dim() >= 2:
-            assert b.stride() == tuple(reversed(torch.empty(tuple(reversed(a.shape))).stride()))
+            assert b.stride() == tuple(reversed(torch.zeros(tuple(reversed(a.shape))).stride()))
 
 
 @pytest.mark.slow

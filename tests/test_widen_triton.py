@@ -104,6 +104,25 @@ def test_thirty_two_bit_indexing_answers_the_bound_not_the_hint():
     assert log.heuristic_hints == {"expr_fits_within_32bit": 1}  # 64-bit indexing: right at every size
 
 
+def test_the_gpu_schedulers_loop_order_hints_are_heuristics():
+    """The H200 (torch 2.11, Triton) refused LLaMA's, Mistral's, Qwen2's, Gemma's and Qwen3's
+    batch and sequence sweeps on ``Eq(s27, 12)``, a guarding hint read for a loop order
+    (``guarding hint <- normalize_with_stride_order <- shared_data_after_reordering_loop``),
+    then on ``Eq(8*s27, 96)`` (``<- shared_data_after_reordering_loop <- can_fuse``): the order
+    two accesses are compared in and the buffer that guides a loop reordering, right at every
+    size. Any other site reading the same hint stays an answer."""
+    s = sympy.Symbol("s", integer=True, positive=True)
+    log = questions.QuestionLog(frozenset({s}))
+    stack = ("normalize_with_stride_order", "_try_reorder_loops_for_candidates", "shared_data_after_reordering_loop")
+    _chain(stack, lambda: questions._observe_hint(log, "guarding", s, 12))
+    assert log.questions == [] and log.heuristic_hints == {"normalize_with_stride_order": 1}
+    # the next read on the H200's stack: the largest shared buffer's numel picks the guide
+    _chain(("shared_data_after_reordering_loop", "can_fuse"), lambda: questions._observe_hint(log, "guarding", 8 * s, 96))
+    assert log.questions == [] and log.heuristic_hints["shared_data_after_reordering_loop"] == 1
+    _chain(("can_fuse",), lambda: questions._observe_hint(log, "guarding", s, 12))
+    assert [q.expr for q in log.questions] == [sympy.Eq(s, 12)]
+
+
 def test_the_interception_registry_resolves_on_this_torch():
     assert torch_seam.widening_missing() == []
     assert torch_seam.widening_refused() is None

@@ -295,6 +295,16 @@ HEURISTIC_HINT_SITES = ("expand", "repeat", "unfold",
                         # kernel's autotuning size hints, the tiling candidates' stride scores
                         "num_splits", "_compute_and_update_buf_size", "get_fill_order", "_apply_loop_reordering",
                         "benchmark_compiled_module", "codegen_kernel", "tile_ranges",
+                        # the GPU scheduler's loop reordering for fusion (2.11 reads the strides
+                        # through ``stride_hints`` -> ``size_hint``; 2.13 through
+                        # ``optimization_hint``): which loop order two nodes' accesses of one buffer
+                        # compare in, which shared buffer (the largest) guides the reordering, and
+                        # how much memory a fusion shares; a reordered loop nest computes the same
+                        # values at every size. The H200 refused the batch and sequence sweeps of
+                        # LLaMA, Mistral, Qwen2, Gemma and Qwen3 on these alone
+                        "normalize_with_stride_order", "shared_data_after_reordering_loop",
+                        "_try_reorder_loops_for_candidates", "decide_loop_order_to_match", "numel_hint",
+                        "numbytes_hint",
                         # 2.11's reshape index walk compares hints to choose which sizes to merge
                         # next; every branch ends in check_equals guards on the merged sizes (generic
                         # guards, proved at 1), as 2.13's compare_sizes (:data:`SITES`)

@@ -7,8 +7,10 @@ the structure of the outputs, their sizes, dtypes, strides (on dimensions larger
 values (``allclose`` with NaNs equal), which outputs share storage with which inputs or with
 each other, and the inputs after the call (in-place updates).  A call at size 1 that ran the
 generic artifact (a reuse) and differs from eager is **wrong** unless stock
-``torch.compile``, run on the same sweep, differs the same way (then it is stock's own
-difference, reported apart).  Used by the fuzzer (:mod:`verishape.fuzz.widen_programs`), the
+``torch.compile``, run on the same sweep, differs the same way, or differs from eager in
+strides alone and returns outputs of these shapes with these very strides at another size (a
+layout chosen by a benchmark, not by the size: then it is stock's own difference, reported
+apart).  Used by the fuzzer (:mod:`verishape.fuzz.widen_programs`), the
 adversarial corpus and the benchmarks.
 """
 
@@ -37,6 +39,8 @@ class Call:
     reused: bool
     difference: str | None
     eager_raised: str | None = None
+    #: the difference is in the outputs' strides alone (values, shapes, sharing as eager's)
+    strides_only: bool = False
 
 
 @dataclasses.dataclass
@@ -169,9 +173,35 @@ def _run_sweep(fn: Callable[..., Any], make_args: Callable[[int], Sequence[Any]]
         stock = _calls(lambda: torch.compile(fn, backend=backend, **compile_kwargs), fn, make_args, sizes)
         torch._dynamo.reset()
         for i in differing:
-            sweep.stock_differs[i] = _same_difference(calls[i][1], stock[i][1], calls[i][0].difference,
-                                                      stock[i][0].difference)
+            sweep.stock_differs[i] = (_same_difference(calls[i][1], stock[i][1], calls[i][0].difference,
+                                                       stock[i][0].difference)
+                                      or _stocks_own_layout(calls[i][1], calls[i][0], stock))
     return sweep
+
+
+def _stocks_own_layout(ours: Any, call: Call, stock: list[tuple[Call, Any]]) -> bool:
+    """A reused call that differs from eager in its outputs' strides alone, where stock's
+    own compiles of the sweep return outputs of these very shapes with these very strides at
+    another size and differ from eager the same way.  Inductor's layout choices that are
+    timings, not sizes (on CUDA, ``pad_mm`` pads a matmul's output to an aligned stride when
+    its benchmark says padding is faster), give stock (4, 1) at one size of the H200's sweep and
+    (3, 1) at another for one (2, 3) output: our strides are one of stock's, not a reuse's
+    invention.  Values, shapes, dtypes and sharing must still equal eager's."""
+    if isinstance(ours, BaseException) or not call.strides_only:
+        return False
+    return any(c.strides_only and _layouts(theirs) == _layouts(ours)
+               for c, theirs in stock if not isinstance(theirs, BaseException))
+
+
+def _layouts(out: Any) -> Any:
+    """The shapes and strides of every tensor in an output, in order."""
+    if isinstance(out, torch.Tensor):
+        return (tuple(out.shape), tuple(out.stride()))
+    if isinstance(out, (list, tuple)):
+        return tuple(_layouts(o) for o in out)
+    if isinstance(out, dict):
+        return tuple((k, _layouts(v)) for k, v in out.items())
+    return None
 
 
 def _same_difference(ours: Any, theirs: Any, why_ours: str | None, why_theirs: str | None) -> bool:
@@ -210,9 +240,10 @@ def _calls(make_compiled: Callable[[], Callable[..., Any]], fn: Callable[..., An
         elif counters["stats"]["unique_graphs"] == traced and n in served:
             reused = True  # nothing traced: the size-1 entry made by the reuse ran again
         why = _compare(want, got, eager_args, args)
+        strides_only = why is not None and _compare(want, got, eager_args, args, strides=False) is None
         eager_raised = f"{type(want).__name__}: {str(want).splitlines()[0][:160] if str(want) else ''}" \
             if isinstance(want, BaseException) else None
-        out.append((Call(n, reused, why, eager_raised), got))
+        out.append((Call(n, reused, why, eager_raised, strides_only), got))
     return out
 
 
@@ -227,7 +258,7 @@ def _outcome(fn: Callable[..., Any], args: list[Any]) -> Any:
         return exc
 
 
-def _compare(want: Any, got: Any, eager_args: list[Any], args: list[Any]) -> str | None:
+def _compare(want: Any, got: Any, eager_args: list[Any], args: list[Any], strides: bool = True) -> str | None:
     if isinstance(want, BaseException) or isinstance(got, BaseException):
         if isinstance(want, BaseException) and isinstance(got, BaseException):
             return None
@@ -236,7 +267,7 @@ def _compare(want: Any, got: Any, eager_args: list[Any], args: list[Any]) -> str
         return f"compiled raises {type(got).__name__} ({_first_line(got)}), eager returns"
     in_want = [a for a in eager_args if isinstance(a, torch.Tensor)]
     in_got = [a for a in args if isinstance(a, torch.Tensor)]
-    why = difference(want, got, in_want, in_got, [], [])
+    why = difference(want, got, in_want, in_got, [], [], strides=strides)
     if why is not None:
         return why
     for i, (a, b) in enumerate(zip(in_want, in_got)):
@@ -252,14 +283,15 @@ def _first_line(exc: BaseException) -> str:
 
 
 def difference(want: Any, got: Any, in_want: list[torch.Tensor], in_got: list[torch.Tensor],
-               out_want: list[torch.Tensor], out_got: list[torch.Tensor], path: str = "output") -> str | None:
+               out_want: list[torch.Tensor], out_got: list[torch.Tensor], path: str = "output",
+               strides: bool = True) -> str | None:
     """How ``got`` differs from ``want`` (None: it does not).  ``in_*`` are the inputs
     (storage sharing with them is compared); ``out_*`` collect the tensors seen so far
-    (storage sharing between outputs)."""
+    (storage sharing between outputs); ``strides=False`` leaves the strides out."""
     if isinstance(want, torch.Tensor) or isinstance(got, torch.Tensor):
         if not (isinstance(want, torch.Tensor) and isinstance(got, torch.Tensor)):
             return f"{path}: {type(want).__name__} vs {type(got).__name__}"
-        why = _tensor_meta(want, got) or _tensor_values(want, got)
+        why = _tensor_meta(want, got, strides) or _tensor_values(want, got)
         if why is None:
             why = _sharing(want, in_want, out_want, got, in_got, out_got)
         out_want.append(want)
@@ -269,7 +301,7 @@ def difference(want: Any, got: Any, in_want: list[torch.Tensor], in_got: list[to
         if not isinstance(got, (list, tuple)) or len(want) != len(got) or type(want) is not type(got):
             return f"{path}: {type(want).__name__} of {len(want)} vs {type(got).__name__}"
         for i, (a, b) in enumerate(zip(want, got)):
-            why = difference(a, b, in_want, in_got, out_want, out_got, f"{path}[{i}]")
+            why = difference(a, b, in_want, in_got, out_want, out_got, f"{path}[{i}]", strides)
             if why is not None:
                 return why
         return None
@@ -277,7 +309,7 @@ def difference(want: Any, got: Any, in_want: list[torch.Tensor], in_got: list[to
         if not isinstance(got, dict) or list(want) != list(got):
             return f"{path}: keys differ"
         for k in want:
-            why = difference(want[k], got[k], in_want, in_got, out_want, out_got, f"{path}[{k!r}]")
+            why = difference(want[k], got[k], in_want, in_got, out_want, out_got, f"{path}[{k!r}]", strides)
             if why is not None:
                 return why
         return None
@@ -288,7 +320,7 @@ def difference(want: Any, got: Any, in_want: list[torch.Tensor], in_got: list[to
     return None
 
 
-def _tensor_meta(a: torch.Tensor, b: torch.Tensor) -> str | None:
+def _tensor_meta(a: torch.Tensor, b: torch.Tensor, strides: bool = True) -> str | None:
     if a.shape != b.shape:
         return f"shape {tuple(a.shape)} vs {tuple(b.shape)}"
     if a.dtype != b.dtype:
@@ -298,8 +330,8 @@ def _tensor_meta(a: torch.Tensor, b: torch.Tensor) -> str | None:
     # strides there than eager (Inductor: ``x.transpose(0, 1).contiguous() * 2`` at (1, 3, 4)
     # gives (4, 4, 1) where eager gives (4, 12, 1)); :func:`size_one_strides` says whether
     # they differ too
-    strides = [(x, y) for n, x, y in zip(a.shape, a.stride(), b.stride()) if n > 1]
-    if any(x != y for x, y in strides) and a.numel() > 0:
+    significant = [(x, y) for n, x, y in zip(a.shape, a.stride(), b.stride()) if n > 1]
+    if strides and any(x != y for x, y in significant) and a.numel() > 0:
         return f"strides {a.stride()} vs {b.stride()} (sizes {tuple(a.shape)})"
     return None
 
