@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from verishape.proofs.result import PROVED, REFUTED, UNKNOWN, Limits, SolveResult
 
-    from .prover import (Prover, Stats, asked_by, current_asker, decide, default_prover, point, prove, recheck,
-                         smtlib, stats)
+    from .prover import (OVER_BUDGET, RLIMIT_STOPS, Budget, Prover, Stats, asked_by, current_asker, decide,
+                         default_prover, point, prove, recheck, smtlib, spending, stats)
 
 #: Exported name -> the module defining it, imported on first use (PEP 562): importing
 #: ``verishape.solvers`` for its result types (which live in the standard-library-only
 #: :mod:`verishape.proofs.result`) then loads neither Z3, SymPy nor torch.
 _EXPORTS = {
-    **dict.fromkeys(("Prover", "Stats", "asked_by", "current_asker", "decide", "default_prover", "point", "prove",
+    **dict.fromkeys(("OVER_BUDGET", "RLIMIT_STOPS", "Budget", "spending", "Prover", "Stats", "asked_by", "current_asker", "decide", "default_prover", "point", "prove",
                      "recheck", "smtlib", "stats"), f"{__name__}.prover"),
     **dict.fromkeys(("PROVED", "REFUTED", "UNKNOWN", "Limits", "SolveResult"), "verishape.proofs.result"),
 }
@@ -36,5 +36,5 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-__all__ = ["PROVED", "REFUTED", "UNKNOWN", "Limits", "Prover", "SolveResult", "Stats", "asked_by", "current_asker",
+__all__ = ["OVER_BUDGET", "PROVED", "REFUTED", "RLIMIT_STOPS", "Budget", "spending", "UNKNOWN", "Limits", "Prover", "SolveResult", "Stats", "asked_by", "current_asker",
            "decide", "default_prover", "point", "prove", "recheck", "smtlib", "stats"]

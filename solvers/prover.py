@@ -45,7 +45,7 @@ from verishape.proofs.record import Obligation, ProofRecord
 from verishape.proofs.kinds import Asker
 from verishape.proofs.result import PROVED, REFUTED, UNKNOWN, Limits, SolveResult, Value
 
-from . import concrete, refute
+from . import classes, concrete, refute
 from .contexts import fresh_context
 from .query import Query, as_boolean, build_query, to_smtlib
 
@@ -74,10 +74,57 @@ def current_asker() -> str:
     return _asker.get()
 
 
+# Note [A scope's solver budget]
+# A question the solver cannot settle costs its whole resource limit (about half a second
+# at the default; questions over floats have a small limit of their own, ``classes``).
+# A caller that asks many questions for one piece of work (a VeriShapeEnv for one frame's
+# compile) binds a Budget over them with ``spending``: once the resource limit has stopped
+# ``stops_allowed`` solver calls made in its scopes, every later question that would reach
+# the solver is answered ``unknown`` (OVER_BUDGET) at once, stock's answer, as from a solver
+# that gives up. The cache, the first tier and the proof store still answer (they cost
+# nothing). The budget counts answers, not seconds, so the same program still gets the
+# same answers (Note [Same program, same answer]).
+
+
+@dataclasses.dataclass
+class Budget:
+    """Solver calls the resource limit may stop in the scopes bound to this budget
+    (Note [A scope's solver budget]); ``stops`` and ``declined`` say what happened."""
+
+    stops_allowed: int
+    stops: int = 0
+    #: questions answered unknown without the solver, the budget being spent
+    declined: int = 0
+
+    @property
+    def spent(self) -> bool:
+        return self.stops >= self.stops_allowed
+
+
+_budget: contextvars.ContextVar[Budget | None] = contextvars.ContextVar("verishape_budget", default=None)
+
+
+@contextlib.contextmanager
+def spending(budget: Budget) -> Iterator[None]:
+    """Solver calls made inside this block count against ``budget``."""
+    token = _budget.set(budget)
+    try:
+        yield
+    finally:
+        _budget.reset(token)
+
+
+#: ``SolveResult.reason`` of a question not sent to the solver, its scope's budget spent
+OVER_BUDGET = "not asked: the solver budget of this compile is spent"
+
 #: ``Prover(store=AUTO_STORE)``: use the process's store (``$VERISHAPE_PROOF_STORE``).
 AUTO_STORE = "auto"
-#: ``unknown`` reasons that depend on the machine (load, a crash): never stored.
-_LOAD_DEPENDENT = ("solver: timeout", "solver: canceled", "solver error")
+#: ``unknown`` reasons that depend on the machine (load, a crash): never stored.  Z3 says
+#: "canceled" (or "max. resource limit exceeded") when the resource limit stops it, a function of the query and the limits
+#: (a fresh context each check): stored, so a restart does not pay for it again.
+_LOAD_DEPENDENT = ("solver: timeout", "solver error")
+#: the ``unknown`` reasons of a question the resource limit stopped (Z3 says either, by theory)
+RLIMIT_STOPS = ("solver: canceled", "solver: max. resource limit exceeded")
 
 #: ``SolveResult.reason`` of a refutation found by the first tier (no solver call).
 NEAR_WITNESS = "refuted at a point near the witness"
@@ -104,6 +151,8 @@ class Stats:
     solver_calls: int = 0
     #: refuted at a point near the caller's witness, before the store or the solver
     refuted_concretely: int = 0
+    #: answered unknown without the solver, the asking scope's budget spent
+    over_budget: int = 0
 
     @property
     def hit_rate(self) -> float:
@@ -155,6 +204,7 @@ class Prover:
         limits = limits or self.limits
         if timeout_ms is not None:
             limits = dataclasses.replace(limits, timeout_ms=timeout_ms)
+        limits = classes.limits_for(goal_b, assumptions_b, limits)
         key = (goal_b, frozenset(assumptions_b), limits)
         with self._lock:
             self.stats.queries += 1
@@ -176,9 +226,16 @@ class Prover:
                     self.stats.store_hits += 1
                     self._remember(key, result)
                     return result
+            budget = _budget.get()
+            if budget is not None and budget.spent:  # Note [A scope's solver budget]
+                budget.declined += 1
+                self.stats.over_budget += 1
+                return SolveResult(UNKNOWN, reason=OVER_BUDGET)
             script: list[str] | None = [] if store is not None else None
             with _SHARED_CONTEXT_LOCK:
                 result = self._solve(goal_b, assumptions_b, limits, witness, script=script)
+            if budget is not None and result.reason in RLIMIT_STOPS:
+                budget.stops += 1
             self.stats.solver_calls += 1
             self.stats.solver_time_s += result.time_s
             self._remember(key, result)

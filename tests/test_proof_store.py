@@ -443,3 +443,14 @@ def test_every_solver_limit_is_in_the_obligation_key():
         keys.add(store_mod.obligation_key("Symbol('s0')", ["Symbol('s1')"], other))
     assert len(keys) == 1 + len(dataclasses.fields(limits))
     assert store_mod.obligation_key("Symbol('s0')", ["Symbol('s1')", "Symbol('s1')"], limits) == base
+
+
+def test_an_answer_the_resource_limit_stopped_is_stored(tmp_path):
+    """Z3's "canceled" is its resource limit (a function of the query and the limits), not
+    the machine: stored, so a restart does not spend the limit on the question again."""
+    store = open_store(tmp_path / "p.sqlite")
+    goal, limits = sympy.Ge(x * x * y * y - 2 * x * y + 1, 0), solvers.Limits(rlimit=1000)
+    r = solvers.Prover(limits, store=store).prove(goal)
+    assert r.reason == "solver: canceled" and store.count() == 1
+    warm = solvers.Prover(limits, store=store)
+    assert warm.prove(goal).from_store and warm.stats.solver_calls == 0

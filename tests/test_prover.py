@@ -252,3 +252,46 @@ def test_a_point_inside_the_assumptions_is_asked_by_name():
     got = solvers.point([sympy.Eq(tf.Mod(s, 8), 3), sympy.Gt(s, 20), sympy.Eq(n, 2 * s)], prover=p)
     assert got is not None and got["s"] % 8 == 3 and got["s"] > 20 and got["n"] == 2 * got["s"]
     assert solvers.point([sympy.Gt(s, 5), sympy.Lt(s, 3)], prover=p) is None
+
+
+def test_questions_over_floats_get_the_float_resource_limit():
+    """PyTorch's ``test_unspec_float_precision`` asked Z3 about ``TruncToInt(zf * ToFloat(s))``
+    under the default limit, half a second to a second each, and never settled one: a
+    question over IEEE doubles gets :data:`classes.FLOAT_RLIMIT` instead, a function of the
+    question alone (the cache and the store key on it)."""
+    from verishape.solvers import classes
+
+    zf = sympy.Symbol("zf0", real=True)
+    floaty = sympy.Ge(tf.TruncToInt(zf * tf.ToFloat(s0)), 0)
+    default = solvers.Limits()
+    assert classes.limits_for(floaty, [sympy.Ge(s0, 2)], default).rlimit == classes.FLOAT_RLIMIT
+    assert classes.limits_for(sympy.Ge(s0, 2), [floaty], default).rlimit == classes.FLOAT_RLIMIT  # in a premise
+    ceil_div = sympy.Ge(tf.CeilToInt(tf.IntTrueDiv(s0 + 4, 2)), 2)  # conv1d's padding: no float symbol
+    assert classes.limits_for(ceil_div, [], default).rlimit == classes.FLOAT_RLIMIT
+    assert classes.limits_for(sympy.Ge(tf.FloorDiv(s0 + 4, 2), 2), [], default) == default  # integers only
+    low = solvers.Limits(rlimit=100)
+    assert classes.limits_for(floaty, [], low) == low  # never raised
+    r = Prover(store=None).prove(floaty, [sympy.Ge(s0, 2)])
+    assert r.status == "unknown" and r.reason in solvers.RLIMIT_STOPS  # zf may be negative: not provable cheaply
+    assert Prover(store=None).prove(sympy.Ne(tf.TruncToInt(zf * tf.ToFloat(s0)), 0),
+                                    [sympy.Ge(tf.TruncToInt(zf * tf.ToFloat(s0)), 2)]).proved  # settled under it
+
+
+def test_a_spent_budget_answers_unknown_without_the_solver():
+    """Note [A scope's solver budget]: once the resource limit stopped ``stops_allowed``
+    solver calls of a scope, later questions are unknown at once (stock's answer); the cache
+    and other scopes still answer."""
+    hard = [sympy.Ge(x * x * y * y - 2 * x * y + k, 0) for k in (1, 2, 3)]
+    p = Prover(solvers.Limits(rlimit=1000), store=None)
+    budget = solvers.Budget(2)
+    with solvers.spending(budget):
+        first = [p.prove(g) for g in hard]
+        easy = p.prove(sympy.Gt(x, 5), [sympy.Gt(x, 6)])
+        again = p.prove(hard[0])
+    assert [r.reason for r in first[:2]] == ["solver: canceled"] * 2 and budget.stops == 2 and budget.spent
+    assert first[2].status == "unknown" and first[2].reason == solvers.OVER_BUDGET
+    assert easy.reason == solvers.OVER_BUDGET  # the budget is spent: even an easy question is stock's
+    assert again.cached and again.reason == "solver: canceled"  # a cached answer costs nothing
+    assert budget.declined == 2 and p.stats.solver_calls == 2 and p.stats.over_budget == 2
+    assert p.prove(sympy.Gt(x, 5), [sympy.Gt(x, 6)]).proved  # outside the scope: asked
+    assert p.prove(hard[2]).reason == "solver: canceled"  # a declined answer is not cached

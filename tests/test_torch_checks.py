@@ -195,3 +195,41 @@ def test_torch_checks_pass_with_verishape_swapped_in_everywhere(swapped_everywhe
     (env,) = envs
     assert type(env) is VeriShapeEnv and env.check_recorded_events
     assert acted(env.verishape_log)
+
+
+def test_float_sizes_cost_a_frame_a_bounded_solver_budget(swapped_everywhere, monkeypatch):
+    """PyTorch's ``test_unspec_float_precision`` (``interpolate`` with an unspecialized float
+    scale factor) with VeriShapeEnv in every torch module: its questions over
+    ``TruncToInt(zf * ToFloat(s))`` took 9 s against stock's 0.6 s, 11 solver calls of
+    0.5 to 1.3 s that all ended unknown. Now they are asked under the float resource limit and
+    the frame's budget (Note [A scope's solver budget]): at most ``FRAME_LIMIT_STOPS`` calls of
+    a scope are stopped by the limit, the rest are stock's; the answer is eager's."""
+    from torch._dynamo.testing import CompileCounter
+
+    from verishape import solvers
+    from verishape.core import shape_env
+    from verishape.core.premises import use_prover
+
+    monkeypatch.setattr(torch._dynamo.config, "specialize_float", False)
+    monkeypatch.setattr(torch._dynamo.config, "assume_static_by_default", False)
+    envs = []
+    init = VeriShapeEnv.__init__
+
+    def keep(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        envs.append(self)
+
+    monkeypatch.setattr(VeriShapeEnv, "__init__", keep)
+
+    def fn(image, scale_factor):
+        return torch.nn.functional.interpolate(image[None], scale_factor=scale_factor, mode="bilinear",
+                                               recompute_scale_factor=True, align_corners=False)[0].shape
+
+    x, scale = torch.rand([3, 427, 640]), 1.873536229133606
+    prover = solvers.Prover(store=None)
+    with use_prover(prover):
+        got = torch.compile(fn, backend=CompileCounter())(x, scale)
+    assert got == fn(x, scale)
+    assert envs and all(e.verishape_budget.stops <= shape_env.FRAME_LIMIT_STOPS for e in envs)
+    assert any(e.verishape_budget.declined for e in envs)  # the budget, not the float limit alone, stopped it
+    assert prover.stats.solver_calls <= 4 * shape_env.FRAME_LIMIT_STOPS, prover.stats

@@ -188,10 +188,12 @@ class Verdict(enum.Enum):
 
 @dataclasses.dataclass(frozen=True)
 class Answer:
-    """:meth:`Premises.answer`'s value: the verdict, and the proof record when proved."""
+    """:meth:`Premises.answer`'s value: the verdict, the proof record when proved, and the
+    solver's result (what it cost, why it is open)."""
 
     verdict: Verdict
     record: ProofRecord | None = None
+    result: solvers.SolveResult | None = None
 
 
 @dataclasses.dataclass
@@ -282,11 +284,12 @@ class Premises:
         kind = Decision.checked(kind)
         target, result = self._prove(goal, prover)
         if result.proved and result.vacuous:
-            return Answer(Verdict.CONTRADICTORY)
+            return Answer(Verdict.CONTRADICTORY, result=result)
         if not result.proved:
-            return Answer(Verdict.OPEN)
+            return Answer(Verdict.OPEN, result=result)
         return Answer(Verdict.PROVED, ProofRecord(Obligation(target, tuple(self.facts), kind,
-                                                             where() if callable(where) else where), result, value))
+                                                             where() if callable(where) else where), result, value),
+                      result)
 
     def ask(self, goal: object, kind: str, *, where: str | Callable[[], str | None] | None = None,
             value: bool = True, prover: solvers.Prover | None = None) -> ProofRecord | None:

@@ -1,0 +1,59 @@
+"""Which questions Z3 cannot settle quickly, recognised before it is asked.
+
+A float-valued size (``zf*``, a Python float Dynamo did not specialize) or a conversion
+between ints and floats (``IntTrueDiv``, ``ToFloat``, ``TruncToInt`` of a float...) is
+modelled as an IEEE double (:mod:`verishape.solvers.translate`), which Z3 decides by
+bit-blasting, each unit of its resource counter dear. Under the default resource limit such a question costs half a second to a
+second and ends ``unknown`` far more often than not: PyTorch's own
+``test_unspec_float_precision`` (``interpolate`` with a float scale factor) asked 11 of
+them, 9 s against stock's 0.6 s for the whole test; ``test_conv1d_symint_padding``
+(``ceil((k + n % 2) / 2)``) four of 0.45 s. These questions get a resource limit of their
+own, :data:`FLOAT_RLIMIT`, a few hundredths of a second: what Z3 settles quickly is still
+settled, the rest is ``unknown`` (stock's answer) in milliseconds.
+
+The limit is a function of the query alone, so the same program still gets the same
+answers (Note [Same program, same answer]), and the proof store keys on it like any other.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+
+import sympy
+from torch.utils._sympy import functions as tf
+
+from verishape.proofs.result import Limits
+
+from .symbols import Sort, UntranslatableSymbol, sort_of
+
+#: Z3's resource limit for a question over IEEE doubles: about 45 ms on one core where Z3
+#: cannot settle it (50,000: 0.12 s; the default, 1,000,000: about 0.6 s); the questions of
+#: ``test_unspec_float_precision`` it proves take a few thousand
+FLOAT_RLIMIT = 10_000
+
+#: torch's functions whose translation is an IEEE double, or reads one
+FLOAT_FUNCTIONS: tuple[type, ...] = (tf.IntTrueDiv, tf.FloatTrueDiv, tf.ToFloat, tf.TruncToFloat, tf.FloatPow,
+                                     tf.RoundDecimal)
+
+
+def uses_floats(exprs: Iterable[sympy.Basic]) -> bool:
+    """Whether any of ``exprs`` holds a float-valued symbol or a float function."""
+    for expr in exprs:
+        if expr.atoms(*FLOAT_FUNCTIONS):
+            return True
+        for symbol in expr.free_symbols:
+            try:
+                if sort_of(symbol) is Sort.FLOAT:
+                    return True
+            except UntranslatableSymbol:
+                continue  # opaque in the translation: no float theory either
+    return False
+
+
+def limits_for(goal: sympy.Basic, assumptions: Iterable[sympy.Basic], limits: Limits) -> Limits:
+    """The limits a question is decided under: ``limits``, with the resource limit cut to
+    :data:`FLOAT_RLIMIT` for a question over floats."""
+    if limits.rlimit > FLOAT_RLIMIT and uses_floats((goal, *assumptions)):
+        return dataclasses.replace(limits, rlimit=FLOAT_RLIMIT)
+    return limits
