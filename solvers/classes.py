@@ -3,16 +3,20 @@
 A float-valued size (``zf*``, a Python float Dynamo did not specialize) or a conversion
 between ints and floats (``IntTrueDiv``, ``ToFloat``, ``TruncToInt`` of a float...) is
 modelled as an IEEE double (:mod:`verishape.solvers.translate`), which Z3 decides by
-bit-blasting, each unit of its resource counter dear. Under the default resource limit such a question costs half a second to a
-second and ends ``unknown`` far more often than not: PyTorch's own
-``test_unspec_float_precision`` (``interpolate`` with a float scale factor) asked 11 of
-them, 9 s against stock's 0.6 s for the whole test; ``test_conv1d_symint_padding``
-(``ceil((k + n % 2) / 2)``) four of 0.45 s. These questions get a resource limit of their
-own, :data:`FLOAT_RLIMIT`, a few hundredths of a second: what Z3 settles quickly is still
-settled, the rest is ``unknown`` (stock's answer) in milliseconds.
+bit-blasting, each unit of its resource counter dear. Under the default resource limit
+such a question costs half a second to a second and, in a compile, ends ``unknown`` far
+more often than not: PyTorch's own ``test_unspec_float_precision`` (``interpolate`` with a
+float scale factor) asked 11 of them, 9 s against stock's 0.6 s for the whole test;
+``test_conv1d_symint_padding`` (``ceil((k + n % 2) / 2)``) four of 0.45 s. In a compile's
+scope (a :class:`~verishape.solvers.prover.Budget` with a float limit: Note [A scope's solver budget])
+these questions get a resource limit of their own, :data:`FLOAT_RLIMIT`, a
+few hundredths of a second: what Z3 settles quickly is still settled, the rest is
+``unknown`` (stock's answer) in milliseconds. A caller that asks outside such a scope (the
+theorem tests, the translation's differential check, an audit) gets its own limits whole.
 
-The limit is a function of the query alone, so the same program still gets the same
-answers (Note [Same program, same answer]), and the proof store keys on it like any other.
+The limit is a function of the query and the scope, so the same program still gets the
+same answers (Note [Same program, same answer]), and the proof store keys on it like any
+other.
 """
 
 from __future__ import annotations
@@ -51,9 +55,9 @@ def uses_floats(exprs: Iterable[sympy.Basic]) -> bool:
     return False
 
 
-def limits_for(goal: sympy.Basic, assumptions: Iterable[sympy.Basic], limits: Limits) -> Limits:
+def limits_for(goal: sympy.Basic, assumptions: Iterable[sympy.Basic], limits: Limits, float_rlimit: int) -> Limits:
     """The limits a question is decided under: ``limits``, with the resource limit cut to
-    :data:`FLOAT_RLIMIT` for a question over floats."""
-    if limits.rlimit > FLOAT_RLIMIT and uses_floats((goal, *assumptions)):
-        return dataclasses.replace(limits, rlimit=FLOAT_RLIMIT)
+    ``float_rlimit`` for a question over floats."""
+    if limits.rlimit > float_rlimit and uses_floats((goal, *assumptions)):
+        return dataclasses.replace(limits, rlimit=float_rlimit)
     return limits

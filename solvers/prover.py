@@ -76,7 +76,8 @@ def current_asker() -> str:
 
 # Note [A scope's solver budget]
 # A question the solver cannot settle costs its whole resource limit (about half a second
-# at the default; questions over floats have a small limit of their own, ``classes``).
+# at the default; questions over floats get a small limit of their own in such a scope,
+# ``classes``).
 # A caller that asks many questions for one piece of work (a VeriShapeEnv for one frame's
 # compile) binds a Budget over them with ``spending``: once the resource limit has stopped
 # ``stops_allowed`` solver calls made in its scopes, every later question that would reach
@@ -89,9 +90,12 @@ def current_asker() -> str:
 @dataclasses.dataclass
 class Budget:
     """Solver calls the resource limit may stop in the scopes bound to this budget
-    (Note [A scope's solver budget]); ``stops`` and ``declined`` say what happened."""
+    (Note [A scope's solver budget]), and the resource limit of a question over floats
+    there (``classes``; None: the prover's own); ``stops`` and ``declined`` say what
+    happened."""
 
-    stops_allowed: int
+    stops_allowed: int = 2
+    float_rlimit: int | None = classes.FLOAT_RLIMIT
     stops: int = 0
     #: questions answered unknown without the solver, the budget being spent
     declined: int = 0
@@ -204,7 +208,9 @@ class Prover:
         limits = limits or self.limits
         if timeout_ms is not None:
             limits = dataclasses.replace(limits, timeout_ms=timeout_ms)
-        limits = classes.limits_for(goal_b, assumptions_b, limits)
+        budget = _budget.get()
+        if budget is not None and budget.float_rlimit is not None:
+            limits = classes.limits_for(goal_b, assumptions_b, limits, budget.float_rlimit)
         key = (goal_b, frozenset(assumptions_b), limits)
         with self._lock:
             self.stats.queries += 1
@@ -226,7 +232,6 @@ class Prover:
                     self.stats.store_hits += 1
                     self._remember(key, result)
                     return result
-            budget = _budget.get()
             if budget is not None and budget.spent:  # Note [A scope's solver budget]
                 budget.declined += 1
                 self.stats.over_budget += 1

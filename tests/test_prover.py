@@ -254,27 +254,33 @@ def test_a_point_inside_the_assumptions_is_asked_by_name():
     assert solvers.point([sympy.Gt(s, 5), sympy.Lt(s, 3)], prover=p) is None
 
 
-def test_questions_over_floats_get_the_float_resource_limit():
+def test_questions_over_floats_get_the_float_resource_limit_in_a_compiles_scope():
     """PyTorch's ``test_unspec_float_precision`` asked Z3 about ``TruncToInt(zf * ToFloat(s))``
-    under the default limit, half a second to a second each, and never settled one: a
-    question over IEEE doubles gets :data:`classes.FLOAT_RLIMIT` instead, a function of the
-    question alone (the cache and the store key on it)."""
+    under the default limit, half a second to a second each, and never settled one: in a
+    scope bound to a budget (a compile's), a question over IEEE doubles gets the budget's
+    float limit, a function of the question and the scope (the cache and the store key on
+    it); outside one, the caller's limits whole."""
     from verishape.solvers import classes
 
     zf = sympy.Symbol("zf0", real=True)
     floaty = sympy.Ge(tf.TruncToInt(zf * tf.ToFloat(s0)), 0)
-    default = solvers.Limits()
-    assert classes.limits_for(floaty, [sympy.Ge(s0, 2)], default).rlimit == classes.FLOAT_RLIMIT
-    assert classes.limits_for(sympy.Ge(s0, 2), [floaty], default).rlimit == classes.FLOAT_RLIMIT  # in a premise
+    default, cut = solvers.Limits(), classes.FLOAT_RLIMIT
+    assert classes.limits_for(floaty, [sympy.Ge(s0, 2)], default, cut).rlimit == cut
+    assert classes.limits_for(sympy.Ge(s0, 2), [floaty], default, cut).rlimit == cut  # in a premise
     ceil_div = sympy.Ge(tf.CeilToInt(tf.IntTrueDiv(s0 + 4, 2)), 2)  # conv1d's padding: no float symbol
-    assert classes.limits_for(ceil_div, [], default).rlimit == classes.FLOAT_RLIMIT
-    assert classes.limits_for(sympy.Ge(tf.FloorDiv(s0 + 4, 2), 2), [], default) == default  # integers only
+    assert classes.limits_for(ceil_div, [], default, cut).rlimit == cut
+    assert classes.limits_for(sympy.Ge(tf.FloorDiv(s0 + 4, 2), 2), [], default, cut) == default  # integers only
     low = solvers.Limits(rlimit=100)
-    assert classes.limits_for(floaty, [], low) == low  # never raised
-    r = Prover(store=None).prove(floaty, [sympy.Ge(s0, 2)])
-    assert r.status == "unknown" and r.reason in solvers.RLIMIT_STOPS  # zf may be negative: not provable cheaply
-    assert Prover(store=None).prove(sympy.Ne(tf.TruncToInt(zf * tf.ToFloat(s0)), 0),
-                                    [sympy.Ge(tf.TruncToInt(zf * tf.ToFloat(s0)), 2)]).proved  # settled under it
+    assert classes.limits_for(floaty, [], low, cut) == low  # never raised
+    p = Prover(store=None)
+    with solvers.spending(solvers.Budget(5)):
+        r = p.prove(floaty, [sympy.Ge(s0, 2)])
+        settled = p.prove(sympy.Ne(tf.TruncToInt(zf * tf.ToFloat(s0)), 0), [sympy.Ge(tf.TruncToInt(zf * tf.ToFloat(s0)), 2)])
+    assert r.status == "unknown" and r.reason in solvers.RLIMIT_STOPS and r.time_s < 0.5  # zf may be negative
+    assert settled.proved  # what Z3 settles quickly is still settled
+    outside = Prover(solvers.Limits(rlimit=5000), store=None)
+    assert outside.prove(floaty, [sympy.Ge(s0, 2)]).status == "unknown"
+    assert (floaty, frozenset({sympy.Ge(s0, 2)}), solvers.Limits(rlimit=5000)) in outside._cache  # its own limits
 
 
 def test_a_spent_budget_answers_unknown_without_the_solver():

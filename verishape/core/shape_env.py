@@ -44,8 +44,6 @@ from .minimize import Tightening
 from .minimize import minimize as minimize_guards
 
 FEATURES = torch_seam.features()  # refuses, in one line, a torch whose internals moved
-#: solver calls the resource limit may stop in one frame's env (Note [A scope's solver budget])
-FRAME_LIMIT_STOPS = 2
 
 log = logging.getLogger("verishape")
 
@@ -120,10 +118,8 @@ class VeriShapeEnv(ShapeEnv):
         #: shown every static answer inside :meth:`observing` (see :meth:`_maybe_evaluate_static`)
         self._vs_questions: AnswerObserver | None = None
         self._vs_last_open: sympy.Basic | None = None
-        #: inside :meth:`keeping_symbolic_at_one`: the sizes kept symbolic at 1
-        self._vs_at_one: SymbolicAtOne | None = None
-        #: what this frame's questions may spend on questions the solver cannot settle
-        self.verishape_budget = solvers.Budget(FRAME_LIMIT_STOPS)
+        self._vs_at_one: SymbolicAtOne | None = None  # inside keeping_symbolic_at_one: kept symbolic at 1
+        self.verishape_budget = solvers.Budget()  # Note [A scope's solver budget]
         if self.events and type(self.events[0]) is ShapeEnvEvent and self.events[0].f is ShapeEnv:
             # Replays (the recorded-events check, translation validation's bisection)
             # rebuild the env from this first event: rebuild this class, so that the
@@ -350,11 +346,10 @@ class VeriShapeEnv(ShapeEnv):
         if premises is None:  # Note [Proof or stock]: nothing may be decided, stock answers
             self.verishape_log.undecided += 1
             return None
-        prover = current_prover()
+        prover, asker = current_prover(), Asker.EXPORT if torch.compiler.is_exporting() else Asker.COMPILE
         for value, target in self._candidates(goal):
             start = time.perf_counter()
-            with solvers.asked_by(Asker.EXPORT if torch.compiler.is_exporting() else Asker.COMPILE), \
-                    solvers.spending(self.verishape_budget):
+            with solvers.asked_by(asker), solvers.spending(self.verishape_budget):
                 answer = premises.answer(target, kind, where=self._source_line, value=value, prover=prover)
             self.verishape_log.solver_time_s += time.perf_counter() - start
             record = answer.record
@@ -481,9 +476,7 @@ class VeriShapeEnv(ShapeEnv):
                 # The real sizes satisfy every guard (a symbol they leave out: no shortcut).
                 hints = {s: int(v) for s, v in self.backed_var_to_val.items()
                          if isinstance(v, (int, sympy.Integer))}
-                # a budget of its own: questions the frame's decisions spent theirs on
-                # do not cost the guard list its minimization (Note [A scope's solver budget])
-                with solvers.spending(solvers.Budget(FRAME_LIMIT_STOPS)):
+                with solvers.spending(solvers.Budget()):  # its own: Note [A scope's solver budget]
                     result = minimize_guards(exprs, installed_ranges, current_prover(), size_like=self.size_like,
                                              witness=hints, tighten_ranges=tighten)
             except Exception as exc:  # noqa: BLE001 - logged as a bug; the stock list is installed

@@ -1,0 +1,200 @@
+"""What verishape costs where nothing (or little) widens, side by side with stock (issue 49).
+
+Each row runs a workload under stock ``torch.compile`` and under verishape, every side in a
+process of its own, ``--rounds`` times with the order of the sides alternating, and reports
+each side's best and median and the ratio of the medians (verishape over stock):
+
+* ``warm_mlp``: a restarted server. An MLP on batches 4, 6, 1, 3, 1 (Inductor, torch's
+  caches on): one cold process fills a cache folder of the side's own, then each round is a
+  new process on the same folder. Seconds from the first compiled call to the sweep's end.
+* ``warm_mlp_never_one``: the same, batches 4, 6, 3, 5: nothing to widen.
+* ``cold_mlp_never_one`` and ``cold_mlp``: an empty cache folder each round.
+* ``float_sizes``: PyTorch's ``test_unspec_float_precision`` (``interpolate`` with an
+  unspecialized float scale factor, ``specialize_float=False``), VeriShapeEnv in every torch
+  module as a run of PyTorch's tests with verishape installs it; the compile's seconds.
+* ``conv1d_padding``: PyTorch's ``test_conv1d_symint_padding`` (``ceil((k + n % 2) / 2)``
+  padding, lengths 175 then 249), the same way.
+
+The proof store is a fresh file per cold process and kept for the warm ones (a restarted
+server keeps its store); for the two PyTorch tests it is off (every question asked).
+
+    python benchmarks/compile_cost.py --rounds 3 --json benchmarks/reference/compile_cost.json
+
+Goals (issue 49), as ratios of the medians: a warm start and a compile where nothing widens
+at most 1.02x stock's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+SIDES = ("stock", "verishape")
+ROWS = ("warm_mlp", "warm_mlp_never_one", "cold_mlp_never_one", "cold_mlp", "float_sizes", "conv1d_padding")
+SWEEPS = {"mlp": (4, 6, 1, 3, 1), "mlp_never_one": (4, 6, 3, 5)}
+
+
+def child(row: str, side: str) -> dict[str, Any]:
+    """One side of one row in this process: the seconds measured, and what compiled."""
+    if row in ("float_sizes", "conv1d_padding"):
+        return _pytorch_test(row, side)
+    import torch
+    from torch._dynamo.utils import counters, get_compilation_metrics
+
+    import warm_restart
+
+    module, inputs = warm_restart._workload("mlp")
+    if side == "verishape":
+        import verishape
+
+        compiled = verishape.compile(module)
+    else:
+        compiled = torch.compile(module)
+    sizes = SWEEPS["mlp_never_one" if row.endswith("never_one") else "mlp"]
+    equal = True
+    start = time.perf_counter()
+    with torch.no_grad():
+        for b in sizes:
+            kwargs = inputs(b)
+            equal = equal and torch.allclose(compiled(**kwargs), module(**kwargs), atol=1e-5, rtol=1e-4)
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds, "outputs_equal": bool(equal),
+            "compile_s": sum(m.entire_frame_compile_time_s or 0.0 for m in get_compilation_metrics()),
+            "lowered": counters["inductor"]["fxgraph_cache_miss"] + counters["inductor"]["fxgraph_cache_bypass"],
+            "from_torch_caches": counters["inductor"]["fxgraph_cache_hit"],
+            "reused_at_1": counters["verishape"]["reused_at_size_1"]}
+
+
+def _pytorch_test(row: str, side: str) -> dict[str, Any]:
+    import math
+
+    import torch
+    import torch.nn.functional as F
+    from torch._dynamo.testing import CompileCounter
+
+    prover = None
+    if side == "verishape":
+        from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+        from verishape import VeriShapeEnv
+        from verishape.compiler import frames
+        from verishape.core.premises import current_prover
+
+        frames.install()
+        for name, mod in list(sys.modules.items()):
+            if name.startswith("torch") and getattr(mod, "ShapeEnv", None) in (ShapeEnv, frames._shape_env_factory):
+                mod.ShapeEnv = VeriShapeEnv
+        prover = current_prover()
+    if row == "float_sizes":
+        torch._dynamo.config.specialize_float = False
+        torch._dynamo.config.assume_static_by_default = False
+
+        def fn(image, scale_factor):
+            return F.interpolate(image[None], scale_factor=scale_factor, mode="bilinear",
+                                 recompute_scale_factor=True, align_corners=False)[0].shape
+
+        calls = [(torch.rand([3, 427, 640]), 1.873536229133606)]
+        compiled = torch.compile(fn, backend=CompileCounter())
+    else:
+        kernel = torch.randn(1, 1, 4)
+
+        def fn(x):
+            return F.conv1d(x, kernel, padding=math.ceil((kernel.shape[-1] + x.shape[-1] % 2) / 2) - 1, stride=2)
+
+        calls = [(torch.randn(1, 1, 175),), (torch.randn(1, 1, 249),)]
+        compiled = torch.compile(fn)
+    start = time.perf_counter()
+    got = [compiled(*args) for args in calls]
+    seconds = time.perf_counter() - start
+    want = [fn(*args) for args in calls]
+    equal = all(g == w if not isinstance(g, torch.Tensor) else torch.allclose(g, w, atol=1e-5) for g, w in zip(got, want))
+    out: dict[str, Any] = {"seconds": seconds, "outputs_equal": bool(equal)}
+    if prover is not None:
+        out.update(solver_calls=prover.stats.solver_calls, solver_s=prover.stats.solver_time_s,
+                   over_budget=prover.stats.over_budget)
+    return out
+
+
+def _run(row: str, side: str, env: dict[str, str]) -> dict[str, Any]:
+    proc = subprocess.run([sys.executable, __file__, "--child", row, side], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=900)
+    if proc.returncode != 0:
+        raise SystemExit(f"compile_cost: {row}/{side} failed: {proc.stderr.strip().splitlines()[-3:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def measure(row: str, rounds: int, work: Path) -> dict[str, Any]:
+    """``rounds`` processes per side, the order alternating; warm rows fill their folders first."""
+    folders = {side: work / f"{row}_{side}" for side in SIDES}
+    base = {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+    def env_of(side: str, fresh: bool) -> dict[str, str]:
+        if row in ("float_sizes", "conv1d_padding"):
+            return {**base, "VERISHAPE_PROOF_STORE": "off"}
+        folder = Path(tempfile.mkdtemp(dir=work)) if fresh else folders[side]
+        return {**base, "TORCHINDUCTOR_CACHE_DIR": str(folder / "inductor"),
+                "VERISHAPE_PROOF_STORE": str(folder / "proofs.sqlite")}
+
+    warm = row.startswith("warm")
+    cold_fill = {side: _run(row, side, env_of(side, False)) for side in SIDES} if warm else {}
+    runs: dict[str, list[dict[str, Any]]] = {side: [] for side in SIDES}
+    for i in range(rounds):
+        for side in (SIDES if i % 2 == 0 else SIDES[::-1]):
+            runs[side].append(_run(row, side, env_of(side, not warm)))
+    report: dict[str, Any] = {"row": row, "rounds": rounds}
+    for side in SIDES:
+        seconds = [r["seconds"] for r in runs[side]]
+        report[side] = {"best_s": min(seconds), "median_s": statistics.median(seconds), "runs": runs[side],
+                        **({"cold_fill": cold_fill[side]} if warm else {})}
+    report["ratio_median"] = report["verishape"]["median_s"] / report["stock"]["median_s"]
+    report["ratio_best"] = report["verishape"]["best_s"] / report["stock"]["best_s"]
+    report["outputs_equal"] = all(r["outputs_equal"] for side in SIDES for r in runs[side])
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", default=",".join(ROWS), help=f"a subset of {','.join(ROWS)}")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "compile_cost.json")
+    ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(*args.child)))
+        return 0
+    rows = [r for r in args.rows.split(",") if r]
+    unknown = sorted(set(rows) - set(ROWS))
+    if unknown:
+        print(f"compile_cost: --rows {','.join(unknown)}: no such row (rows: {','.join(ROWS)})", file=sys.stderr)
+        return 2
+    if args.rounds < 1:
+        print(f"compile_cost: --rounds {args.rounds}: needs at least 1", file=sys.stderr)
+        return 2
+    import torch
+
+    report: dict[str, Any] = {"torch": torch.__version__, "cpus": os.cpu_count(), "rows": []}
+    with tempfile.TemporaryDirectory(prefix="compile_cost_") as work:
+        for row in rows:
+            result = measure(row, args.rounds, Path(work))
+            report["rows"].append(result)
+            print(f"{row:22s} stock {result['stock']['median_s']:7.3f} s  verishape {result['verishape']['median_s']:7.3f} s"
+                  f"  ratio {result['ratio_median']:.2f}x (best {result['ratio_best']:.2f}x)"
+                  f"{'' if result['outputs_equal'] else '  OUTPUTS DIFFER'}", flush=True)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(report, indent=1))
+    return 0 if all(r["outputs_equal"] for r in report["rows"]) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
