@@ -54,6 +54,8 @@ def test_the_summary_counts_reuse_wrong_and_reasons(fuzz):
     ("generic_recompile_cost", ["--batches", "8"], "needs two or more sizes >= 2"),
     ("generic_recompile_cost", ["--batches", "8,x"], "needs two or more sizes >= 2"),
     ("generic_recompile_cost", ["--calls", "0"], "must be at least 1"),
+    ("compile_cost", ["--rows", "warm_mlp,nope"], "--rows nope: no such row"),
+    ("compile_cost", ["--rounds", "0"], "--rounds 0: needs at least 1"),
 ])
 def test_bad_arguments_are_one_line_and_exit_2(name, argv, says, capsys):
     module = next(load_benchmark(name))
@@ -113,3 +115,17 @@ def test_hugging_face_s_own_compile_of_the_decode_step_compiles_less_under_enabl
     assert stock["graphs_lowered"] == 3
     assert mine["graphs_lowered"] == mine["inductor_compiles"] == 2
     assert mine["candidates"] == 1 and mine["reused_at_size_1"] == 1 and mine["reused_generic"] == 1
+
+
+@pytest.mark.slow
+def test_compile_cost_runs_a_pytorch_test_on_both_sides_and_says_the_ratio(tmp_path):
+    """Issue 49's benchmark, one row, one round: PyTorch's ``test_conv1d_symint_padding`` under
+    stock and with VeriShapeEnv in every torch module, each in its own process; the outputs
+    equal, the solver calls bounded by the frame's budget, a ratio reported."""
+    module = next(load_benchmark("compile_cost"))
+    out = tmp_path / "cost.json"
+    assert module.main(["--rows", "conv1d_padding", "--rounds", "1", "--json", str(out)]) == 0
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["outputs_equal"] and row["ratio_median"] > 0
+    (ours,) = row["verishape"]["runs"]
+    assert ours["solver_calls"] <= 8 and "solver_calls" not in row["stock"]["runs"][0]
