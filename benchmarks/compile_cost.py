@@ -22,6 +22,10 @@ each side's best and median and the ratio of the medians (verishape over stock):
   sides take turns in one process per model (compile CPU seconds, the lowest-noise measure
   of verishape's own work); the row's ratio is the median of the model-sweep ratios, where
   verishape lowers one graph fewer than stock (issue 49's goal: at most 0.80x).
+* ``served_loop``: ``serve_loop.py`` on ``--families`` (default LLaMA) with the dynamic and
+  the static cache, issue 38's request mix, both sides in one run: compile seconds per stream
+  (family and cache); the row's ratio is the worst stream's (issue 49's goal: at most 0.70x
+  in every stream), tokens equal to stock's.
 
 The proof store is a fresh file per cold process and kept for the warm ones (a restarted
 server keeps its store); for the two PyTorch tests it is off (every question asked).
@@ -50,7 +54,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 SIDES = ("stock", "verishape")
 ROWS = ("warm_mlp", "warm_mlp_never_one", "cold_mlp_never_one", "cold_mlp", "float_sizes", "conv1d_padding",
-        "hf_sweeps")
+        "hf_sweeps", "served_loop")
 SWEEPS = {"mlp": (4, 6, 1, 3, 1), "mlp_never_one": (4, 6, 3, 5)}
 
 
@@ -168,10 +172,39 @@ def hf_sweeps(rounds: int, models: str, work: Path) -> dict[str, Any]:
                           "reused_calls": f["reused_calls"]} for k, f in cells.items()}}
 
 
-def measure(row: str, rounds: int, work: Path, models: str = "gpt2,llama") -> dict[str, Any]:
+def served_loop(families: str, work: Path) -> dict[str, Any]:
+    """``serve_loop.py`` on ``families``, both caches: compile seconds per stream and side."""
+    out = work / "served_loop.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "serve_loop.py"), "--families", families,
+                           "--caches", "dynamic,static", "--json", str(out)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=3600)
+    if not out.exists():
+        raise SystemExit(f"compile_cost: served_loop failed: {proc.stderr.strip().splitlines()[-3:]}")
+    rows = json.loads(out.read_text())["rows"]
+    streams: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        streams.setdefault(f"{r['family']}/{r['cache']}", {})[r["variant"]] = r
+    cells = {name: {"compile_s": {v: sides[v]["compile_s"] for v in SIDES},
+                    "inductor_compiles": {v: sides[v]["inductor_compiles"] for v in SIDES},
+                    "ratio": sides["verishape"]["compile_s"] / sides["stock"]["compile_s"],
+                    "tokens_equal": all(sides[v]["tokens_equal"] for v in SIDES)}
+             for name, sides in streams.items() if all(v in sides for v in SIDES)}
+    if not cells:
+        raise SystemExit("compile_cost: served_loop measured no stream on both sides")
+    ratios = [c["ratio"] for c in cells.values()]
+    return {"row": "served_loop", "rounds": 1, "measure": "compile seconds per stream, both sides in one run",
+            "stock": {"median_s": statistics.median(c["compile_s"]["stock"] for c in cells.values())},
+            "verishape": {"median_s": statistics.median(c["compile_s"]["verishape"] for c in cells.values())},
+            "ratio_median": max(ratios), "ratio_best": min(ratios), "ratio_is": "the worst stream's",
+            "outputs_equal": all(c["tokens_equal"] for c in cells.values()), "cells": cells}
+
+
+def measure(row: str, rounds: int, work: Path, models: str = "gpt2,llama", families: str = "llama") -> dict[str, Any]:
     """``rounds`` processes per side, the order alternating; warm rows fill their folders first."""
     if row == "hf_sweeps":
         return hf_sweeps(rounds, models, work)
+    if row == "served_loop":
+        return served_loop(families, work)
     folders = {side: work / f"{row}_{side}" for side in SIDES}
     base = {**os.environ, "PYTHONUNBUFFERED": "1"}
 
@@ -204,6 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows", default=",".join(ROWS), help=f"a subset of {','.join(ROWS)}")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--models", default="gpt2,llama", help="the tiny Hugging Face models of hf_sweeps")
+    ap.add_argument("--families", default="llama", help="the decoder families of served_loop")
     ap.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "compile_cost.json")
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -223,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, Any] = {"torch": torch.__version__, "cpus": os.cpu_count(), "rows": []}
     with tempfile.TemporaryDirectory(prefix="compile_cost_") as work:
         for row in rows:
-            result = measure(row, args.rounds, Path(work), args.models)
+            result = measure(row, args.rounds, Path(work), args.models, args.families)
             report["rows"].append(result)
             print(f"{row:22s} stock {result['stock']['median_s']:7.3f} s  verishape {result['verishape']['median_s']:7.3f} s"
                   f"  ratio {result['ratio_median']:.2f}x (best {result['ratio_best']:.2f}x)"
