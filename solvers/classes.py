@@ -22,6 +22,7 @@ other.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterable
 
 import sympy
@@ -43,15 +44,21 @@ FLOAT_FUNCTIONS: tuple[type, ...] = (tf.IntTrueDiv, tf.FloatTrueDiv, tf.ToFloat,
 
 def uses_floats(exprs: Iterable[sympy.Basic]) -> bool:
     """Whether any of ``exprs`` holds a float-valued symbol or a float function."""
-    for expr in exprs:
-        if expr.atoms(*FLOAT_FUNCTIONS):
-            return True
-        for symbol in expr.free_symbols:
-            try:
-                if sort_of(symbol) is Sort.FLOAT:
-                    return True
-            except UntranslatableSymbol:
-                continue  # opaque in the translation: no float theory either
+    return any(_has_floats(expr) for expr in exprs)
+
+
+@functools.lru_cache(maxsize=65536)
+def _has_floats(expr: sympy.Basic) -> bool:
+    # asked before the prover's cache for every question of a compile, over premises that
+    # recur from question to question: one walk per expression, not per question
+    if expr.atoms(*FLOAT_FUNCTIONS):
+        return True
+    for symbol in expr.free_symbols:
+        try:
+            if sort_of(symbol) is Sort.FLOAT:
+                return True
+        except UntranslatableSymbol:
+            continue  # opaque in the translation: no float theory either
     return False
 
 
