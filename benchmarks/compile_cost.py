@@ -11,6 +11,8 @@ each side's best and median and the ratio of the medians (verishape over stock):
   sweep's end: a window that starts at the first compiled call bills stock's Inductor
   import to nobody and verishape's to itself (1.36x where the whole window says 1.07x).
 * ``warm_mlp_never_one``: the same, batches 4, 6, 3, 5: nothing to widen.
+* ``warm_gpt2``: a tiny GPT-2 (``tiny_models``, length 8, a mask), batches 4, 6, 1, 3, 1,
+  the same way: a Hugging Face decoder's warm start.
 * ``cold_mlp_never_one`` and ``cold_mlp``: an empty cache folder each round.
 * ``float_sizes``: PyTorch's ``test_unspec_float_precision`` (``interpolate`` with an
   unspecialized float scale factor, ``specialize_float=False``), VeriShapeEnv in every torch
@@ -56,9 +58,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 SIDES = ("stock", "verishape")
-ROWS = ("warm_mlp", "warm_mlp_never_one", "cold_mlp_never_one", "cold_mlp", "float_sizes", "conv1d_padding",
-        "hf_sweeps", "served_loop", "hf_decode")
-SWEEPS = {"mlp": (4, 6, 1, 3, 1), "mlp_never_one": (4, 6, 3, 5)}
+ROWS = ("warm_mlp", "warm_mlp_never_one", "warm_gpt2", "cold_mlp_never_one", "cold_mlp", "float_sizes",
+        "conv1d_padding", "hf_sweeps", "served_loop", "hf_decode")
+SWEEPS = {"mlp": (4, 6, 1, 3, 1), "mlp_never_one": (4, 6, 3, 5), "gpt2": (4, 6, 1, 3, 1)}
 
 
 def child(row: str, side: str) -> dict[str, Any]:
@@ -70,7 +72,8 @@ def child(row: str, side: str) -> dict[str, Any]:
 
     import warm_restart
 
-    module, inputs = warm_restart._workload("mlp")
+    workload = "gpt2" if row.endswith("gpt2") else "mlp"
+    module, inputs = warm_restart._workload(workload)
     # from the compiler's construction (stock's imports Inductor there, verishape's loads
     # verishape and probes torch) to the sweep's end: what a restart pays after ``import torch``
     start = time.perf_counter()
@@ -80,18 +83,24 @@ def child(row: str, side: str) -> dict[str, Any]:
         compiled = verishape.compile(module)
     else:
         compiled = torch.compile(module)
-    sizes = SWEEPS["mlp_never_one" if row.endswith("never_one") else "mlp"]
+    sizes = SWEEPS["mlp_never_one" if row.endswith("never_one") else workload]
     equal = True
     with torch.no_grad():
         for b in sizes:
             kwargs = inputs(b)
-            equal = equal and torch.allclose(compiled(**kwargs), module(**kwargs), atol=1e-5, rtol=1e-4)
+            equal = equal and torch.allclose(_tensor(compiled(**kwargs)), _tensor(module(**kwargs)), atol=1e-5, rtol=1e-4)
     seconds = time.perf_counter() - start
     return {"seconds": seconds, "outputs_equal": bool(equal),
             "compile_s": sum(m.entire_frame_compile_time_s or 0.0 for m in get_compilation_metrics()),
             "lowered": counters["inductor"]["fxgraph_cache_miss"] + counters["inductor"]["fxgraph_cache_bypass"],
             "from_torch_caches": counters["inductor"]["fxgraph_cache_hit"],
             "reused_at_1": counters["verishape"]["reused_at_size_1"]}
+
+
+def _tensor(out: Any) -> Any:
+    """The first tensor of a model's output (a Hugging Face output's hidden state)."""
+    out = out[0] if isinstance(out, tuple) else getattr(out, "last_hidden_state", out)
+    return out
 
 
 def _pytorch_test(row: str, side: str) -> dict[str, Any]:

@@ -85,10 +85,16 @@ def warm(cold_cache, tmp_path, monkeypatch):
     return folder
 
 
-def _records(folder):
-    found = sorted(glob.glob(os.path.join(folder, "verishape", "widen", "*", "*.rec")))
-    assert found, "the cold process wrote no widening record"
+def _records(folder, magic=b"verishape-widen-record"):
+    """The widening records (or, with another ``magic``, the verdicts) in ``folder``."""
+    found = [p for p in sorted(glob.glob(os.path.join(folder, "verishape", "widen", "*", "*.rec")))
+             if open(p, "rb").read(len(magic)) == magic]
+    assert found, f"the cold process wrote no {magic.decode()}"
     return found
+
+
+def _verdicts(folder):
+    return _records(folder, b"verishape-aot-verdict")
 
 
 @pytest.mark.slow
@@ -101,14 +107,42 @@ def test_a_warm_process_reuses_the_cached_generic_artifact_at_batch_one(warm):
 
 
 @pytest.mark.slow
+def test_a_warm_process_reuses_by_looking_the_comparison_up(warm, monkeypatch):
+    """The cold process filed the size-1 AOT comparison as a verdict beside the artifact
+    (compiler/widen/verdict.py): the warm process reuses at 1 tracing neither AOT graph, with
+    the fingerprint the cold comparison gave; where the verdicts are damaged or gone, it
+    traces both again and still reuses."""
+    from verishape.compiler.widen import kept, reuse
+
+    def never(*a, **k):
+        raise AssertionError("traced again where a verdict answers")
+
+    with monkeypatch.context() as m:
+        m.setattr(reuse, "_aot_inference_graph", never)
+        m.setattr(kept, "_traced_again", never)
+        lowered, reused, refusals = _sweep(broadcasts, (2, 3, 1))
+    assert (lowered, reused) == (0, 1), refusals
+    (ev,) = [ev for env in frames.envs_for(broadcasts.__code__) for ev in env.verishape_log.widened]
+    looked_up = ev.aot
+    for path in _verdicts(warm):
+        _flip_last_byte(path)
+    lowered, reused, refusals = _sweep(broadcasts, (2, 3, 1))
+    assert (lowered, reused) == (0, 1), refusals
+    (ev,) = [ev for env in frames.envs_for(broadcasts.__code__) for ev in env.verishape_log.widened]
+    assert ev.aot == looked_up is not None
+
+
+@pytest.mark.slow
 def test_a_retrace_that_adds_facts_spoils_the_kept_compile(warm, monkeypatch):
     """Where tracing the cached artifact's AOT graph again changes its env's facts (a guard,
     a range, a replacement the cache entry does not check), no proof uses that env: stock
-    behaviour, with the reason."""
+    behaviour, with the reason.  (No verdict answers here: they are removed.)"""
     from verishape.compiler.widen import kept
 
+    for path in _verdicts(warm):
+        os.unlink(path)
     calls = iter(range(1000))
-    monkeypatch.setattr(kept, "_facts", lambda env: next(calls))  # every look differs
+    monkeypatch.setattr(kept, "facts", lambda env: next(calls))  # every look differs
     lowered, reused, refusals = _sweep(broadcasts, (2, 3, 1))
     assert (lowered, reused) == (1, 0), refusals
     assert any("added a guard, range or replacement" in why for why in refusals), refusals
@@ -462,3 +496,85 @@ def test_the_key_hook_is_torchs_own_function():
     import importlib
 
     assert callable(getattr(importlib.import_module(module), name))
+
+
+# ---------------------------------------------------------------------------- verdicts
+
+
+def _traced(fn, *args):
+    """The Dynamo graph of ``fn`` at ``args`` (automatic dynamic's first, static trace)."""
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    torch.compile(fn, backend=backend, dynamic=False)(*args)
+    return graphs[0]
+
+
+def _binding(value=1):
+    from verishape.compiler.widen.binding import Binding
+
+    s = sympy.Symbol("s0", integer=True, positive=True)
+    return Binding((s,), value, {"L['x'].size()[0]": "L['x'].size()[0]"}, {}, frozenset({s}))
+
+
+def test_a_verdicts_key_names_what_the_new_aot_graph_and_the_renaming_depend_on():
+    """Note [A record belongs to its artifact], for verdicts: another input size, dtype or
+    grad mode, another binding, another option or relaid input is another key."""
+    from verishape.compiler.widen import verdict
+
+    gm = _traced(broadcasts, *_make(2))
+    base = verdict.key(gm, {"keep_inference_input_mutations": True}, _binding(), frozenset())
+    assert base == verdict.key(gm, {"keep_inference_input_mutations": True}, _binding(), frozenset())
+    others = [
+        verdict.key(_traced(broadcasts, *_make(3)), {"keep_inference_input_mutations": True}, _binding(), frozenset()),
+        verdict.key(_traced(broadcasts, *(a.double() for a in _make(2))), {"keep_inference_input_mutations": True},
+                    _binding(), frozenset()),
+        verdict.key(gm, {"keep_inference_input_mutations": False}, _binding(), frozenset()),
+        verdict.key(gm, {"keep_inference_input_mutations": True, "decompositions": {torch.ops.aten.mm.default: len}},
+                    _binding(), frozenset()),
+        verdict.key(gm, {"keep_inference_input_mutations": True}, _binding(2), frozenset()),
+        verdict.key(gm, {"keep_inference_input_mutations": True}, _binding(), frozenset({0})),
+    ]
+    with torch.enable_grad():
+        grad = verdict.key(gm, {"keep_inference_input_mutations": True}, _binding(), frozenset())
+    with torch.no_grad():
+        no_grad = verdict.key(gm, {"keep_inference_input_mutations": True}, _binding(), frozenset())
+    assert len({base, *others}) == len(others) + 1 and grad != no_grad
+
+
+def test_a_verdict_is_read_back_only_by_its_own_key(tmp_path, monkeypatch):
+    """Filed under each of the artifact's keys; a verdict for another trace, another
+    artifact, or one edited, is a miss (the comparison then runs)."""
+    from types import SimpleNamespace
+
+    from verishape.compiler.widen import verdict
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    cold = SimpleNamespace(cache_key=None, artifact_keys=("aot:A", "fx:F"))
+    verdict.remember(cold, "T", "0123abcd")
+    assert verdict.lookup(SimpleNamespace(cache_key="aot:A"), "T") == "0123abcd"
+    assert verdict.lookup(SimpleNamespace(cache_key="fx:F"), "T") == "0123abcd"
+    assert verdict.lookup(SimpleNamespace(cache_key="aot:A"), "U") is None
+    assert verdict.lookup(SimpleNamespace(cache_key="aot:B"), "T") is None
+    for path in _verdicts(str(tmp_path)):
+        _flip_last_byte(path)
+    assert verdict.lookup(SimpleNamespace(cache_key="aot:A"), "T") is None
+
+
+@pytest.mark.slow
+def test_a_comparison_that_adds_a_fact_is_not_filed(tmp_path, monkeypatch):
+    """A size-1 AOT trace that changed the new trace's env (a guard the entry then checks)
+    is not remembered: a lookup would skip that guard."""
+    from verishape.compiler.widen import reuse
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    calls = iter(range(1000))
+    monkeypatch.setattr(reuse, "facts", lambda env: next(calls))  # every look differs
+    assert _sweep(broadcasts, (2, 3, 1))[:2] == (2, 1)
+    assert _records(str(tmp_path)) and not [
+        p for p in glob.glob(os.path.join(str(tmp_path), "verishape", "widen", "*", "*.rec"))
+        if open(p, "rb").read(21) == b"verishape-aot-verdict"]

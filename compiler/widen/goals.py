@@ -228,18 +228,17 @@ def size_goals(k: Kept, merged: set[sympy.Symbol], sub: dict[sympy.Symbol, sympy
     if k.backend != "inductor":
         return []  # no lowering: the graph runs op by op, with eager's own checks at every size
     log = k.questions
-    if log is not None and log.sizes.scheduled == 0 and not any(
-            n.op == "call_function" for n in k.aot.graph.nodes):
+    if log is None or not log.sizes.graph_read:
+        raise NotWidened("the sizes of the AOT graph Inductor lowered were not read")
+    if log.sizes.scheduled == 0 and not log.sizes.graph_calls:
         return []  # nothing to compute: Inductor runs such a graph as it is, without lowering it
-    if log is None or log.sizes.scheduled == 0:
+    if log.sizes.scheduled == 0:
         raise NotWidened("the sizes Inductor's generated code computes with were not read")
     if log.sizes.incomplete:
         raise NotWidened(f"the sizes Inductor's generated code computes with were not all read: "
                          f"{log.sizes.incomplete}")
-    uses = lowered_sizes.SizeUses()
-    lowered_sizes.from_graph(k.aot, uses)
     out = []
-    for goal, what in lowered_sizes.goals([*uses.entries, *log.sizes.entries], merged, sub):
+    for goal, what in lowered_sizes.goals(log.sizes.entries, merged, sub):
         if isinstance(goal, sympy.Ge) and goal.rhs == 1 and goal.lhs.free_symbols <= ranges.keys():
             if bound_sympy(goal.lhs, ranges).lower >= 1:
                 continue

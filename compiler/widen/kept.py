@@ -31,7 +31,7 @@ from verishape.core import torch_names, torch_seam
 from verishape.core.shape_env import SymbolicAtOne, VeriShapeEnv
 
 from . import questions as questions_
-from . import record
+from . import lowered_sizes, record
 from .canon import NotWidened
 from .sizes import eligible, group_name
 from .snapshot import Snapshot
@@ -80,11 +80,13 @@ class Kept:
     #: for a candidate, what its attempt kept symbolic at 1: a trace of its graphs again
     #: (:func:`_traced_again`) answers inside the same scope, as the attempt did
     at_one: SymbolicAtOne | None = None
+    #: every key torch's caches file the artifact under (verdicts are filed under them)
+    artifact_keys: tuple[str, ...] = ()
 
     def from_cache(self) -> None:
         """An artifact torch's cache served: read its lowering's answers from the record
-        beside it, and trace its AOT inference graph again (never lowered).  Raises
-        :class:`NotWidened` with the reason where either is missing or does not belong."""
+        beside it.  Raises :class:`NotWidened` with the reason where it is missing or does
+        not belong."""
         if self.spoiled is not None:
             raise NotWidened(self.spoiled)
         if self.questions is None and self.cache_key is not None:
@@ -92,8 +94,21 @@ class Kept:
                 self.questions = record.load(self.cache_key, self.env, self.candidates)
             except record.Dropped as exc:
                 raise NotWidened(f"the generic artifact came from torch's cache: {exc}") from None
+
+    @property
+    def has_aot(self) -> bool:
+        """Whether the backend lowers an AOTAutograd inference graph (compared at reuse)."""
+        return self.backend in _AOT_BACKENDS
+
+    def aot_graph(self) -> Snapshot | None:
+        """The kept AOT inference graph (None for a backend without one): for an artifact
+        torch's cache served, traced again (never lowered) when first asked for: only where
+        no verdict answers the comparison (:mod:`verishape.compiler.widen.verdict`)."""
+        if self.spoiled is not None:
+            raise NotWidened(self.spoiled)
         if self.aot is None and self.backend in _AOT_BACKENDS:
             self.aot = _traced_again(self)  # refuses where nothing was kept to trace
+        return self.aot
 
 
 @dataclasses.dataclass
@@ -143,6 +158,10 @@ def observe_aot(mod: Any, args: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
         # served from Inductor's FX graph cache: lowered out of sight, answers unknown (its
         # record is read by key when size 1 arrives)
         rec.questions = qlog if counters["inductor"]["fxgraph_cache_hit"] == hits else None
+        if rec.questions is not None:
+            # the sizes the AOT graph computes with join the lowering's: the record holds
+            # every size the proof reads, and a warm start need not trace the graph again
+            lowered_sizes.from_graph(rec.aot, rec.questions.sizes)
         fx_key = getattr(out, "_fx_graph_cache_key", None)
         if isinstance(fx_key, str):
             rec.keys.append("fx:" + fx_key)
@@ -203,7 +222,8 @@ def keep(rec: _Recording, tx: Trace, compiled: Callable[..., Any], backend_name:
                 compiled, inputs, tx.output.guards, CompileContext.current_compile_id(), tx.f_code,
                 time.perf_counter() - rec.started, cache_key,
                 _fake_source(rec, detached=candidate) if served else None,
-                candidate=candidate, at_one=VeriShapeEnv.symbolic_at_one_of(rec.env) if candidate else None)
+                candidate=candidate, at_one=VeriShapeEnv.symbolic_at_one_of(rec.env) if candidate else None,
+                artifact_keys=tuple(rec.keys))
     kept_count()  # drops what Dynamo no longer holds (a reset, an evicted entry)
     with _kept_lock:
         _kept.setdefault(tx.f_code, []).append(kept)
@@ -317,9 +337,12 @@ def _install_key_hook() -> None:
                         "served from torch's caches compiles size 1 as stock", module, path, torch.__version__)
 
 
-def _facts(env: ShapeEnv) -> tuple[Any, ...]:
-    """What a proof reads of an env's facts: its guards, ranges and replacements."""
-    return (len(env.guards), dict(env.var_to_range), dict(env.replacements))
+def facts(env: ShapeEnv) -> tuple[Any, ...]:
+    """What a proof reads of an env's facts: its guards, ranges, replacements, divisibility
+    facts and runtime asserts (compared before and after a trace: a fact it added)."""
+    asserts = getattr(env, "deferred_runtime_asserts", {})
+    return (len(env.guards), dict(env.var_to_range), dict(env.replacements), len(getattr(env, "divisible", ())),
+            sum(len(v) for v in asserts.values()))
 
 
 def _traced_again(k: Kept) -> Snapshot:
@@ -351,12 +374,12 @@ def _traced_again(k: Kept) -> Snapshot:
         got["error"] = "the cached generic artifact needs autograd (training graph)"
         return never
 
-    before = _facts(k.env)
+    before = facts(k.env)
     at_one = k.env.keeping_symbolic_at_one(k.at_one) if k.at_one is not None else contextlib.nullcontext()
     with at_one, tracing(TracingContext(modes.pop())), torch._functorch.config.patch(enable_autograd_cache=False):
         aot_module_simplified(mod, args, fw_compiler=training, bw_compiler=training, inference_compiler=keep_graph,
                               **(k.aot_kwargs or {}))
-    if _facts(k.env) != before:
+    if facts(k.env) != before:
         # the env now holds facts its cache entry does not check: nothing more is proved from it
         k.spoiled = ("tracing the cached generic artifact's AOT graph again added a guard, range or replacement "
                      "its cache entry does not check")

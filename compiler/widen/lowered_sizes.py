@@ -55,6 +55,10 @@ class SizeUses:
     incomplete: str | None = None
     #: how many of Inductor's schedulers were read (0 after an Inductor lowering: not read)
     scheduled: int = 0
+    #: the AOT graph the lowering was given was read (:func:`from_graph`), and whether it
+    #: calls anything (a graph that does not is run as it is, never lowered)
+    graph_read: bool = False
+    graph_calls: bool = True
 
     def add(self, expr: Any, kind: str, where: str) -> None:
         if isinstance(expr, sympy.Basic) and not expr.is_number:
@@ -112,6 +116,8 @@ def _expr_of(value: Any) -> sympy.Basic | None:
 def from_graph(gm: Any, uses: SizeUses, label: str = "the AOT graph") -> None:
     """Every tensor dimension of ``gm``'s nodes and every size-derived divisor of its
     division nodes."""
+    uses.graph_read = True
+    uses.graph_calls = any(n.op == "call_function" for n in gm.graph.nodes)
     for node in gm.graph.nodes:
         value = node.meta.get("val", node.meta.get("example_value"))
         for t in _tensors(value):

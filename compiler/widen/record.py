@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 #: bumped when the payload's layout or the meaning of a question changes
-FORMAT = 1
+FORMAT = 2
 _MAGIC = b"verishape-widen-record\n"
 _DIGEST = 64  # hex sha256
 #: how long a read or write of the remote cache may take before the record counts as absent
@@ -201,6 +201,22 @@ def save(cache_keys: list[str], log: Any, env: ShapeEnv) -> list[str]:
 
 def _write_local(name: str, data: bytes) -> None:
     verishape_records.write_record(name, data)
+
+
+def write_local(key: str, data: bytes) -> None:
+    """Another record kind filed under ``key`` (named as records are, checked by its
+    reader): the local folder and the artifacts torch saves."""
+    _write_local(_name(key), data)
+    _record_artifact(_name(key), data)
+
+
+def read_local(key: str) -> bytes | None:
+    """What :func:`write_local` filed under ``key``; None where the local folder has none."""
+    try:
+        with open(file_name(key), "rb") as f:
+            return f.read()
+    except OSError:
+        return None
 
 
 def load(cache_key: str, env: ShapeEnv, candidates: frozenset[sympy.Symbol]) -> Any:

@@ -58,12 +58,12 @@ import torch
 
 from verishape.core import torch_seam
 
-from . import calling, layout, limit
-from .kept import Kept, _alive
+from . import calling, layout, limit, verdict
+from .kept import Kept, _alive, facts
 from .canon import Canon, Canonicalizer, NotWidened, canonical, first_difference, is_size_only, returned_sizes
 from .canon import _reads_layout as reads_layout
 from .canon import _value
-from .binding import bind
+from .binding import Binding, bind
 from .sizes import Group, at_one, bound_sources, group_name, merged_group, source_names
 from .snapshot import placeholder_source
 from .goals import AtOne, install, prove_at_one
@@ -282,7 +282,7 @@ def _prove(k: Kept, group: Group, env: ShapeEnv, tx: Trace, gm: torch.fx.GraphMo
     sources = tuple(source_names(k.env, s)[0] for s in group)
     value = 1 if group else None
     proved = prove_at_one(k, binding, env, prover, head(sources, value, tuple(relaid)))
-    aot = _same_aot_graph(k, gm, example_inputs, generic_rename, rename, positions, what)
+    aot = _same_aot_graph(k, env, gm, example_inputs, binding, (generic_rename, rename), positions, what)
     dropped = len(dynamo_generic.outputs) - len(keep)
     ev = Evidence(group, value, sources, dynamo_generic.fingerprint(), aot, str(k.compile_id), proved,
                   hints=sum(k.questions.heuristic_hints.values()) if k.questions is not None else 0,
@@ -302,18 +302,30 @@ def _same_graph(generic: Canon, here: Canon, what: str) -> tuple[int, ...]:
     return keep
 
 
-def _same_aot_graph(k: Kept, gm: torch.fx.GraphModule, example_inputs: Any,
-                    generic_rename: Callable[[sympy.Symbol], sympy.Basic], rename: Callable[[sympy.Symbol], sympy.Basic],
+def _same_aot_graph(k: Kept, env: ShapeEnv, gm: torch.fx.GraphModule, example_inputs: Any, binding: Binding,
+                    renames: tuple[Callable[[sympy.Symbol], sympy.Basic], Callable[[sympy.Symbol], sympy.Basic]],
                     positions: frozenset[int], what: str) -> str | None:
     """The new trace's AOT inference graph (traced, never lowered) equals the kept one:
-    its fingerprint (None where the backend has no AOT graph)."""
-    if k.aot is None:
+    its fingerprint (None where the backend has no AOT graph).  A verdict filed by an
+    earlier process for this very comparison answers it without tracing
+    (:mod:`verishape.compiler.widen.verdict`); one that held here, adding no fact to the
+    new trace's env, is filed."""
+    if not k.has_aot:
         return None
-    if positions and _tensor_count(k.aot) != _tensor_count(k.dynamo):
+    aot_kwargs = _without_specializations(k.aot_kwargs or {})
+    trace_key = verdict.key(gm, aot_kwargs, binding, positions)
+    found = verdict.lookup(k, trace_key)
+    if found is not None:
+        return found
+    kept_aot = k.aot_graph()
+    if positions and _tensor_count(kept_aot) != _tensor_count(k.dynamo):
         raise NotWidened("the AOT graph's tensor inputs are not the Dynamo graph's: an input's layout is not widened")
-    aot_generic = canonical(k.aot, generic_rename, positions)
-    _same_graph(aot_generic, _aot_inference_graph(gm, example_inputs, k.aot_kwargs or {}, rename, positions),
+    aot_generic = canonical(kept_aot, renames[0], positions)
+    before = facts(env)
+    _same_graph(aot_generic, _aot_inference_graph(gm, example_inputs, aot_kwargs, renames[1], positions),
                 f"AOT graph {what}")
+    if facts(env) == before:
+        verdict.remember(k, trace_key, aot_generic.fingerprint())
     return aot_generic.fingerprint()
 
 
@@ -346,8 +358,9 @@ def _relaid_orders(k: Kept, relaid: list[str], generic_rename: Callable[[sympy.S
 
 def _aot_inference_graph(gm: torch.fx.GraphModule, example_inputs: Any, aot_kwargs: dict[str, Any],
                          rename: Callable[[sympy.Symbol], sympy.Basic], relaid: frozenset[int] = frozenset()) -> Canon:
-    """The AOTAutograd inference graph of ``gm`` (the same options as the generic
-    compile's), in canonical form; traced, never lowered."""
+    """The AOTAutograd inference graph of ``gm`` under ``aot_kwargs`` (the generic
+    compile's options, :func:`_without_specializations`), in canonical form; traced, never
+    lowered."""
     from torch._functorch.aot_autograd import aot_module_simplified
 
     got: dict[str, Any] = {}
@@ -371,7 +384,7 @@ def _aot_inference_graph(gm: torch.fx.GraphModule, example_inputs: Any, aot_kwar
 
     with torch._functorch.config.patch(enable_autograd_cache=False):
         aot_module_simplified(gm, example_inputs, fw_compiler=training, bw_compiler=training,
-                              inference_compiler=keep_graph, **_without_specializations(aot_kwargs))
+                              inference_compiler=keep_graph, **aot_kwargs)
     if "error" in got:
         raise NotWidened(got["error"])
     if "canon" not in got:

@@ -108,6 +108,8 @@ VOCABULARY = ("torch.utils._sympy.functions.FloorDiv", "torch.utils._sympy.funct
               "torch._dynamo.config.recompile_limit", "torch._dynamo.reset", "torch._guards.detect_fake_mode",
               "torch._guards.tracing", "torch._subclasses.FakeTensor", "torch._subclasses.fake_tensor.FakeTensor",
               "torch._functorch.config.patch", "torch._inductor.config.patch", "torch._inductor.config.fx_graph_cache",
+              # what a size-1 AOT comparison's verdict is filed under (compiler/widen/verdict.py)
+              "torch._functorch.config.save_config_portable", "torch._inductor.config.save_config_portable",
               "torch._inductor.runtime.cache_dir_utils.cache_dir",
               # the assert ops the graph checks look for, and torch._check (documented, underscored)
               "torch.ops.aten._assert_scalar.default", "torch.ops.aten._assert_async.msg", "torch._check")

@@ -1,0 +1,141 @@
+"""A size-1 AOT comparison, remembered beside the artifact: a warm start looks it up.
+
+The costly part of a reuse at 1 is the AOT comparison (:func:`verishape.compiler.widen.reuse._same_aot_graph`):
+the new trace's AOTAutograd inference graph traced, and, for an artifact torch's cache served,
+the kept graph traced again too; on a tiny GPT-2, two traces of a second each where torch's
+own cache hit costs a tenth.  A restarted server meets the same frame, the same artifact and
+the same size-1 trace again, so the comparison's outcome is kept as a *verdict* and looked up.
+
+Note [A record belongs to its artifact] is enforced here for verdicts.  The comparison is a
+deterministic function of the kept AOT graph, the new trace's AOT graph and the renaming of
+their symbols; a verdict is filed under a digest of what determines each:
+
+* the kept AOT graph: the artifact's cache key (torch's key covers its graph, inputs, options,
+  configs and version, as torch's own cache relies on), and verishape's and torch's versions;
+* the new AOT graph: what AOTAutograd is given, the Dynamo graph's code, every placeholder's
+  value (sizes and strides as expressions, dtype, device, layout, grad), the options of the
+  trace (the decomposition table by op and function name), AOTAutograd's and Inductor's
+  configs, grad mode, autocast and determinism;
+* the renaming: the binding (:class:`verishape.compiler.widen.binding.Binding`) and the
+  inputs in another layout.
+
+Only a comparison that held *and added no fact to the new trace's env* is kept: skipping it
+then changes nothing the new entry checks.  A verdict is checked by its digest when read
+and names its own key; a missing, unreadable or foreign one is a miss, and the comparison
+runs as before.  It holds no proof of the sizes: the goals at 1 are proved at every reuse.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from . import record
+from .binding import Binding
+
+if TYPE_CHECKING:
+    from .kept import Kept
+
+_MAGIC = b"verishape-aot-verdict\n"
+
+
+def key(gm: torch.fx.GraphModule, aot_kwargs: dict[str, Any], binding: Binding, relaid: frozenset[int]) -> str:
+    """The digest of everything the new trace's AOT graph and the renaming depend on (the
+    kept graph's part is the artifact key a verdict is filed under, :func:`_filed`)."""
+    placeholders = [_describe(n.meta.get("example_value", n.meta.get("val"))) for n in
+                    gm.graph.find_nodes(op="placeholder")]
+    attributes = [(n.target, _describe(_attribute(gm, n.target))) for n in gm.graph.find_nodes(op="get_attr")]
+    text = repr((gm.code, placeholders, attributes, _options(aot_kwargs), _binding(binding), sorted(relaid),
+                 _state()))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def lookup(k: Kept, trace_key: str) -> str | None:
+    """The kept AOT graph's fingerprint where a verdict says the comparison held; None on a
+    miss (no verdict, or one that does not check)."""
+    for artifact in _artifact_keys(k):
+        data = record.read_local(_filed(artifact, trace_key))
+        fingerprint = _read(data, artifact, trace_key) if data is not None else None
+        if fingerprint is not None:
+            return fingerprint
+    return None
+
+
+def remember(k: Kept, trace_key: str, fingerprint: str) -> None:
+    """File the verdict under every key the artifact is cached under (locally and in the
+    artifacts torch saves: a verdict that cannot be written costs a later process a trace,
+    never this one its reuse)."""
+    for artifact in _artifact_keys(k):
+        payload = json.dumps([artifact, trace_key, fingerprint]).encode()
+        try:
+            record.write_local(_filed(artifact, trace_key), _MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n"
+                               + payload)
+        except OSError:
+            return
+
+
+def _filed(artifact: str, trace_key: str) -> str:
+    """The key a verdict is filed under (named as records are: with the record format and
+    verishape's and torch's versions)."""
+    return f"verdict:{artifact}:{trace_key}"
+
+
+def _read(data: bytes, artifact: str, trace_key: str) -> str | None:
+    head = len(_MAGIC)
+    digest, payload = data[head:head + 64], data[head + 65:]
+    if not data.startswith(_MAGIC) or hashlib.sha256(payload).hexdigest().encode() != digest:
+        return None
+    try:
+        named, key_, fingerprint = json.loads(payload)
+    except ValueError:
+        return None
+    return fingerprint if (named, key_) == (artifact, trace_key) and isinstance(fingerprint, str) else None
+
+
+def _artifact_keys(k: Kept) -> tuple[str, ...]:
+    return tuple(k.artifact_keys) if k.cache_key is None else (k.cache_key,)
+
+
+def _attribute(gm: torch.fx.GraphModule, target: str) -> Any:
+    value: Any = gm
+    for part in target.split("."):
+        value = getattr(value, part, None)
+    return value
+
+
+def _describe(v: Any) -> Any:
+    if isinstance(v, torch.Tensor):
+        return ("tensor", type(v).__name__, str(tuple(v.shape)), str(v.stride()), str(v.storage_offset()),
+                str(v.dtype), str(v.device), str(v.layout), v.requires_grad)
+    if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool, int, float, bool)):
+        return (type(v).__name__, str(v))
+    return type(v).__name__  # unknown kinds: the graph's code and the trace key say the rest
+
+
+def _options(aot_kwargs: dict[str, Any]) -> Any:
+    out = []
+    for name, value in sorted(aot_kwargs.items()):
+        if isinstance(value, dict):
+            value = sorted((str(op), f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', type(fn).__name__)}")
+                           for op, fn in value.items())
+        elif not isinstance(value, (bool, int, float, str, type(None))):
+            value = type(value).__name__
+        out.append((name, value))
+    return out
+
+
+def _binding(b: Binding) -> Any:
+    return (sorted(map(str, b.group)), b.value, sorted(b.names.items()), sorted((str(s), str(v)) for s, v in b.fixed.items()),
+            sorted(map(str, b.widened)))
+
+
+def _state() -> Any:
+    import torch._functorch.config as functorch_config
+    import torch._inductor.config as inductor_config
+
+    return (torch.__version__, torch.is_grad_enabled(), torch.are_deterministic_algorithms_enabled(),
+            tuple(torch.is_autocast_enabled(d) for d in ("cpu", "cuda")),
+            sorted(functorch_config.save_config_portable().items()), sorted(inductor_config.save_config_portable().items()))
