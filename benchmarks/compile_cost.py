@@ -24,6 +24,9 @@ each side's best and median and the ratio of the medians (verishape over stock):
   sides take turns in one process per model (compile CPU seconds, the lowest-noise measure
   of verishape's own work); the row's ratio is the median of the model-sweep ratios, where
   verishape lowers one graph fewer than stock (issue 49's goal: at most 0.80x).
+* ``hf_sweeps_1b``: the same sweeps on Llama 3.2 1B's configuration (``tiny_models``'
+  ``llama1b``: 16 layers, width 2048, random weights, about 5 GB), where one Inductor compile
+  costs what it costs users (about 30 s on 2 cores), not a tiny width's few seconds.
 * ``served_loop``: ``serve_loop.py`` on ``--families`` (default LLaMA) with the dynamic and
   the static cache, issue 38's request mix, both sides in one run: compile seconds per stream
   (family and cache); the row's ratio is the worst stream's (issue 49's goal: at most 0.70x
@@ -59,7 +62,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 SIDES = ("stock", "verishape")
 ROWS = ("warm_mlp", "warm_mlp_never_one", "warm_gpt2", "cold_mlp_never_one", "cold_mlp", "float_sizes",
-        "conv1d_padding", "hf_sweeps", "served_loop", "hf_decode")
+        "conv1d_padding", "hf_sweeps", "hf_sweeps_1b", "served_loop", "hf_decode")
 SWEEPS = {"mlp": (4, 6, 1, 3, 1), "mlp_never_one": (4, 6, 3, 5), "gpt2": (4, 6, 1, 3, 1)}
 
 
@@ -219,6 +222,8 @@ def measure(row: str, rounds: int, work: Path, models: str = "gpt2,llama", famil
     """``rounds`` processes per side, the order alternating; warm rows fill their folders first."""
     if row == "hf_sweeps":
         return hf_sweeps(rounds, models, work)
+    if row == "hf_sweeps_1b":
+        return {**hf_sweeps(rounds, "llama1b", work), "row": row}
     if row in ("served_loop", "hf_decode"):
         return served_loop(families, work, hf=row == "hf_decode")
     folders = {side: work / f"{row}_{side}" for side in SIDES}

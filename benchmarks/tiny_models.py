@@ -101,6 +101,28 @@ def _llama() -> ModelCase:
     return ModelCase("llama", LlamaModel(cfg).eval(), _text_inputs())
 
 
+def _llama1b() -> ModelCase:
+    """Llama 3.2 1B's configuration (16 layers, width 2048, grouped-query attention, its
+    vocabulary) with random weights: where one Inductor compile costs what it costs users
+    (issue 49), not a tiny width.  About 5 GB in float32."""
+    import torch
+    from transformers import LlamaConfig, LlamaModel
+
+    cfg = LlamaConfig(num_hidden_layers=16, num_attention_heads=32, num_key_value_heads=8, hidden_size=2048,
+                      intermediate_size=8192, vocab_size=128256, max_position_embeddings=2048, rope_theta=500000.0,
+                      tie_word_embeddings=True, bos_token_id=0, eos_token_id=0, pad_token_id=0,
+                      attn_implementation="sdpa")
+    with torch.device("meta"):
+        module = LlamaModel(cfg)
+    module = module.to_empty(device="cpu")
+    with torch.no_grad():
+        g = torch.Generator().manual_seed(0)
+        for p in module.parameters():
+            p.normal_(0.0, 0.02, generator=g)
+        module.rotary_emb.__init__(cfg)  # its buffers (inv_freq) are computed, not random
+    return ModelCase("llama1b", module.eval(), _text_inputs())
+
+
 def _t5() -> ModelCase:
     from transformers import T5Config, T5Model
 
@@ -150,6 +172,6 @@ def on_device(case: ModelCase, device: str) -> ModelCase:
 
 MODELS: dict[str, Callable[[], ModelCase]] = {
     "gpt2": _gpt2, "bert": _bert, "llama": _llama, "t5": _t5, "bart": _bart, "distilbert": _distilbert,
-    "vit": _vit, "toy": _toy,
+    "vit": _vit, "toy": _toy, "llama1b": _llama1b,
 }
 HF_MODELS = ("gpt2", "bert", "llama", "t5", "bart", "distilbert", "vit")

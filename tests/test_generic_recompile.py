@@ -52,6 +52,24 @@ def test_the_second_compile_is_generic_and_serves_every_later_call(backend):
     assert {"L['x'].size()[0]", "L['x'].size()[1]", "L['mask'].size()[0]"} <= set(generic)
 
 
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_a_trace_headed_for_a_reuse_at_one_takes_stocks_choices(backend):
+    """Batch 1 arrives for the generic compile (batches 2, 3, 1 at one length): the trace
+    at 1 keeps no shared size as a symbol it has not earned by changing (the length stays
+    8, where the generic compile made it a symbol), the reuse binds the generic length to
+    8, and the call runs the generic artifact.  A later batch-1 call at another length
+    compiles once more, as stock's automatic dynamic would, and is reused too."""
+    calls = ((2, 8), (3, 8), (1, 8))
+    compiled = verishape.compile(project, backend=backend)
+    assert _compiles(compiled, project, calls) == 2
+    first, generic, at_one = _symbol_sources(project)
+    assert "L['x'].size()[1]" in generic and at_one == []
+    assert counters["verishape"]["reused_at_size_1"] == 1
+    assert _compiles(compiled, project, ((1, 12),)) == 2
+    assert counters["verishape"]["reused_at_size_1"] == 2
+    assert "L['x'].size()[1]" in _symbol_sources(project)[-1]
+
+
 def test_stock_policy_when_turned_off_and_for_stock_backends():
     """``generic_recompiles=False`` and a plain ``torch.compile`` (the hook installed by an
     earlier verishape compile in the process) both compile as stock: 4 times."""

@@ -114,3 +114,27 @@ def test_a_merge_at_the_call_is_proved_at_that_point(fresh_frames, backend):
             x, y = torch.randn(b, lx), torch.randn(b, ly)
             torch.testing.assert_close(compiled(x, y), fn(x, y))
         assert counters["verishape"]["reused_at_size_1"] == reuses, fn.__name__
+
+
+H = "L['keys'].size()[1]"
+
+
+def test_a_size_the_generic_trace_pinned_to_a_number_is_a_constant_there():
+    """Generic recompiles give a head count a symbol and the weights pin it back
+    (``s3 -> 2``): a new trace that has it as a constant (a trace at 1 that took stock's
+    choices) binds, at that very number; another number is refused, and so is a trace
+    that keeps it symbolic (the artifact was compiled for 2 only)."""
+    generic, g = _env({"s0": [B], "s1": [L], "s3": [H]})
+    generic.replacements[g["s3"]] = sympy.Integer(2)
+    nested, n = _env({"s7": [L]})
+    b = binding.bind(generic, (g["s0"],), nested, lambda src: {H: 2}.get(src.name))
+    assert b.point(generic) == {g["s0"]: 1}
+    with pytest.raises(NotWidened, match="pinned it to 2"):
+        binding.bind(generic, (g["s0"],), nested, lambda src: {H: 3}.get(src.name))
+    symbolic, _ = _env({"s7": [L], "s8": [H]})
+    with pytest.raises(NotWidened, match="keeps symbolic sizes the generic trace has as constants"):
+        binding.bind(generic, (g["s0"],), symbolic, lambda src: None)
+    # pinned in the new trace as well: a constant on both sides
+    pinned, p = _env({"s7": [L], "s8": [H]})
+    pinned.replacements[p["s8"]] = sympy.Integer(2)
+    assert binding.bind(generic, (g["s0"],), pinned, lambda src: {H: 2}.get(src.name)).point(generic) == {g["s0"]: 1}

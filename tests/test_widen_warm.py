@@ -524,25 +524,42 @@ def _binding(value=1):
 def test_a_verdicts_key_names_what_the_new_aot_graph_and_the_renaming_depend_on():
     """Note [A record belongs to its artifact], for verdicts: another input size, dtype or
     grad mode, another binding, another option or relaid input is another key."""
+    from types import SimpleNamespace
+
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
     from verishape.compiler.widen import verdict
 
-    gm = _traced(broadcasts, *_make(2))
-    base = verdict.key(gm, {"keep_inference_input_mutations": True}, _binding(), frozenset())
-    assert base == verdict.key(gm, {"keep_inference_input_mutations": True}, _binding(), frozenset())
+    def env_with(guard=None):
+        env = ShapeEnv()
+        if guard is not None:
+            env.guards.append(SimpleNamespace(expr=guard))
+        return env
+
+    kept, env = SimpleNamespace(env=env_with()), env_with()
+    opts = {"keep_inference_input_mutations": True}
+
+    def key(gm=None, options=opts, binding=None, relaid=frozenset(), k=kept, e=env):
+        return verdict.key(k, e, gm if gm is not None else base_gm, options, binding or _binding(), relaid)
+
+    base_gm = _traced(broadcasts, *_make(2))
+    base = key()
+    assert base == key()
     others = [
-        verdict.key(_traced(broadcasts, *_make(3)), {"keep_inference_input_mutations": True}, _binding(), frozenset()),
-        verdict.key(_traced(broadcasts, *(a.double() for a in _make(2))), {"keep_inference_input_mutations": True},
-                    _binding(), frozenset()),
-        verdict.key(gm, {"keep_inference_input_mutations": False}, _binding(), frozenset()),
-        verdict.key(gm, {"keep_inference_input_mutations": True, "decompositions": {torch.ops.aten.mm.default: len}},
-                    _binding(), frozenset()),
-        verdict.key(gm, {"keep_inference_input_mutations": True}, _binding(2), frozenset()),
-        verdict.key(gm, {"keep_inference_input_mutations": True}, _binding(), frozenset({0})),
+        key(gm=_traced(broadcasts, *_make(3))),
+        key(gm=_traced(broadcasts, *(a.double() for a in _make(2)))),
+        key(options={"keep_inference_input_mutations": False}),
+        key(options={**opts, "decompositions": {torch.ops.aten.mm.default: len}}),
+        key(binding=_binding(2)),
+        key(relaid=frozenset({0})),
+        # the facts either trace decided by (torch files entries with other guards under one key)
+        key(k=SimpleNamespace(env=env_with(sympy.Symbol("s0") > 5))),
+        key(e=env_with(sympy.Symbol("s1") > 5)),
     ]
     with torch.enable_grad():
-        grad = verdict.key(gm, {"keep_inference_input_mutations": True}, _binding(), frozenset())
+        grad = key()
     with torch.no_grad():
-        no_grad = verdict.key(gm, {"keep_inference_input_mutations": True}, _binding(), frozenset())
+        no_grad = key()
     assert len({base, *others}) == len(others) + 1 and grad != no_grad
 
 

@@ -95,10 +95,14 @@ def bind(env: ShapeEnv, group: Group, nested_env: ShapeEnv, size_now: Callable[[
     for a tensor-size source (None where it is symbolic or not an input).  Raises
     :class:`NotWidened` for the bindings the module docstring refuses."""
     widened = frozenset(merged_group(env, group))
+    _check_pinned(env, size_now)
     # every generic symbol's sources (replaced ones included: theirs are within what replaced
-    # them), and the representatives: the symbols no replacement removed
-    all_generic = {frozenset(source_names(env, s)) for s in env.var_to_sources if s not in widened} - {frozenset()}
-    nested_groups = {frozenset(source_names(nested_env, s)) for s in nested_env.var_to_sources} - {frozenset()}
+    # them; a symbol the generic trace pinned to a number is a constant there), and the
+    # representatives: the symbols no replacement removed
+    all_generic = {frozenset(source_names(env, s)) for s in env.var_to_sources
+                   if s not in widened and not _pinned(env, s)} - {frozenset()}
+    nested_groups = {frozenset(source_names(nested_env, s)) for s in nested_env.var_to_sources
+                     if not _pinned(nested_env, s)} - {frozenset()}
     # a view input's base sized in one trace alone (Dynamo fakes a view's ``_base`` to
     # build it; whether its sizes get symbols of their own depends on how the view is
     # replayed): left out when nothing of that trace reads the base's symbol
@@ -119,6 +123,26 @@ def bind(env: ShapeEnv, group: Group, nested_env: ShapeEnv, size_now: Callable[[
                          f"({sorted(covered - nested_covered - constant)[:3]})")
     fixed.update(_merges(generic, all_generic, nested_env, nested_groups))
     return Binding(group, value, _generic_names(env, widened), fixed, widened)
+
+
+def _pinned(env: ShapeEnv, s: sympy.Symbol) -> bool:
+    """``s`` was replaced by a number (a size the trace specialized back with a guard, such
+    as a head count generic recompiles made a symbol and the weights fix)."""
+    r = env.replacements.get(s)
+    return r is not None and r.is_number
+
+
+def _check_pinned(env: ShapeEnv, size_now: Callable[[Any], int | None]) -> None:
+    """A size the generic trace pinned to a number is that number in the artifact: the new
+    trace must have it too, where it has it as a constant (one it keeps symbolic is refused
+    with the other symbolic sizes the generic trace has as constants)."""
+    for s in env.var_to_sources:
+        if _pinned(env, s):
+            for src in env.var_to_sources[s]:
+                now = size_now(src)
+                if now is not None and now != env.replacements[s]:
+                    raise NotWidened(f"the size-1 trace has {src.name} = {now} where the generic trace pinned it "
+                                     f"to {env.replacements[s]}")
 
 
 def _constants(env: ShapeEnv, generic: dict[sympy.Symbol, frozenset[str]], nested_covered: frozenset[str],

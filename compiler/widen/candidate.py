@@ -174,9 +174,9 @@ def generic_kept(code: Any) -> bool:
     one static compile and a size arriving at 1 (a decode step at batch 2, then 1); later, a
     candidate attempt would mostly cost a trace (a served loop's prefill at batch 1 is pinned
     by its mask code)."""
-    from .kept import _alive
+    from .kept import alive
 
-    return any(k.candidates for k in _alive(code))
+    return any(k.candidates for k in alive(code))
 
 
 #: the tensor inputs (source names) each frame's latest compile traced

@@ -18,7 +18,10 @@ automatic-dynamic one (``DimDynamic.DYNAMIC``: no duck sizing; a size the trace 
 as a head dimension fixed by the weights, is specialized back with a guard, as
 ``maybe_mark_dynamic`` allows).  Sizes of 1 stay specialized (0/1 specialization); the
 widening proofs (:mod:`verishape.compiler.widen.reuse`) then run the generic artifact at 1,
-and in another layout, instead of compiling again.
+and in another layout, instead of compiling again.  A recompile whose call brings a kept
+size at 1 (:func:`arrives_at_one`) is headed for such a proof, and takes stock's choices:
+the proof binds the sizes it has as constants, and a trace static in them costs what
+stock's does.
 
 What is left alone: the first compile (static, as stock); tensors Dynamo keeps static
 (parameters and buffers, ``dynamic=False``, ``torch._dynamo.mark_static``); tensors that are
@@ -125,9 +128,51 @@ def _shared_of(tx: Trace) -> frozenset[int]:
     output = tx.output
     ref, found = _last
     if ref() is not output:
-        found = shared_sizes(getattr(getattr(output, "root_tx", tx), "f_locals", {}) or {})
+        root = getattr(output, "root_tx", tx)
+        f_locals = getattr(root, "f_locals", {}) or {}
+        arrives = arrives_at_one(root.f_code, getattr(root, "f_globals", {}) or {}, f_locals)
+        found = frozenset() if arrives else shared_sizes(f_locals)
         _last = (weakref.ref(output), found)
     return found
+
+
+def arrives_at_one(code: Any, f_globals: dict[str, Any], f_locals: dict[str, Any]) -> bool:
+    """Some size a kept generic compile of ``code`` keeps for 1 (every source of it) is 1
+    in this call: the trace is headed for a reuse at 1
+    (:mod:`verishape.compiler.widen.reuse`), so it takes stock's automatic dynamic choices
+    and no shared size gets a symbol it has not earned by changing.
+
+    Why: the reuse binds a size the new trace has as a constant to that constant, so a
+    static trace serves as well as a generic one, and it costs what stock's does; a size
+    made a symbol here would make Dynamo's and AOTAutograd's traces at 1 symbolic in it
+    (Llama 3.2 1B's configuration: the AOT trace at 1 took 14.7 s symbolic in the length,
+    stock's whole compile at 1 12 s).  A size that changes later at 1 then costs one
+    compile, after which automatic dynamic makes it a symbol as stock does.  A source this
+    cannot read (a torch whose sources cannot be evaluated, a property that raises) keeps
+    the generic policy."""
+    from .kept import alive
+    from .sizes import bound_sources
+
+    cache: dict[Any, Any] = {}
+    scope = {"L": f_locals, "G": f_globals}  # how Dynamo's sources name a frame's locals and globals
+
+    def size_now(src: Any) -> Any:
+        base = getattr(src, "base", None)
+        if getattr(src, "idx", None) is None or not hasattr(base, "get_value"):
+            return None
+        try:
+            value = base.get_value(scope, scope, cache)
+        except Exception:  # noqa: BLE001 - an input this cannot read: the generic policy, as before
+            return None
+        shape = getattr(value, "shape", None)
+        return shape[src.idx] if shape is not None and src.idx < len(shape) else None
+
+    for k in alive(code):
+        for symbol in k.candidates:
+            sources = bound_sources(k.env, symbol)
+            if sources and all(size_now(src) == 1 for src in sources):
+                return True
+    return False
 
 
 def from_arguments(source: Any) -> bool:

@@ -390,7 +390,7 @@ def _traced_again(k: Kept) -> Snapshot:
     return got["aot"]
 
 
-def _alive(code: types.CodeType) -> list[Kept]:
+def alive(code: types.CodeType) -> list[Kept]:
     """The kept compiles of ``code`` whose cache entry Dynamo still holds (a reset or an
     evicted entry drops them)."""
     with _kept_lock:
@@ -418,5 +418,5 @@ def kept_count() -> int:
     (tests and benchmarks read it; the others are dropped)."""
     with _kept_lock:
         codes = list(_kept.keys())
-    return sum(len(_alive(code)) for code in codes)
+    return sum(len(alive(code)) for code in codes)
 

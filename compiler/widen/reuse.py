@@ -59,7 +59,7 @@ import torch
 from verishape.core import torch_seam
 
 from . import calling, layout, limit, verdict
-from .kept import Kept, _alive, facts
+from .kept import Kept, alive, facts
 from .canon import Canon, Canonicalizer, NotWidened, canonical, first_difference, is_size_only, returned_sizes
 from .canon import _reads_layout as reads_layout
 from .canon import _value
@@ -165,7 +165,7 @@ def reuse(env: ShapeEnv, tx: Trace, gm: torch.fx.GraphModule, example_inputs: An
     arguments; None (compile as stock) when there is nothing to reuse or it is refused."""
     from torch._dynamo.utils import counters
 
-    kept = _alive(tx.f_code)
+    kept = alive(tx.f_code)
     if not kept:
         return None
     now = {tf.source.name: tf.fake for tf in tx.output.tracked_fakes}
@@ -313,7 +313,7 @@ def _same_aot_graph(k: Kept, env: ShapeEnv, gm: torch.fx.GraphModule, example_in
     if not k.has_aot:
         return None
     aot_kwargs = _without_specializations(k.aot_kwargs or {})
-    trace_key = verdict.key(gm, aot_kwargs, binding, positions)
+    trace_key = verdict.key(k, env, gm, aot_kwargs, binding, positions)
     found = verdict.lookup(k, trace_key)
     if found is not None:
         return found

@@ -17,7 +17,10 @@ their symbols; a verdict is filed under a digest of what determines each:
   trace (the decomposition table by op and function name), AOTAutograd's and Inductor's
   configs, grad mode, autocast and determinism;
 * the renaming: the binding (:class:`verishape.compiler.widen.binding.Binding`) and the
-  inputs in another layout.
+  inputs in another layout;
+* the facts each trace decided by: both envs' symbols with their sources and ranges, their
+  replacements and guards (:func:`verishape.compiler.widen.record.binding`; torch keeps
+  entries with other guards under one key).
 
 Only a comparison that held *and added no fact to the new trace's env* is kept: skipping it
 then changes nothing the new entry checks.  A verdict is checked by its digest when read
@@ -37,19 +40,24 @@ from . import record
 from .binding import Binding
 
 if TYPE_CHECKING:
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
     from .kept import Kept
 
 _MAGIC = b"verishape-aot-verdict\n"
 
 
-def key(gm: torch.fx.GraphModule, aot_kwargs: dict[str, Any], binding: Binding, relaid: frozenset[int]) -> str:
-    """The digest of everything the new trace's AOT graph and the renaming depend on (the
-    kept graph's part is the artifact key a verdict is filed under, :func:`_filed`)."""
+def key(k: Kept, env: ShapeEnv, gm: torch.fx.GraphModule, aot_kwargs: dict[str, Any], binding: Binding,
+        relaid: frozenset[int]) -> str:
+    """The digest of everything the new trace's AOT graph and the renaming depend on, and
+    of the facts both traces were made under (the kept graph's own part is the artifact key
+    a verdict is filed under, :func:`_filed`: torch files entries with other guards under
+    one key, and a trace decides by its env's facts)."""
     placeholders = [_describe(n.meta.get("example_value", n.meta.get("val"))) for n in
                     gm.graph.find_nodes(op="placeholder")]
     attributes = [(n.target, _describe(_attribute(gm, n.target))) for n in gm.graph.find_nodes(op="get_attr")]
     text = repr((gm.code, placeholders, attributes, _options(aot_kwargs), _binding(binding), sorted(relaid),
-                 _state()))
+                 record.binding(k.env), record.binding(env), _state()))
     return hashlib.sha256(text.encode()).hexdigest()
 
 
