@@ -44,6 +44,7 @@ from verishape.core.shape_env import VeriShapeEnv, minimization_enabled
 from .widen import candidate, generic_recompile, kept
 from .widen import reuse as widen
 
+from . import frames
 from .frames import MARKER
 
 #: The layers (every folder below the front doors), whole: see :func:`answer_sources`.
@@ -192,6 +193,10 @@ class VerishapeBackend:
         reused = widen.reuse(env, tx, gm, example_inputs, self.__name__, current_prover())
         if reused is not None:
             return reused
+        why = generic_recompile.retrace_after_refusal(tx)
+        if why is not None:
+            frames.forget(env)  # the attempt is dropped: the next one is the frame's
+            candidate.retrace(tx, why)
         with kept.recording(env, self.__name__, gm) as rec:
             compiled = self._inner(gm, example_inputs, **kwargs)
         if rec is not None:

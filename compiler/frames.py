@@ -223,6 +223,16 @@ def _remember(code: Any, env: Any, wrapped: Any = None) -> None:
             del mine[:-_ENVS_PER_CODE]
 
 
+def forget(env: Any) -> None:
+    """Drop a remembered frame whose attempt Dynamo is made to trace again (its decisions
+    never reach an installed entry; the next attempt is remembered in its place)."""
+    with _envs_lock:
+        for envs in (*_envs_by_code.values(), *_envs_by_callable.values()):
+            if any(e is env for e in envs):
+                envs[:] = [e for e in envs if e is not env]
+        _compile_ids.pop(env, None)
+
+
 def install() -> None:
     """Install the hooks (idempotent, thread-safe)."""
     global _installed, _export_hook_error

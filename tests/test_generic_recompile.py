@@ -70,6 +70,23 @@ def test_a_trace_headed_for_a_reuse_at_one_takes_stocks_choices(backend):
     assert "L['x'].size()[1]" in _symbol_sources(project)[-1]
 
 
+def branches_at_one(x, mask, w):
+    """Another program at batch 1: the reuse at 1 is refused (its graphs differ)."""
+    y = project(x, mask, w)
+    return y * 2 if x.shape[0] == 1 else y
+
+
+def test_a_refused_trace_at_one_is_traced_again_with_the_generic_policy():
+    """Where every reuse refuses the trace that took stock's choices, the frame is traced
+    again with the generic policy: what compiles at 1 is generic in the shared length, and
+    a batch-1 call at another length runs it without compiling."""
+    compiled = verishape.compile(branches_at_one, backend="aot_eager")
+    assert _compiles(compiled, branches_at_one, ((2, 8), (3, 8), (1, 8))) == 3
+    assert counters["verishape"]["arrivals_retraced"] == 1 and counters["verishape"]["reused"] == 0
+    assert "L['x'].size()[1]" in _symbol_sources(branches_at_one)[-1]
+    assert _compiles(compiled, branches_at_one, ((1, 12),)) == 3
+
+
 def test_stock_policy_when_turned_off_and_for_stock_backends():
     """``generic_recompiles=False`` and a plain ``torch.compile`` (the hook installed by an
     earlier verishape compile in the process) both compile as stock: 4 times."""

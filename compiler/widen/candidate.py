@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import sympy
 
@@ -68,14 +68,16 @@ log = logging.getLogger("verishape")
 _DONE = "_verishape_candidate_done"
 
 
-def _context() -> Any:
+def compile_context() -> Any:
+    """Dynamo's context of the compile under way (one per compile, kept across its
+    attempts), or None."""
     from torch._guards import CompileContext
 
     return CompileContext.try_get()
 
 
 def is_done() -> bool:
-    ctx = _context()
+    ctx = compile_context()
     return ctx is not None and getattr(ctx, _DONE, False)
 
 
@@ -91,7 +93,7 @@ def install() -> None:
 def wanted() -> bool:
     """The compile under way has not made its candidate attempt yet (and this torch lets
     every candidate attempt end in a restart)."""
-    ctx = _context()
+    ctx = compile_context()
     return ctx is not None and not getattr(ctx, _DONE, False) and ATTEMPT in _ended_by_restart
 
 
@@ -239,7 +241,7 @@ def pinned(env: ShapeEnv) -> str | None:
 
 
 def done() -> None:
-    ctx = _context()
+    ctx = compile_context()
     if ctx is not None:
         setattr(ctx, _DONE, True)
 
@@ -248,15 +250,21 @@ def restart(why: str, compiled: bool, tx: Trace | None = None) -> None:
     """Trace the frame again, as stock (the candidate attempt is over).  Counted:
     ``counters["verishape"]["candidates"]`` (compiled and kept) or ``["candidates_dropped"]``
     (traced, not compiled; Dynamo's ``unique_graphs`` counts its trace all the same)."""
-    from torch._dynamo.exc import TensorifyScalarRestartAnalysis
     from torch._dynamo.utils import counters
 
     done()
     counters["verishape"]["candidates" if compiled else "candidates_dropped"] += 1
-    # the stock attempt may branch where the candidate did not: Dynamo's replay of the
-    # candidate's speculation (where it graph-broke) would not match it
+    log.info("verishape: candidate attempt over (%s); tracing again as stock", why)
+    retrace(tx, f"verishape candidate: {why}")
+
+
+def retrace(tx: Trace | None, why: str) -> NoReturn:
+    """Make Dynamo trace the frame again from scratch (the attempt under way is dropped)."""
+    from torch._dynamo.exc import TensorifyScalarRestartAnalysis
+
+    # the next attempt may branch where this one did not: Dynamo's replay of this attempt's
+    # speculation (where it graph-broke) would not match it
     if tx is not None and getattr(tx, "speculation_log", None) is not None:
         tx.speculation_log.clear()
-    log.info("verishape: candidate attempt over (%s); tracing again as stock", why)
     # the one restart a backend may raise that Dynamo's compiler call passes on (2.11 to 2.13)
-    raise TensorifyScalarRestartAnalysis(restart_reason=f"verishape candidate: {why}")
+    raise TensorifyScalarRestartAnalysis(restart_reason=why)

@@ -123,6 +123,12 @@ def shared_sizes(f_locals: dict[str, Any]) -> frozenset[int]:
     return frozenset(n for n, c in counts.items() if c >= 2)
 
 
+#: on the compile's own context (kept across its attempts): "attempt" while an attempt
+#: takes stock's choices for a reuse at 1 (:func:`arrives_at_one`), "refused" once every
+#: reuse refused it (the next attempt takes the generic policy, :func:`retrace_after_refusal`)
+_ARRIVAL = "_verishape_arrival"
+
+
 def _shared_of(tx: Trace) -> frozenset[int]:
     global _last
     output = tx.output
@@ -130,10 +136,33 @@ def _shared_of(tx: Trace) -> frozenset[int]:
     if ref() is not output:
         root = getattr(output, "root_tx", tx)
         f_locals = getattr(root, "f_locals", {}) or {}
-        arrives = arrives_at_one(root.f_code, getattr(root, "f_globals", {}) or {}, f_locals)
+        ctx = candidate.compile_context()
+        arrives = (ctx is not None and getattr(ctx, _ARRIVAL, None) != "refused"
+                   and arrives_at_one(root.f_code, getattr(root, "f_globals", {}) or {}, f_locals))
+        if arrives:
+            setattr(ctx, _ARRIVAL, "attempt")
         found = frozenset() if arrives else shared_sizes(f_locals)
         _last = (weakref.ref(output), found)
     return found
+
+
+def retrace_after_refusal(tx: Trace) -> str | None:
+    """Every reuse refused an attempt that took stock's choices for a reuse at 1: why the
+    frame is to be traced again with the generic policy (the caller restarts Dynamo's
+    analysis), so that what compiles is as generic as it would have been and later calls
+    reuse from it; None where the attempt was no such attempt, or the generic policy
+    would give no symbol here anyway.  Counted: ``counters["verishape"]["arrivals_retraced"]``."""
+    from torch._dynamo.utils import counters
+
+    ctx = candidate.compile_context()
+    if ctx is None or getattr(ctx, _ARRIVAL, None) != "attempt":
+        return None
+    setattr(ctx, _ARRIVAL, "refused")
+    root = getattr(tx.output, "root_tx", tx)
+    if not shared_sizes(getattr(root, "f_locals", {}) or {}):
+        return None
+    counters["verishape"]["arrivals_retraced"] += 1
+    return "every reuse at 1 refused the trace that took stock's choices; tracing with the generic policy"
 
 
 def arrives_at_one(code: Any, f_globals: dict[str, Any], f_locals: dict[str, Any]) -> bool:
