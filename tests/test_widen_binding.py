@@ -123,9 +123,14 @@ def test_a_size_the_generic_trace_pinned_to_a_number_is_a_constant_there():
     """Generic recompiles give a head count a symbol and the weights pin it back
     (``s3 -> 2``): a new trace that has it as a constant (a trace at 1 that took stock's
     choices) binds, at that very number; another number is refused, and so is a trace
-    that keeps it symbolic (the artifact was compiled for 2 only)."""
+    that keeps it symbolic (the artifact was compiled for 2 only).  (A stride pinned so is
+    left to the layout's checks: an input in another layout is copied.)"""
+    from torch._dynamo.source import TensorProperty
+
     generic, g = _env({"s0": [B], "s1": [L], "s3": [H]})
     generic.replacements[g["s3"]] = sympy.Integer(2)
+    size = dataclasses.make_dataclass("_SizeSource", [("name", str), ("prop", object)], frozen=True)
+    generic.var_to_sources[g["s3"]] = [size(H, TensorProperty.SIZE)]
     nested, n = _env({"s7": [L]})
     b = binding.bind(generic, (g["s0"],), nested, lambda src: {H: 2}.get(src.name))
     assert b.point(generic) == {g["s0"]: 1}
@@ -137,4 +142,5 @@ def test_a_size_the_generic_trace_pinned_to_a_number_is_a_constant_there():
     # pinned in the new trace as well: a constant on both sides
     pinned, p = _env({"s7": [L], "s8": [H]})
     pinned.replacements[p["s8"]] = sympy.Integer(2)
+    pinned.var_to_sources[p["s8"]] = [size(H, TensorProperty.SIZE)]
     assert binding.bind(generic, (g["s0"],), pinned, lambda src: {H: 2}.get(src.name)).point(generic) == {g["s0"]: 1}

@@ -126,10 +126,15 @@ def bind(env: ShapeEnv, group: Group, nested_env: ShapeEnv, size_now: Callable[[
 
 
 def _pinned(env: ShapeEnv, s: sympy.Symbol) -> bool:
-    """``s`` was replaced by a number (a size the trace specialized back with a guard, such
-    as a head count generic recompiles made a symbol and the weights fix)."""
+    """``s``, a tensor size, was replaced by a number (a size the trace specialized back
+    with a guard, such as a head count generic recompiles made a symbol and the weights
+    fix).  Strides and offsets are left to the layout's own checks (an input in another
+    layout is copied into the generic one)."""
+    from torch._dynamo.source import TensorProperty
+
     r = env.replacements.get(s)
-    return r is not None and r.is_number
+    return (r is not None and r.is_number
+            and all(getattr(src, "prop", None) is TensorProperty.SIZE for src in env.var_to_sources.get(s, ())))
 
 
 def _check_pinned(env: ShapeEnv, size_now: Callable[[Any], int | None]) -> None:

@@ -46,6 +46,7 @@ from verishape.core import torch_names, torch_seam
 from . import candidate
 
 if TYPE_CHECKING:
+    from .kept import Kept
     from .traces import Trace
 
 #: where Dynamo decides, per input tensor, which sizes get a symbol
@@ -178,30 +179,52 @@ def arrives_at_one(code: Any, f_globals: dict[str, Any], f_locals: dict[str, Any
     stock's whole compile at 1 12 s).  A size that changes later at 1 then costs one
     compile, after which automatic dynamic makes it a symbol as stock does.  A source this
     cannot read (a torch whose sources cannot be evaluated, a property that raises) keeps
-    the generic policy."""
+    the generic policy.  Only a kept compile whose every constant size is that size in this
+    call counts (the reuse is refused otherwise, and the trace would be made twice)."""
     from .kept import alive
     from .sizes import bound_sources
 
-    cache: dict[Any, Any] = {}
-    scope = {"L": f_locals, "G": f_globals}  # how Dynamo's sources name a frame's locals and globals
-
-    def size_now(src: Any) -> Any:
-        base = getattr(src, "base", None)
-        if getattr(src, "idx", None) is None or not hasattr(base, "get_value"):
-            return None
-        try:
-            value = base.get_value(scope, scope, cache)
-        except Exception:  # noqa: BLE001 - an input this cannot read: the generic policy, as before
-            return None
-        shape = getattr(value, "shape", None)
-        return shape[src.idx] if shape is not None and src.idx < len(shape) else None
-
+    call = _CallArguments(f_globals, f_locals)
     for k in alive(code):
         for symbol in k.candidates:
             sources = bound_sources(k.env, symbol)
-            if sources and all(size_now(src) == 1 for src in sources):
+            if sources and all(call.size(src) == 1 for src in sources) and call.same_constants(k):
                 return True
     return False
+
+
+class _CallArguments:
+    """A call's arguments, read through Dynamo's sources as its guards read them."""
+
+    def __init__(self, f_globals: dict[str, Any], f_locals: dict[str, Any]) -> None:
+        self.scope = {"L": f_locals, "G": f_globals}  # how sources name a frame's locals and globals
+        self.cache: dict[Any, Any] = {}
+
+    def value(self, src: Any) -> Any:
+        """The value ``src`` names, or None where it cannot be read."""
+        try:
+            return src.get_value(self.scope, self.scope, self.cache) if hasattr(src, "get_value") else None
+        except Exception:  # noqa: BLE001 - an input this cannot read: the generic policy, as before
+            return None
+
+    def size(self, src: Any) -> Any:
+        """The size a tensor-size source names, or None."""
+        base, idx = getattr(src, "base", None), getattr(src, "idx", None)
+        shape = getattr(self.value(base), "shape", None) if base is not None and idx is not None else None
+        return shape[idx] if shape is not None and idx < len(shape) else None
+
+    def same_constants(self, k: Kept) -> bool:
+        """Every size the kept trace has as a constant is that constant now (else the new
+        trace has it symbolic or another number, and the reuse is refused anyway)."""
+        import torch
+
+        for src, (_, fake) in zip(k.sources, k.inputs):
+            if isinstance(fake, torch.Tensor):
+                now = self.value(src)
+                if not isinstance(now, torch.Tensor) or now.dim() != fake.dim() or any(
+                        isinstance(n, int) and n != m for n, m in zip(fake.shape, now.shape)):
+                    return False
+        return True
 
 
 def from_arguments(source: Any) -> bool:

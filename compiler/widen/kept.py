@@ -82,6 +82,8 @@ class Kept:
     at_one: SymbolicAtOne | None = None
     #: every key torch's caches file the artifact under (verdicts are filed under them)
     artifact_keys: tuple[str, ...] = ()
+    #: the Dynamo source of each of ``inputs`` (read off a later call's arguments)
+    sources: tuple[Any, ...] = ()
 
     def from_cache(self) -> None:
         """An artifact torch's cache served: read its lowering's answers from the record
@@ -223,7 +225,7 @@ def keep(rec: _Recording, tx: Trace, compiled: Callable[..., Any], backend_name:
                 time.perf_counter() - rec.started, cache_key,
                 _fake_source(rec, detached=candidate) if served else None,
                 candidate=candidate, at_one=VeriShapeEnv.symbolic_at_one_of(rec.env) if candidate else None,
-                artifact_keys=tuple(rec.keys))
+                artifact_keys=tuple(rec.keys), sources=tuple(tf.source for tf in tx.output.tracked_fakes))
     kept_count()  # drops what Dynamo no longer holds (a reset, an evicted entry)
     with _kept_lock:
         _kept.setdefault(tx.f_code, []).append(kept)
