@@ -7,7 +7,8 @@ answers (:mod:`verishape.compiler.widen.questions`).  When torch's AOTAutograd c
 the artifact (a warm restart), nothing is lowered here: the answers come from the record
 the lowering process left beside the cached artifact (:mod:`verishape.compiler.widen.record`),
 read when size 1 arrives, and the inference graph is traced again then (never lowered) from
-the graph AOTAutograd was given.  Nothing is read or traced for a program that never sees
+the graph AOTAutograd was given, unless a verdict answers the comparison it is traced for
+(:mod:`verishape.compiler.widen.verdict`).  Nothing is read or traced for a program that never sees
 size 1.
 """
 

@@ -6,8 +6,10 @@ AOTAutograd or FX-graph cache (a restarted server, a second machine) that loweri
 another process, out of sight.  So the process that lowers a generic graph writes what the
 proof needs of the lowering, the question log, as a record keyed by the key torch's cache
 stores the artifact under; a process served that artifact from the cache reads the record
-back under the same key.  The record is the lowering's log, nothing else: the Dynamo and
-AOT graphs, guards and inputs come from the live trace of the process that reuses.
+back under the same key.  The record is the lowering's log (with the sizes the AOT graph it
+was given computes with), nothing else: the Dynamo graph, guards and inputs come from the live
+trace of the process that reuses, and the AOT comparison from a verdict or a trace
+(:mod:`verishape.compiler.widen.verdict`).
 
 Why a record can be trusted, and when it is dropped (the call then compiles as stock, the
 reason in the frame's log, shown by ``verishape.explain``):
