@@ -87,11 +87,65 @@ def test_a_refused_trace_at_one_is_traced_again_with_the_generic_policy():
     assert _compiles(compiled, branches_at_one, ((1, 12),)) == 3
 
 
+class _StaticCache:
+    """A static KV cache in small: its length is an int, and the prefill makes its tensor."""
+
+    def __init__(self, max_len):
+        self.max_len = max_len
+
+
+def prefill(ids, pos, cache):
+    """A prefill that lays its tokens into a buffer of the cache's length (an int no input
+    tensor carries yet), as Hugging Face's static cache creates its keys from ``max_cache_len``."""
+    h = (ids * pos).float()
+    return torch.cat([h, torch.zeros(h.shape[0], cache.max_len - h.shape[1])], 1).cumsum(1)
+
+
+#: (batch, length, cache length): the cache length changes only with the third request
+PREFILLS = ((1, 9, 13), (3, 6, 13), (1, 14, 18), (4, 5, 18), (2, 11, 18))
+
+
+def _prefills(compiled, calls=PREFILLS):
+    for b, n, m in calls:
+        ids, pos = torch.randint(1, 9, (b, n)), torch.arange(n).expand(b, n)
+        torch.testing.assert_close(compiled(ids, pos, _StaticCache(m)), prefill(ids, pos, _StaticCache(m)))
+    return counters["stats"]["unique_graphs"] - counters["verishape"]["reused"]
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_an_int_argument_of_a_generic_recompile_gets_a_symbol(backend):
+    """The cache's length (an int argument, unchanged when the batch first changes) gets a
+    symbol at the second compile, so a new cache length at batch 1 is a reuse of it and a
+    new batch runs it: 2 compiles; stock's automatic dynamic compiles 4 times (the length
+    a constant until it changes, batch 1 static, then the batch again)."""
+    assert _prefills(verishape.compile(prefill, backend=backend)) == 2
+    assert counters["verishape"]["reused_at_size_1"] == 1
+    generic = frames.envs_for(prefill.__code__)[1]
+    assert "L['cache'].max_len" in {n for s in generic.var_to_sources for n in source_names(generic, s)}
+    torch._dynamo.reset()
+    counters.clear()
+    assert _prefills(torch.compile(prefill, backend=backend)) == 4
+
+
+def count_up(x, steps):
+    """One tensor and an int: nothing is shared, so the int keeps stock's policy."""
+    return x * steps + x.shape[0]
+
+
+def test_an_int_beside_a_single_input_keeps_stock_policy():
+    compiled = verishape.compile(count_up, backend="aot_eager")
+    for b in (3, 4, 5):
+        x = torch.randn(b, 2)
+        torch.testing.assert_close(compiled(x, 7), count_up(x, 7))
+    names = {n for e in frames.envs_for(count_up.__code__) for s in e.var_to_sources for n in source_names(e, s)}
+    assert "L['steps']" not in names
+
+
 def test_stock_policy_when_turned_off_and_for_stock_backends():
     """``generic_recompiles=False`` and a plain ``torch.compile`` (the hook installed by an
     earlier verishape compile in the process) both compile as stock: 4 times."""
     verishape.compile(project, backend="aot_eager")  # installs the hook
-    assert generic_recompile.CONTEXT in torch_seam._wrapped_once
+    assert {generic_recompile.CONTEXT, generic_recompile.WRAP_INT} <= torch_seam._wrapped_once
     assert _compiles(torch.compile(project, backend="aot_eager"), project) == 4
     torch._dynamo.reset()
     counters.clear()
@@ -260,6 +314,10 @@ def test_the_dynamo_decision_it_wraps_exists_with_the_arguments_it_reads():
     fn = getattr(fn, "_verishape_original", fn)
     assert list(inspect.signature(fn).parameters)[:4] == ["e", "tx", "source", "static_shapes"]
     assert "frame_compile_id" in CompileId.__dataclass_fields__
+    cls_name, method = generic_recompile.WRAP_INT[1].split(".")
+    wrap = getattr(getattr(importlib.import_module(generic_recompile.WRAP_INT[0]), cls_name), method)
+    wrap = getattr(wrap, "_verishape_original", wrap)
+    assert list(inspect.signature(wrap).parameters)[:3] == ["self", "value", "dynamism"]
 
 
 @pytest.mark.parametrize("options,compiles", [({"backend": "aot_eager"}, 2),

@@ -256,8 +256,9 @@ def test_every_private_torch_name_outside_the_seam_is_declared_there_and_probed(
     # number with the declaration
     # (116: a candidate at 1 restarts its trace, compiler/widen/candidate.py; 117: a binding
     # reads a constant storage offset of the new trace, compiler/widen/reuse.py; the plug-in's
-    # and the records' leaf's reads are counted too: torch's mega-cache classes)
-    assert len(used) == 121, f"{len(used)} private torch names read outside the seam (was 121)"
+    # and the records' leaf's reads are counted too: torch's mega-cache classes; 122: generic
+    # recompiles give an int argument a symbol, reading Dynamo's specialize_int)
+    assert len(used) == 122, f"{len(used)} private torch names read outside the seam (was 122)"
     # every declared name exists on this torch (the probes would refuse it otherwise), but
     # the registry's alternatives (one role under several releases' names) and optional Triton
     alternatives = {f"{row.module}.{p}" for row in torch_names.WIDENING_REGISTRY if len(row.paths) > 1 for p in row.paths}

@@ -49,14 +49,18 @@ if TYPE_CHECKING:
     from .kept import Kept
     from .traces import Trace
 
-#: where Dynamo decides, per input tensor, which sizes get a symbol
+#: where Dynamo decides, per input tensor, which sizes get a symbol; and where it wraps an
+#: int argument (a symbol or a constant)
 CONTEXT = torch_names.AUTOMATIC_DYNAMIC
+WRAP_INT = torch_names.WRAP_INT
 
 
 def install() -> None:
-    """Wrap Dynamo's per-tensor decision (idempotent).  A torch without it keeps stock's
-    policy, said once as a warning."""
+    """Wrap Dynamo's per-tensor decision and its wrapping of ints (idempotent).  A torch
+    without them keeps stock's policy, said once as a warning."""
     torch_seam.wrap_once(CONTEXT, _generic_on_recompile, "recompiles make only the sizes that changed "
+                         "dynamic, as stock does")
+    torch_seam.wrap_once(WRAP_INT, _generic_int_on_recompile, "recompiles make only the ints that changed "
                          "dynamic, as stock does")
     candidate.install()
 
@@ -267,3 +271,38 @@ def _generic_on_recompile(original: Any) -> Any:
 
     _automatic_dynamic._verishape_original = original  # type: ignore[attr-defined]
     return _automatic_dynamic
+
+
+def _generic_int_on_recompile(original: Any) -> Any:
+    from torch.fx.experimental.symbolic_shapes import DimDynamic
+
+    def wrap_symint(builder: Any, value: int, *args: Any, **kwargs: Any) -> Any:
+        if not args and kwargs.get("dynamism") is None and _int_gets_symbol(builder, value):
+            kwargs["dynamism"] = DimDynamic.DYNAMIC
+        return original(builder, value, *args, **kwargs)
+
+    wrap_symint._verishape_original = original  # type: ignore[attr-defined]
+    return wrap_symint
+
+
+def _int_gets_symbol(builder: Any, value: int) -> bool:
+    """An int argument (>= 2, reached from the frame's arguments, which stock's automatic
+    dynamic would wrap as a constant or a symbol) of a generic recompile gets a symbol.
+
+    Why: an int beside the tensors often *is* a size of the problem that no input tensor
+    carries yet (a static cache's ``max_cache_len``, read by the prefill that creates the
+    cache tensors from it).  Stock makes it a symbol only once it has changed; a prefill
+    recompiled for a new batch keeps it a constant, and every later cache length compiles
+    again (a served loop with the static cache: 6 compiles where 4 do).  Left alone: what
+    stock specializes before asking (0 and 1, nn-module attributes, ``specialize_int``,
+    constant sources), an arrival at 1 (:func:`arrives_at_one`: stock's choices), a frame
+    whose tensors share no size (a single-input program keeps stock's policy)."""
+    from torch._dynamo import config
+    from torch._guards import TracingContext
+
+    tx = builder.tx
+    ctx = TracingContext.try_get()
+    return (type(value) is int and value >= 2 and not config.specialize_int and config.automatic_dynamic_shapes
+            and config.assume_static_by_default and not getattr(ctx, "force_unspec_int_unbacked_size_like", False)
+            and wants_generic(getattr(tx.output, "compiler_fn", None)) and is_recompile()
+            and builder.source is not None and from_arguments(builder.source) and bool(_shared_of(tx)))

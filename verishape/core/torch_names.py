@@ -51,9 +51,11 @@ CACHE_ARTIFACT_MANAGER = "torch.compiler._cache.CacheArtifactManager"
 CACHE_ARTIFACT_TYPES = ("torch.compiler._cache.CacheArtifact", "torch.compiler._cache.CacheArtifactFactory")
 #: Wrapped on first use, optional (without it the feature behaves as stock, with a warning):
 #: Dynamo's automatic-dynamic choice per input size, where generic recompiles give shared
-#: sizes a symbol (compiler/widen/generic_recompile.py); the count of a frame's cache entries
-#: the recompile limit reads, where proved reuses are counted apart (compiler/widen/limit.py).
+#: sizes a symbol (compiler/widen/generic_recompile.py), and its wrapping of an int argument,
+#: where they give such an int a symbol too; the count of a frame's cache entries the
+#: recompile limit reads, where proved reuses are counted apart (compiler/widen/limit.py).
 AUTOMATIC_DYNAMIC = ("torch._dynamo.variables.builder", "_automatic_dynamic")
+WRAP_INT = ("torch._dynamo.variables.builder", "VariableBuilder.wrap_symint")
 CACHE_SIZE_COUNTER = ("torch._dynamo.convert_frame", "compute_cache_size")
 #: one trace of a frame by Dynamo (the root translator's run; inlined calls run it too): a
 #: candidate attempt always ends in a restart (compiler/widen/candidate.py)
@@ -105,6 +107,7 @@ VOCABULARY = ("torch.utils._sympy.functions.FloorDiv", "torch.utils._sympy.funct
               # generic recompiles and the limit read, its reset
               "torch._dynamo.source.LocalSource", "torch._dynamo.source.ConstantSource", "torch._dynamo.utils.counters",
               "torch._dynamo.config.assume_static_by_default", "torch._dynamo.config.automatic_dynamic_shapes",
+              "torch._dynamo.config.specialize_int",
               "torch._dynamo.config.recompile_limit", "torch._dynamo.reset", "torch._guards.detect_fake_mode",
               "torch._guards.tracing", "torch._subclasses.FakeTensor", "torch._subclasses.fake_tensor.FakeTensor",
               "torch._functorch.config.patch", "torch._inductor.config.patch", "torch._inductor.config.fx_graph_cache",
@@ -223,7 +226,7 @@ def declared_names() -> frozenset[str]:
         SHAPE_ENV, SOURCE, OUTPUT_GRAPH_MODULE, OUTPUT_GRAPH, *EXPORT_SITES, *ASSERT_PASS_MODULES,
         *(f"{m}.insert_deferred_runtime_asserts" for m in ASSERT_PASS_MODULES), DEDUPE_SYMINTS, INDUCTOR_WRAPPER,
         CACHE_ENTRIES, COMPILATION_METRICS, AOT_MODULE_SIMPLIFIED, ".".join(AOT_CACHE_KEY), *REMOTE_CACHE_SWITCHES,
-        CACHE_ARTIFACT_MANAGER, *CACHE_ARTIFACT_TYPES, ".".join(AUTOMATIC_DYNAMIC), ".".join(CACHE_SIZE_COUNTER), ".".join(TRACE_ATTEMPT),
+        CACHE_ARTIFACT_MANAGER, *CACHE_ARTIFACT_TYPES, ".".join(AUTOMATIC_DYNAMIC), ".".join(WRAP_INT), ".".join(CACHE_SIZE_COUNTER), ".".join(TRACE_ATTEMPT),
         DYNAMO_TLS, *READ_NAMES,
         EXPORT_ENTRY, *VOCABULARY, *LOWERING_VOCABULARY, *FUZZ_VOCABULARY, OP_DB, *TRITON_CPU_VOCABULARY,
         *joined((row.module, path) for row in WIDENING_REGISTRY for path in row.paths), ".".join(RANGE_READER),
