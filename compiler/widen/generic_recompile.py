@@ -21,7 +21,9 @@ widening proofs (:mod:`verishape.compiler.widen.reuse`) then run the generic art
 and in another layout, instead of compiling again.  A recompile whose call brings a kept
 size at 1 (:func:`arrives_at_one`) is headed for such a proof, and takes stock's choices:
 the proof binds the sizes it has as constants, and a trace static in them costs what
-stock's does.
+stock's does.  An int argument of such a recompile (>= 2, beside tensors that share a size)
+gets a symbol too (:func:`_int_gets_symbol`): a static cache's length is an int that the
+prefill turns into tensors, carried by no input yet.
 
 What is left alone: the first compile (static, as stock); tensors Dynamo keeps static
 (parameters and buffers, ``dynamic=False``, ``torch._dynamo.mark_static``); tensors that are
