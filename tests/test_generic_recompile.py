@@ -127,6 +127,15 @@ def test_an_int_argument_of_a_generic_recompile_gets_a_symbol(backend):
     assert _prefills(torch.compile(prefill, backend=backend)) == 4
 
 
+@pytest.mark.parametrize("options", [{"dynamic": False}, {"generic_recompiles": False}])
+def test_an_int_argument_stays_static_with_dynamic_false_or_the_policy_off(options):
+    _prefills(verishape.compile(prefill, backend="aot_eager", **options), PREFILLS[:2])
+    envs = frames.envs_for(prefill.__code__)
+    assert len(envs) == 2, "both compiles ran under verishape"
+    names = {n for e in envs for s in e.var_to_sources for n in source_names(e, s)}
+    assert "L['cache'].max_len" not in names
+
+
 def count_up(x, steps):
     """One tensor and an int: nothing is shared, so the int keeps stock's policy."""
     return x * steps + x.shape[0]

@@ -258,14 +258,22 @@ def generic_sizes(context: Any, tensor: Any, shared: frozenset[int]) -> Any:
     return dataclasses.replace(context, dynamic_sizes=chosen)
 
 
-def _generic_on_recompile(original: Any) -> Any:
+def _policy_applies(tx: Trace, source: Any) -> bool:
+    """The input named by ``source`` is one the generic policy may make dynamic: automatic
+    dynamic is on (and static by default), the frame's backend is verishape's with generic
+    recompiles, this is the frame's second or later compile, and the input is reached from
+    the frame's arguments."""
     from torch._dynamo import config
 
+    return bool(config.automatic_dynamic_shapes and config.assume_static_by_default is not False
+                and wants_generic(getattr(tx.output, "compiler_fn", None)) and is_recompile()
+                and source is not None and from_arguments(source))
+
+
+def _generic_on_recompile(original: Any) -> Any:
     def _automatic_dynamic(e: Any, tx: Trace, source: Any, static_shapes: bool, *args: Any, **kwargs: Any) -> Any:
         context = original(e, tx, source, static_shapes, *args, **kwargs)
-        if (static_shapes or not config.automatic_dynamic_shapes or config.assume_static_by_default is False
-                or not wants_generic(getattr(tx.output, "compiler_fn", None)) or not is_recompile()
-                or not from_arguments(source)):
+        if static_shapes or not _policy_applies(tx, source):
             return context
         context = generic_sizes(context, e, _shared_of(tx))
         candidate.mark_sizes(tx.output.shape_env, getattr(tx.output, "root_tx", tx).f_code, e, source, context)
@@ -302,9 +310,8 @@ def _int_gets_symbol(builder: Any, value: int) -> bool:
     from torch._dynamo import config
     from torch._guards import TracingContext
 
-    tx = builder.tx
-    ctx = TracingContext.try_get()
-    return (type(value) is int and value >= 2 and not config.specialize_int and config.automatic_dynamic_shapes
-            and config.assume_static_by_default and not getattr(ctx, "force_unspec_int_unbacked_size_like", False)
-            and wants_generic(getattr(tx.output, "compiler_fn", None)) and is_recompile()
-            and builder.source is not None and from_arguments(builder.source) and bool(_shared_of(tx)))
+    if type(value) is not int or value < 2 or config.specialize_int:
+        return False
+    if getattr(TracingContext.try_get(), "force_unspec_int_unbacked_size_like", False):
+        return False
+    return _policy_applies(builder.tx, builder.source) and bool(_shared_of(builder.tx))
