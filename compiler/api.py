@@ -7,6 +7,9 @@ from typing import Any, TypeVar, overload
 
 import torch
 
+from verishape.core.errors import UsageError
+
+from . import declared as declared_sizes
 from . import frames
 from .export import compile_dde
 from .backend import VerishapeBackend
@@ -31,6 +34,7 @@ def compile(
     disable: bool = False,
     widen_specializations: bool = True,
     generic_recompiles: bool = True,
+    shapes_spec: Any = None,
     **kwargs: Any,
 ) -> Any:
     """A drop-in for :func:`torch.compile`: same arguments, same behaviour, same
@@ -59,16 +63,23 @@ def compile(
     compiles where stock needs 8 and its recompile limit;
     :mod:`verishape.compiler.widen.generic_recompile`).
     Off with ``widen_specializations=False`` too.
+
+    ``shapes_spec``: torch's declaration of the sizes a server will send
+    (:mod:`torch.fx.experimental.dynamic_spec`), read by the callable's parameter names
+    through the wrappers Dynamo enters it by (a Hugging Face forward's ``*args, **kwargs``):
+    the declared dimensions are generic from the first compile, over their declared ranges,
+    guarded as stock guards (:mod:`verishape.compiler.declared`); not with ``dynamic``.
     """
     if model is None:
         def decorate(fn: Callable[..., Any]) -> Any:
             return compile(fn, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode,
                            options=options, disable=disable, widen_specializations=widen_specializations,
-                           generic_recompiles=generic_recompiles, **kwargs)
+                           generic_recompiles=generic_recompiles, shapes_spec=shapes_spec, **kwargs)
 
         return decorate
     if not callable(model):
         raise TypeError(f"verishape.compile: model must be a function or nn.Module, got {type(model).__name__}")
+    declared = _declared(shapes_spec, dynamic, model)
     frames.install()
     options = dict(options) if options else None
     passthrough: dict[str, Any] = {}
@@ -77,15 +88,25 @@ def compile(
     if backend == "inductor":
         wrapped = VerishapeBackend(backend, mode=mode, options=options, dynamic=dynamic,
                                    widen_specializations=widen_specializations,
-                                   generic_recompiles=generic_recompiles)
+                                   generic_recompiles=generic_recompiles, declared=declared)
         torch_mode, torch_options = None, passthrough.get("options")
     else:
         wrapped = VerishapeBackend(backend, mode=None, options=None, dynamic=dynamic,
                                    widen_specializations=widen_specializations,
-                                   generic_recompiles=generic_recompiles)
+                                   generic_recompiles=generic_recompiles, declared=declared)
         torch_mode = mode
         torch_options = {**(options or {}), **(passthrough.get("options") or {})} or None
     compiled = torch.compile(model, fullgraph=fullgraph, dynamic=dynamic, backend=wrapped, mode=torch_mode,
                              options=torch_options, disable=disable, **kwargs)
     # a data-dependent error that leaves it names the proved torch._check that settles it
     return compiled if disable else compile_dde.catching(compiled)
+
+
+def _declared(shapes_spec: Any, dynamic: bool | None, model: Callable[..., Any]) -> declared_sizes.Declared | None:
+    """The sizes ``shapes_spec`` declares for ``model`` (None: no spec); refused with ``dynamic``."""
+    if shapes_spec is None:
+        return None
+    if dynamic is not None:
+        raise UsageError(f"verishape.compile: dynamic={dynamic!r} with shapes_spec: the spec says what is dynamic; "
+                         "leave dynamic unset")
+    return declared_sizes.parse(shapes_spec, model)

@@ -44,6 +44,7 @@ from verishape.core.shape_env import VeriShapeEnv, minimization_enabled
 from .widen import candidate, generic_recompile, kept
 from .widen import reuse as widen
 
+from . import declared as declared_sizes
 from . import frames
 from .frames import MARKER
 
@@ -147,12 +148,15 @@ class VerishapeBackend:
 
     def __init__(self, backend: str | Callable[..., Any], *, mode: str | None, options: dict[str, Any] | None,
                  dynamic: bool | None, widen_specializations: bool = True,
-                 generic_recompiles: bool = True) -> None:
+                 generic_recompiles: bool = True, declared: declared_sizes.Declared | None = None) -> None:
         setattr(self, MARKER, True)
         self._widen = widen_specializations
         #: read by :func:`verishape.compiler.widen.generic_recompile.wants_generic`
         self.generic_recompiles = bool(widen_specializations and generic_recompiles)
-        if self.generic_recompiles:
+        #: the sizes ``shapes_spec`` declares (:mod:`verishape.compiler.declared`), read by
+        #: :func:`verishape.compiler.widen.generic_recompile.declared_of`
+        self.declared = declared
+        if self.generic_recompiles or declared is not None:
             generic_recompile.install()
         self._dynamic = dynamic
         install_aot_hook()
@@ -169,10 +173,22 @@ class VerishapeBackend:
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: Any, **kwargs: Any) -> Any:
         tag = cache_tag(torch.compiler.config.cache_key_tag, self.settings())
+        if self.declared is not None:
+            self._guard_declared_facts()
         with torch.compiler.config.patch(cache_key_tag=tag):
             if not self._widen:
                 return self._inner(gm, example_inputs, **kwargs)
             return self._compile_widening(gm, example_inputs, **kwargs)
+
+    def _guard_declared_facts(self) -> None:
+        """The declaration's facts about this trace (one variable's sizes equal, the
+        assumptions), installed as guards of the frame before it compiles."""
+        tx = torch_seam.current_tx()
+        if tx is None or tx is not tx.output.root_tx or self.declared is None:
+            return
+        tracked = [(tf.source, tf.fake) for tf in tx.output.tracked_fakes]
+        for fact in declared_sizes.facts(self.declared, tracked, tx.f_code):
+            tx.output.shape_env.evaluate_expr(fact)
 
     def settings(self) -> Settings:
         """The settings this backend compiles under now (hashed whole into the cache tag)."""

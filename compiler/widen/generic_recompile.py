@@ -45,6 +45,8 @@ from typing import TYPE_CHECKING, Any
 
 from verishape.core import torch_names, torch_seam
 
+from verishape.compiler import declared as declared_sizes
+
 from . import candidate
 
 if TYPE_CHECKING:
@@ -67,21 +69,33 @@ def install() -> None:
     candidate.install()
 
 
-def wants_generic(compiler_fn: Any, depth: int = 8) -> bool:
+def wants_generic(compiler_fn: Any) -> bool:
     """The frame's backend (Dynamo's wrappers walked down) is a verishape backend with
     generic recompiles on: a ``VerishapeBackend`` says so itself; the named backend
     (``backend="verishape"``) from the ``mode`` and ``options`` torch's wrapper holds for it."""
+    fn, held = _verishape_backend(compiler_fn)
+    wanted = getattr(fn, "generic_recompiles", False)
+    return bool(wanted(held) if callable(wanted) else wanted)
+
+
+def declared_of(tx: Trace) -> Any:
+    """The sizes the frame's backend declares (``verishape.compile(shapes_spec=...)``,
+    :mod:`verishape.compiler.declared`), or None."""
+    fn, _ = _verishape_backend(getattr(tx.output, "compiler_fn", None))
+    return getattr(fn, "declared", None)
+
+
+def _verishape_backend(compiler_fn: Any, depth: int = 8) -> tuple[Any, dict[str, Any]]:
+    """The verishape backend under Dynamo's wrappers of ``compiler_fn`` (None where there is
+    none), and the options the last wrapper above it holds."""
     fn = compiler_fn
     held: dict[str, Any] = {}
     for _ in range(depth):
-        if fn is None:
-            return False
-        if hasattr(fn, "generic_recompiles"):
-            wanted = fn.generic_recompiles
-            return bool(wanted(held) if callable(wanted) else wanted)
+        if fn is None or hasattr(fn, "generic_recompiles"):
+            return fn, held
         held = getattr(fn, "kwargs", None) if isinstance(getattr(fn, "kwargs", None), dict) else held
         fn = getattr(fn, "__wrapped__", None) or getattr(fn, "compiler_fn", None)
-    return False
+    return None, held
 
 
 def is_recompile() -> bool:
@@ -273,10 +287,14 @@ def _policy_applies(tx: Trace, source: Any) -> bool:
 def _generic_on_recompile(original: Any) -> Any:
     def _automatic_dynamic(e: Any, tx: Trace, source: Any, static_shapes: bool, *args: Any, **kwargs: Any) -> Any:
         context = original(e, tx, source, static_shapes, *args, **kwargs)
+        declared = None if static_shapes or source is None else declared_of(tx)
+        code = getattr(tx.output, "root_tx", tx).f_code
+        if declared is not None:
+            context = declared_sizes.symbolic_context(declared, context, e, source, code)
         if static_shapes or not _policy_applies(tx, source):
             return context
         context = generic_sizes(context, e, _shared_of(tx))
-        candidate.mark_sizes(tx.output.shape_env, getattr(tx.output, "root_tx", tx).f_code, e, source, context)
+        candidate.mark_sizes(tx.output.shape_env, code, e, source, context)
         return context
 
     _automatic_dynamic._verishape_original = original  # type: ignore[attr-defined]
@@ -287,12 +305,29 @@ def _generic_int_on_recompile(original: Any) -> Any:
     from torch.fx.experimental.symbolic_shapes import DimDynamic
 
     def wrap_symint(builder: Any, value: int, *args: Any, **kwargs: Any) -> Any:
-        if not args and kwargs.get("dynamism") is None and _int_gets_symbol(builder, value):
+        asked = not args and kwargs.get("dynamism") is None
+        dim = _declared_int(builder, value) if asked else None
+        if dim is not None or (asked and _int_gets_symbol(builder, value)):
             kwargs["dynamism"] = DimDynamic.DYNAMIC
-        return original(builder, value, *args, **kwargs)
+        out = original(builder, value, *args, **kwargs)
+        if dim is not None:
+            declared_sizes.constrain(builder.tx.output.shape_env, getattr(out, "sym_num", None), dim)
+        return out
 
     wrap_symint._verishape_original = original  # type: ignore[attr-defined]
     return wrap_symint
+
+
+def _declared_int(builder: Any, value: int) -> Any:
+    """The declared variable of an int argument (``verishape.compile(shapes_spec=...)``)
+    whose value is at least 2 and in its range, or None."""
+    if type(value) is not int or value < 2 or builder.source is None:
+        return None
+    declared = declared_of(builder.tx)
+    if declared is None:
+        return None
+    dim = declared.leaf(builder.source, getattr(builder.tx.output, "root_tx", builder.tx).f_code)
+    return dim if isinstance(dim, declared_sizes.Dim) and dim.holds(value) else None
 
 
 def _int_gets_symbol(builder: Any, value: int) -> bool:

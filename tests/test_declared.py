@@ -1,0 +1,225 @@
+"""Declared sizes (issue 50): ``verishape.compile(model, shapes_spec=...)`` compiles generic
+in the declared dimensions from the first call, read by the callable's parameter names
+through the wrappers Dynamo enters it by, over the declared ranges; a call outside the
+declared space compiles as stock would (:mod:`verishape.compiler.declared`)."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+import torch
+from torch._dynamo.utils import counters
+from torch.fx.experimental.dynamic_spec import (DictSpec, IntVar, ObjectSpec, SeqSpec, ShapesSpec, ShapeVar,
+                                                TensorSpec)
+
+import verishape
+from verishape.compiler import declared as declared_sizes
+from verishape.compiler import frames
+from verishape.core.errors import UsageError
+
+pytestmark = pytest.mark.usefixtures("fresh_frames")
+
+
+def scale(x, mask):
+    return (x * 2 + 1) * mask[..., None]
+
+
+def _wrapped(fn):
+    """A wrapper as Hugging Face's ``forward`` decorators write it (``wrapper(self, *args,
+    **kwargs)`` in small): Dynamo compiles the wrapper's frame, whose locals are ``args`` and
+    ``kwargs``."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+def _spec(low=1, high=8):
+    b, n = ShapeVar("batch", min=low, max=high), ShapeVar("length", min=1, max=64)
+    return {"x": TensorSpec([b, n, None]), "mask": TensorSpec([b, n])}
+
+
+def _run(compiled, calls, fn=scale, by_keyword=False):
+    """Call ``compiled`` at each (batch, length); returns the compiles each call added."""
+    added = []
+    for b, n in calls:
+        x, mask = torch.randn(b, n, 4), torch.ones(b, n)
+        before = counters["stats"]["unique_graphs"] - counters["verishape"]["reused"]
+        got = compiled(x=x, mask=mask) if by_keyword else compiled(x, mask)
+        torch.testing.assert_close(got, fn(x, mask))
+        added.append(counters["stats"]["unique_graphs"] - counters["verishape"]["reused"] - before)
+    return added
+
+
+def _ranges(fn):
+    return [{str(s): (int(vr.lower), vr.upper) for s, vr in e.var_to_range.items()} for e in frames.envs_for(fn.__code__)]
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_the_first_compile_is_generic_over_the_declared_ranges(backend):
+    """Stock's automatic dynamic compiles (4, 8) static and (6, 3) again; declared, one
+    compile serves every call inside the space, its symbols ranging over the declared
+    bounds (their guards check them)."""
+    compiled = verishape.compile(scale, backend=backend, shapes_spec=_spec())
+    assert _run(compiled, [(4, 8), (6, 3), (8, 64), (2, 2)]) == [1, 0, 0, 0]
+    (ranges,) = _ranges(scale)
+    assert sorted(ranges.values()) == [(2, 8), (2, 8), (2, 64), (2, 64)]
+
+
+def test_a_call_outside_the_declared_space_compiles_as_stock():
+    compiled = verishape.compile(scale, backend="aot_eager", shapes_spec=_spec(high=8))
+    assert _run(compiled, [(4, 8), (9, 8), (4, 65), (5, 9)]) == [1, 1, 1, 0]
+    # the calls outside were compiled as stock's automatic dynamic would: no declared range
+    assert all(hi != 8 for r in _ranges(scale)[1:2] for (lo, hi) in r.values())
+
+
+def test_size_one_inside_the_space_is_served_by_widening():
+    """A declared size at 1 is specialized as stock specializes it, and the widening proof
+    runs the generic artifact there: no second compile."""
+    compiled = verishape.compile(scale, backend="aot_eager", shapes_spec=_spec())
+    assert _run(compiled, [(3, 5), (1, 5), (1, 1), (4, 1)]) == [1, 0, 0, 0]
+    assert counters["verishape"]["reused_at_size_1"] == 3
+
+
+@pytest.mark.parametrize("by_keyword", [False, True])
+def test_a_wrapped_forward_reads_the_spec_by_parameter_name(by_keyword):
+    """Dynamo compiles ``wrapper(*args, **kwargs)``: the spec by parameter name reaches
+    ``args[i]`` and ``kwargs[name]`` (torch's own reading matches neither: one compile per
+    call under ``torch.compile(shapes_spec=...)``)."""
+    wrapper = _wrapped(scale)
+    compiled = verishape.compile(wrapper, backend="aot_eager", shapes_spec=_spec())
+    assert _run(compiled, [(2, 12), (3, 17), (5, 9)], by_keyword=by_keyword) == [1, 0, 0]
+
+
+def test_one_variable_is_one_size_and_assumptions_are_guards():
+    """Two dimensions declared with one variable are guarded equal; an assumption over the
+    variables is a guard of the compile, so a call that breaks it compiles again."""
+    b, n = ShapeVar("batch", min=1, max=8), ShapeVar("length", min=1, max=64)
+    spec = ShapesSpec({"x": TensorSpec([b, n, None]), "mask": TensorSpec([b, n])}, assumptions=[b * n <= 32])
+
+    def loose(x, mask):  # nothing in the program equates the two batches
+        return x.sum() + mask.sum()
+
+    compiled = verishape.compile(loose, backend="aot_eager", shapes_spec=spec)
+    assert _run(compiled, [(4, 8), (2, 16), (8, 4)], fn=loose) == [1, 0, 0]
+    assert _run(compiled, [(8, 8)], fn=loose) == [1]  # b * n = 64 > 32: outside the declared space
+    (env, *_) = frames.envs_for(loose.__code__)
+    guards = [str(g.expr) for g in env.guards]
+    assert any("<= 32" in g for g in guards), guards
+    x, mask = torch.randn(3, 4, 4), torch.ones(2, 4)  # batches that differ: not the declared space
+    before = counters["stats"]["unique_graphs"]
+    compiled(x, mask)
+    assert counters["stats"]["unique_graphs"] == before + 1
+
+
+def test_nested_specs_reach_a_cache_object():
+    class Cache:
+        def __init__(self, b, n):
+            self.layers = [{"k": torch.randn(b, n)} for _ in range(2)]
+
+    def attend(q, cache):
+        return sum(layer["k"].sum(-1) for layer in cache.layers) * q[:, 0]
+
+    b, t = ShapeVar("batch", min=1, max=8), ShapeVar("cached", min=1, max=64)
+    layer = DictSpec({"k": TensorSpec([b, t])})
+    spec = {"q": TensorSpec([b, None]), "cache": ObjectSpec({"layers": SeqSpec([layer, layer])})}
+    compiled = verishape.compile(attend, backend="aot_eager", shapes_spec=spec)
+    for i, (bb, tt) in enumerate([(2, 5), (3, 9), (4, 2)]):
+        q, cache = torch.randn(bb, 3), Cache(bb, tt)
+        torch.testing.assert_close(compiled(q, cache), attend(q, cache))
+        assert counters["stats"]["unique_graphs"] == 1, f"call {i} compiled again"
+
+
+@pytest.mark.parametrize("spec, match", [
+    ({"x": TensorSpec([ShapeVar("b", max=8) * 2, None])}, r"derived from other variables"),
+    ({"x": TensorSpec([ShapeVar(max=8), None])}, r"unnamed ShapeVar"),
+    ({"y": TensorSpec([ShapeVar("b", max=8)])}, r"names \['y'\], which the callable does not take"),
+    ({"x": TensorSpec([ShapeVar("b", max=8), None]), "mask": TensorSpec([ShapeVar("b", max=4)])},
+     r"declares 'b' twice with other bounds"),
+    ({"*args": [None, None, TensorSpec([ShapeVar("b")])]}, r"'\*args'\[2\] has no positional parameter"),
+    ("batch", r"shapes_spec=str is not a ShapesSpec"),
+])
+def test_a_spec_that_cannot_be_read_is_one_line(spec, match):
+    with pytest.raises(UsageError, match=match):
+        verishape.compile(scale, shapes_spec=spec)
+
+
+def test_dynamic_with_a_spec_is_refused():
+    with pytest.raises(UsageError, match=r"dynamic=True with shapes_spec"):
+        verishape.compile(scale, dynamic=True, shapes_spec=_spec())
+
+
+def test_an_int_leaf_gets_a_symbol_over_its_range():
+    """An int declared with an ``IntVar`` (a static cache's ``max_cache_len``, on an object
+    the forward takes) is a symbol from the first compile, its range guarded: a value outside
+    it compiles again."""
+    class Cache:
+        def __init__(self, n):
+            self.max_cache_len = n
+
+    def allocate(x, cache):
+        return x.new_zeros(x.shape[0], cache.max_cache_len) + x.sum()
+
+    spec = {"x": TensorSpec([ShapeVar("batch", min=1, max=8)]),
+            "cache": ObjectSpec({"max_cache_len": IntVar("cached", min=1, max=64)})}
+    compiled = verishape.compile(allocate, backend="aot_eager", shapes_spec=spec)
+    compiles = []
+    for b, n in [(2, 5), (3, 9), (4, 70), (5, 11)]:
+        x = torch.randn(b)
+        torch.testing.assert_close(compiled(x, Cache(n)), allocate(x, Cache(n)))
+        compiles.append(counters["stats"]["unique_graphs"])
+    assert compiles == [1, 1, 2, 2]
+    first = frames.envs_for(allocate.__code__)[0]
+    assert sorted((int(vr.lower), vr.upper) for vr in first.var_to_range.values()) == [(2, 8), (2, 64)]
+
+
+def test_a_static_int_dimension_is_read():
+    b = ShapeVar("batch", min=1, max=8)
+    declared = declared_sizes.parse({"x": TensorSpec([b, 4]), "n": IntVar("n", min=0, max=9)}, lambda x, n: x)
+    assert declared.named["x"] == (declared_sizes.Dim("batch", 1, 8), 4)
+    assert declared.named["n"] == declared_sizes.Dim("n", 0, 9)
+
+
+def _branch(x):
+    return x * 2 if x.shape[0] > 4 else x - 1
+
+
+def _broadcast(x, y):
+    return x + y
+
+
+def _wraps(x):
+    return x[x.shape[0] - 2]
+
+
+def _divides(x):
+    return x.reshape(-1)[: 12 // (x.shape[0] - 1)]
+
+
+ADVERSARIAL = [  # (program, its spec, argument shapes per call)
+    (_branch, {"x": TensorSpec([ShapeVar("b", min=1, max=8), None])}, [[(2, 3)], [(5, 3)], [(3, 3)], [(8, 3)], [(1, 3)]]),
+    (_broadcast, {"x": TensorSpec([ShapeVar("b", min=1, max=8), None]), "y": TensorSpec([ShapeVar("c", min=1, max=8), None])},
+     [[(3, 4), (3, 4)], [(3, 4), (1, 4)], [(1, 4), (3, 4)], [(2, 4), (2, 4)], [(1, 4), (1, 4)]]),
+    (_wraps, {"x": TensorSpec([ShapeVar("b", min=1, max=8), None])}, [[(4, 2)], [(6, 2)], [(1, 2)], [(2, 2)]]),
+    (_divides, {"x": TensorSpec([ShapeVar("b", min=1, max=8), None])}, [[(3, 5)], [(5, 5)], [(2, 5)], [(1, 5)]]),
+]
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("program, spec, calls", ADVERSARIAL, ids=[p.__name__ for p, _, _ in ADVERSARIAL])
+def test_programs_written_to_break_a_declared_space_agree_with_eager(backend, program, spec, calls):
+    """A branch on a size, a broadcast of a size that is 1, an index that wraps at 1, a
+    division by ``size - 1``: every decision about a declared size is stock's guard, so each
+    call gives eager's result, or eager's error (``ZeroDivisionError`` at 1)."""
+    compiled = verishape.compile(program, backend=backend, shapes_spec=spec)
+    for shapes in calls:
+        args = [torch.randn(*s) for s in shapes]
+        try:
+            want = program(*args)
+        except ZeroDivisionError:
+            with pytest.raises(ZeroDivisionError):
+                compiled(*args)
+            continue
+        torch.testing.assert_close(compiled(*args), want)
