@@ -39,7 +39,12 @@ MIX = ((2, 7), (1, 11), (3, 5), (1, 9), (4, 13), (1, 6), (2, 10))
 NEW_TOKENS = 5
 VOCAB = 128
 FAMILIES = ("llama", "gpt2", "qwen2", "mistral", "gpt_neox", "phi3")
-VARIANTS = ("stock", "verishape", "enable", "hf-stock", "hf-enable")
+VARIANTS = ("stock", "verishape", "enable", "hf-stock", "hf-enable", "declared", "stock-spec", "vllm")
+#: the declared space of issue 50's measurement (``declared``: ``verishape.compile(shapes_spec=...)``,
+#: ``stock-spec``: the same spec through ``torch.compile``, under ``"**kwargs"``, the form that
+#: reaches a Hugging Face forward's wrapper; ``vllm``: every call's token dimensions
+#: ``mark_dynamic``, every guard dropped with ``skip_all_guards_unsafe``)
+DECLARED_BATCH, DECLARED_LENGTH = (1, 8), (1, 128)
 #: variants where Hugging Face compiles the decode step itself (``generate``'s compile
 #: config, its default backend "inductor"; the static cache only: what it compiles), with
 #: nothing else compiled; ``hf-enable`` under ``verishape.enable()``
@@ -103,6 +108,54 @@ def _count_lowerings() -> list[int]:
     return count
 
 
+def declared_spec(layers: int, under_kwargs: bool = False) -> Any:
+    """The served loop's declared space, by parameter name (or under ``"**kwargs"``): batch
+    1..8, new tokens 1..128 (``input_ids``, ``position_ids``), the cache's length 1..256 (each
+    layer's keys and values, a static cache's ``max_cache_len``).  Under ``"**kwargs"`` (torch's
+    reading) without the mask and the cache: a static cache's decode step passes a 4-d mask
+    where the prefill passes a 2-d one, and torch's spec refuses a rank it does not declare."""
+    from torch.fx.experimental.dynamic_spec import ObjectSpec, SeqSpec, ShapesSpec, ShapeVar, TensorSpec
+
+    b = ShapeVar("batch", min=DECLARED_BATCH[0], max=DECLARED_BATCH[1])
+    n = ShapeVar("tokens", min=DECLARED_LENGTH[0], max=DECLARED_LENGTH[1])
+    t = ShapeVar("cache", min=1, max=2 * DECLARED_LENGTH[1])
+    params: dict[str, Any] = {"input_ids": TensorSpec([b, n]), "position_ids": TensorSpec([b, n])}
+    if under_kwargs:
+        return ShapesSpec({"**kwargs": params})
+    layer = ObjectSpec({"keys": TensorSpec([b, None, t, None]), "values": TensorSpec([b, None, t, None]),
+                        "max_cache_len": t})
+    params.update(attention_mask=TensorSpec([b, t]), past_key_values=ObjectSpec({"layers": SeqSpec([layer] * layers)}))
+    return ShapesSpec(params)
+
+
+def _declared_forward(forward: Any, variant: str, mode: str, layers: int) -> Any:
+    """``forward`` compiled for the declared space, as ``variant`` declares it."""
+    import functools
+
+    import torch
+
+    import verishape
+
+    mode_ = None if mode == "default" else mode
+    if variant == "declared":
+        return verishape.compile(forward, mode=mode_, shapes_spec=declared_spec(layers))
+    if variant == "stock-spec":
+        return torch.compile(forward, mode=mode_, shapes_spec=declared_spec(layers, under_kwargs=True))
+    compiled = torch.compile(forward, mode=mode_, options={"guard_filter_fn": torch.compiler.skip_all_guards_unsafe})
+
+    @functools.wraps(forward)  # Hugging Face reads the forward's signature
+    def marked(*args: Any, **kwargs: Any) -> Any:
+        for name in ("input_ids", "position_ids"):
+            t = kwargs.get(name)
+            if isinstance(t, torch.Tensor):
+                for dim in range(t.dim()):
+                    if t.shape[dim] >= 2:  # vLLM pads its token count; a size of 1 cannot be marked
+                        torch._dynamo.mark_dynamic(t, dim)
+        return compiled(*args, **kwargs)
+
+    return marked
+
+
 def child(family: str, cache: str, variant: str, mix: tuple[tuple[int, int], ...], device: str = "cpu",
           mode: str = "default", size: str = "tiny", layers: int | None = None) -> dict[str, Any]:
     import warnings
@@ -120,7 +173,9 @@ def child(family: str, cache: str, variant: str, mix: tuple[tuple[int, int], ...
     model, reference = build(family, size, layers, device)
     if variant in ("enable", "hf-enable"):  # what a framework that names its own backend gets: verishape.enable()
         verishape.enable()
-    if variant not in HF_VARIANTS:
+    if variant in ("declared", "stock-spec", "vllm"):
+        model.forward = _declared_forward(model.forward, variant, mode, model.config.num_hidden_layers)
+    elif variant not in HF_VARIANTS:
         compile_fn = verishape.compile if variant == "verishape" else torch.compile
         model.forward = compile_fn(model.forward, mode=None if mode == "default" else mode)
     hits = _LimitHits()
@@ -148,7 +203,12 @@ def child(family: str, cache: str, variant: str, mix: tuple[tuple[int, int], ...
             graphs = counters["stats"]["unique_graphs"]
             sync()
             t0 = time.perf_counter()
-            got = model.generate(ids, attention_mask=mask, **kwargs)
+            try:
+                got = model.generate(ids, attention_mask=mask, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - a variant that drops guards may fail: reported, not fatal
+                requests.append({"batch": batch, "prompt": length, "error": f"{type(exc).__name__}: {exc}"[:300]})
+                equal = False
+                continue
             sync()
             seconds = time.perf_counter() - t0
             same = torch.equal(got, reference.generate(ids, attention_mask=mask, **reference_kwargs))
@@ -157,7 +217,8 @@ def child(family: str, cache: str, variant: str, mix: tuple[tuple[int, int], ...
                              "traced": counters["stats"]["unique_graphs"] - graphs,
                              "tokens": hashlib.sha256(got.cpu().numpy().tobytes()).hexdigest()[:16]})
     wall = time.perf_counter() - start
-    warm = [r for r in requests if r["traced"] == 0]
+    ran = [r for r in requests if "error" not in r]
+    warm = [r for r in ran if r["traced"] == 0]
     metrics = get_compilation_metrics()
     reused = counters["verishape"]["reused"]
     # a candidate compiled at 1 (compiler/widen/candidate.py) ends in a restart, never
@@ -182,7 +243,8 @@ def child(family: str, cache: str, variant: str, mix: tuple[tuple[int, int], ...
             "candidates": candidates, "candidates_dropped": counters["verishape"]["candidates_dropped"],
             "compile_s": sum(m.entire_frame_compile_time_s or 0.0 for m in metrics), "wall_s": wall,
             "tokens_equal": equal, "device": device, "mode": mode, "size": size, "layers": layers,
-            "tokens_per_s": sum(r["batch"] for r in requests) * NEW_TOKENS / sum(r["seconds"] for r in requests),
+            "tokens_per_s": (sum(r["batch"] for r in ran) * NEW_TOKENS / sum(r["seconds"] for r in ran)) if ran else None,
+            "errors": len(requests) - len(ran),
             # requests during which nothing was traced: the serving rate once compiled
             "warm_tokens_per_s": (sum(r["batch"] for r in warm) * NEW_TOKENS / sum(r["seconds"] for r in warm)
                                   if warm else None),
@@ -270,14 +332,15 @@ def main(argv: list[str] | None = None) -> int:
                     f"inductor compiles {row['inductor_compiles']}, from torch's caches "
                     f"{row['served_from_torch_caches']}, frames {row['dynamo_frames']}, "
                     f"limit hits {row['recompile_limit_hits']}, reused {row['reused']}, "
-                    f"compile {row['compile_s']:.1f} s, wall {row['wall_s']:.1f} s, tokens/s {row['tokens_per_s']:.1f}, "
+                    f"compile {row['compile_s']:.1f} s, wall {row['wall_s']:.1f} s, tokens/s {row['tokens_per_s'] or 0:.1f}, "
+                    f"failed requests {row['errors']}, "
                     f"tokens equal {row['tokens_equal']}"),
                     flush=True)
     for row in rows:  # the same tokens as stock's, request by request (where eager's differ on a GPU)
         other = next((r for r in rows if r.get("variant") == "stock" and r.get("family") == row.get("family")
                       and r.get("cache") == row.get("cache") and r["torch_caches"] == row["torch_caches"]), None)
         if "error" not in row and other is not None and "error" not in other:
-            row["tokens_equal_stock"] = [a["tokens"] for a in row["requests"]] == [a["tokens"] for a in other["requests"]]
+            row["tokens_equal_stock"] = [a.get("tokens") for a in row["requests"]] == [a.get("tokens") for a in other["requests"]]
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"mix": mix, "new_tokens": NEW_TOKENS, "device": args.device, "mode": args.mode,
                                      "torch_caches": args.torch_caches,
