@@ -282,6 +282,15 @@ def _keyword_names(model: Any) -> list[str]:
 # ---------------------------------------------------------------------------- applying
 
 
+def of_backend(compiler_fn: Any) -> Declared | None:
+    """What the verishape backend under Dynamo's wrappers of ``compiler_fn`` declares (None:
+    no declaration, or not a verishape backend)."""
+    from . import frames
+
+    declared = getattr(frames.verishape_backend(compiler_fn)[0], "declared", None)
+    return declared if isinstance(declared, Declared) else None
+
+
 def symbolic_context(declared: Declared, context: Any, tensor: Any, source: Any, code: Any) -> Any:
     """``context`` (Dynamo's choice for ``tensor``) with each declared dimension whose size
     is in its range and at least 2 given a symbol ranging over the declared range (a

@@ -70,17 +70,25 @@ def audit(sink: Callable[[Any, dict[str, Any]], None]) -> Iterator[None]:
         _audit_sink.reset(token)
 
 
-def is_verishape_backend(compiler_fn: Any, depth: int = 8) -> bool:
+def is_verishape_backend(compiler_fn: Any) -> bool:
+    return verishape_backend(compiler_fn)[0] is not None
+
+
+def verishape_backend(compiler_fn: Any, depth: int = 8) -> tuple[Any, dict[str, Any]]:
     """Walk Dynamo's wrappers (``WrapBackendDebug.__wrapped__``,
-    ``_TorchCompileWrapper.compiler_fn``) down to the user's backend."""
+    ``_TorchCompileWrapper.compiler_fn``) down to the user's backend: the verishape backend
+    there (None: another backend), and the options the last wrapper above it holds (the
+    named backend reads its own from them)."""
     fn = compiler_fn
+    held: dict[str, Any] = {}
     for _ in range(depth):
         if fn is None:
-            return False
+            return None, held
         if getattr(fn, MARKER, False):
-            return True
+            return fn, held
+        held = getattr(fn, "kwargs", None) if isinstance(getattr(fn, "kwargs", None), dict) else held
         fn = getattr(fn, "__wrapped__", None) or getattr(fn, "compiler_fn", None)
-    return False
+    return None, held
 
 
 #: Inside ``verishape.export`` on this thread: the VeriShapeEnv class to build and the

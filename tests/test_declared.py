@@ -223,3 +223,20 @@ def test_programs_written_to_break_a_declared_space_agree_with_eager(backend, pr
                 compiled(*args)
             continue
         torch.testing.assert_close(compiled(*args), want)
+
+
+def test_the_audit_holds_a_guard_dropping_compile_against_the_declared_space(capsys, tmp_path):
+    """``verify-guards`` reads the spec as the frame's declared space (1..64, size 1
+    included): the branch's guard and the 0/1 specialization are each named with a size in
+    the space, and replayed against the artifact with its guards skipped (both differ from
+    eager)."""
+    from audit_helpers import audit_in_process
+
+    status, report, out, err = audit_in_process(capsys, tmp_path, "declared_skip_guards.py")
+    assert status == 1, err
+    assert "1 <= L['x'].size()[0] <= 64  (shapes_spec batch (1..64))" in out
+    found = {f["kind"]: f for f in report["findings"]}
+    assert set(found) == {"guard_not_implied", "specialization_01"}, found
+    sizes = {kind: f["counterexample"]["L['x'].size()[0]"] for kind, f in found.items()}
+    assert sizes["specialization_01"] == 1 and 1 <= sizes["guard_not_implied"] <= 16, sizes
+    assert all(f["replay"]["outcome"] == "differ" for f in found.values()), found

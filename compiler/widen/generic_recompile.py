@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 from verishape.core import torch_names, torch_seam
 
 from verishape.compiler import declared as declared_sizes
+from verishape.compiler import frames
 
 from . import candidate
 
@@ -70,32 +71,18 @@ def install() -> None:
 
 
 def wants_generic(compiler_fn: Any) -> bool:
-    """The frame's backend (Dynamo's wrappers walked down) is a verishape backend with
-    generic recompiles on: a ``VerishapeBackend`` says so itself; the named backend
-    (``backend="verishape"``) from the ``mode`` and ``options`` torch's wrapper holds for it."""
-    fn, held = _verishape_backend(compiler_fn)
-    wanted = getattr(fn, "generic_recompiles", False)
+    """The frame's backend is a verishape backend with generic recompiles on: a
+    ``VerishapeBackend`` says so itself; the named backend (``backend="verishape"``) from the
+    ``mode`` and ``options`` torch's wrapper holds for it."""
+    fn, held = frames.verishape_backend(compiler_fn)
+    wanted = getattr(fn, "generic_recompiles", False) if fn is not None else False
     return bool(wanted(held) if callable(wanted) else wanted)
 
 
-def declared_of(tx: Trace) -> Any:
+def declared_of(tx: Trace) -> declared_sizes.Declared | None:
     """The sizes the frame's backend declares (``verishape.compile(shapes_spec=...)``,
     :mod:`verishape.compiler.declared`), or None."""
-    fn, _ = _verishape_backend(getattr(tx.output, "compiler_fn", None))
-    return getattr(fn, "declared", None)
-
-
-def _verishape_backend(compiler_fn: Any, depth: int = 8) -> tuple[Any, dict[str, Any]]:
-    """The verishape backend under Dynamo's wrappers of ``compiler_fn`` (None where there is
-    none), and the options the last wrapper above it holds."""
-    fn = compiler_fn
-    held: dict[str, Any] = {}
-    for _ in range(depth):
-        if fn is None or hasattr(fn, "generic_recompiles"):
-            return fn, held
-        held = getattr(fn, "kwargs", None) if isinstance(getattr(fn, "kwargs", None), dict) else held
-        fn = getattr(fn, "__wrapped__", None) or getattr(fn, "compiler_fn", None)
-    return None, held
+    return declared_sizes.of_backend(getattr(tx.output, "compiler_fn", None))
 
 
 def is_recompile() -> bool:

@@ -23,6 +23,7 @@ from typing import Any
 
 from torch._guards import CompileContext
 
+from verishape.compiler import declared as declared_sizes
 from verishape.compiler import frames
 from verishape.core import torch_seam
 from verishape.core.errors import UsageError, check_script
@@ -58,7 +59,8 @@ def run_script(path: Path, args: Sequence[str], progress: Callable[[str], None])
         trace = CompileContext.current_trace_id()
         compile_id = trace.compile_id if trace is not None else None
         frame = Frame(len(run.frames), code, dict(init_args.get("local_scope") or {}), output_graph.shape_env,
-                      compile_id=compile_id, global_scope=init_args.get("global_scope"))
+                      compile_id=compile_id, global_scope=init_args.get("global_scope"),
+                      declared=declared_sizes.of_backend(getattr(output_graph, "compiler_fn", None)))
         earlier = by_compile.get(compile_id) if compile_id is not None else None
         if earlier is not None and run.frames[earlier].code is code:
             # Dynamo restarted the analysis of this compile (at a graph break, say): only

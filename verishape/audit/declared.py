@@ -22,6 +22,7 @@ import verishape.solvers as solvers
 from verishape.solvers import concrete
 from verishape.proofs.result import SolveResult
 from verishape.core import premises as premises_mod
+from verishape.compiler import declared as declared_sizes
 from verishape.core.errors import UsageError
 from verishape.core.sources import describe, symbol_sources
 from verishape.proofs.kinds import Decision
@@ -269,8 +270,30 @@ def for_frame(frame: Any, assumptions: Sequence[Assumption], prover: solvers.Pro
     bounds the script declared on the frame's inputs."""
     integer = {str(s) for s in frame.env.var_to_range if s.is_integer}
     sources = {name: srcs for name, srcs in symbol_sources(frame.env).items() if name in integer}
-    return DeclaredSpace(frame, assumptions, prover, sources=sources, marked=declared_from_locals(frame.local_scope),
-                         names_by_source=False)
+    marked = {**declared_from_locals(frame.local_scope), **declared_by_spec(frame)}
+    return DeclaredSpace(frame, assumptions, prover, sources=sources, marked=marked, names_by_source=False)
+
+
+def declared_by_spec(frame: Any) -> dict[str, Bounds]:
+    """The bounds the frame's ``shapes_spec`` declares (``verishape.compile(shapes_spec=...)``,
+    :mod:`verishape.compiler.declared`), by input source: a declared tensor dimension or int,
+    with the declared range, 0 and 1 included where declared (what a server sends, not what
+    the compile assumed)."""
+    from torch._dynamo.source import TensorProperty
+
+    if frame.declared is None or frame.env is None:
+        return {}
+    out: dict[str, Bounds] = {}
+    for sources in frame.env.var_to_sources.values():
+        for src in sources:
+            if getattr(src, "prop", None) is TensorProperty.SIZE:
+                leaf = frame.declared.leaf(src.base, frame.code)
+                dim = leaf[src.idx] if isinstance(leaf, tuple) and src.idx is not None and src.idx < len(leaf) else None
+            else:
+                dim = frame.declared.leaf(src, frame.code)
+            if isinstance(dim, declared_sizes.Dim):
+                out[src.name] = Bounds(dim.low, dim.high, f"shapes_spec {dim.name} ({dim.low}..{dim.high})")
+    return out
 
 
 def for_export(frame: Any, assumptions: Sequence[Assumption], prover: solvers.Prover) -> DeclaredSpace:

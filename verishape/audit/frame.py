@@ -69,6 +69,9 @@ class Frame:
     #: traced code calls after a break, the frame of a nested compiled function), and the
     #: report shows them grouped under that call; None for an export
     call: int | None = None
+    #: what the frame's backend declares (``verishape.compile(shapes_spec=...)``,
+    #: :mod:`verishape.compiler.declared`), read as the frame's declared space; None: nothing
+    declared: Any = None
 
     @property
     def name(self) -> str:
