@@ -242,6 +242,9 @@ def child(family: str, cache: str, variant: str, mix: tuple[tuple[int, int], ...
             "reused_generic": counters["verishape"]["reused_generic"],
             "candidates": candidates, "candidates_dropped": counters["verishape"]["candidates_dropped"],
             "compile_s": sum(m.entire_frame_compile_time_s or 0.0 for m in metrics), "wall_s": wall,
+            # torch's own measure of each new entry's guard check (one run on the frame's
+            # arguments, after a cache flush), per compiled frame
+            "guard_latency_us": [m.guard_latency_us for m in metrics if m.guard_latency_us is not None],
             "tokens_equal": equal, "device": device, "mode": mode, "size": size, "layers": layers,
             "tokens_per_s": (sum(r["batch"] for r in ran) * NEW_TOKENS / sum(r["seconds"] for r in ran)) if ran else None,
             "errors": len(requests) - len(ran),
