@@ -301,7 +301,11 @@ def symbolic_context(declared: Declared, context: Any, tensor: Any, source: Any,
 
     leaf = declared.leaf(source, code)
     sizes = getattr(context, "dynamic_sizes", None)
-    if not isinstance(leaf, tuple) or sizes is None or len(leaf) != tensor.dim():
+    if not isinstance(leaf, tuple) or sizes is None:
+        return context
+    if len(leaf) != tensor.dim():
+        _say_once(f"verishape: shapes_spec declares {source.name} with {len(leaf)} dimension(s), the call passes "
+                  f"{tensor.dim()}: its sizes are left to stock's choice")
         return context
     chosen, constraints = list(sizes), list(context.constraint_sizes)
     for i, d in enumerate(leaf):
@@ -328,6 +332,15 @@ def constrain(env: Any, value: Any, dim: Dim) -> None:
 
     if isinstance(value, torch.SymInt) and isinstance(value.node.expr, sympy.Symbol):
         env.constrain_symbol_range(value.node.expr, max(dim.low, 2), dim.high if dim.high is not None else sympy.oo)
+
+
+_said: set[str] = set()
+
+
+def _say_once(line: str) -> None:
+    if line not in _said:
+        _said.add(line)
+        log.warning(line)
 
 
 def facts(declared: Declared, tracked: list[tuple[Any, Any]], code: Any) -> list[sympy.Basic]:

@@ -240,3 +240,12 @@ def test_the_audit_holds_a_guard_dropping_compile_against_the_declared_space(cap
     sizes = {kind: f["counterexample"]["L['x'].size()[0]"] for kind, f in found.items()}
     assert sizes["specialization_01"] == 1 and 1 <= sizes["guard_not_implied"] <= 16, sizes
     assert all(f["replay"]["outcome"] == "differ" for f in found.values()), found
+
+
+def test_a_tensor_of_another_rank_than_declared_is_said_once(caplog):
+    compiled = verishape.compile(scale, backend="aot_eager", shapes_spec={"mask": TensorSpec([ShapeVar("b", max=8)])})
+    with caplog.at_level("WARNING", logger="verishape"):
+        _run(compiled, [(3, 4), (5, 4)])
+    said = [r.getMessage() for r in caplog.records if "shapes_spec declares" in r.getMessage()]
+    assert said == ["verishape: shapes_spec declares L['mask'] with 1 dimension(s), the call passes 2: its sizes are "
+                    "left to stock's choice"]
