@@ -10,8 +10,10 @@ import functools
 import pytest
 import torch
 from torch._dynamo.utils import counters
-from torch.fx.experimental.dynamic_spec import (DictSpec, IntVar, ObjectSpec, SeqSpec, ShapesSpec, ShapeVar,
-                                                TensorSpec)
+
+pytest.importorskip("torch.fx.experimental.dynamic_spec", reason="shapes_spec is torch 2.13's")
+from torch.fx.experimental.dynamic_spec import (DictSpec, IntVar, ObjectSpec, SeqSpec, ShapesSpec,  # noqa: E402
+                                                ShapeVar, TensorSpec)
 
 import verishape
 from verishape.compiler import declared as declared_sizes
@@ -144,6 +146,14 @@ def test_nested_specs_reach_a_cache_object():
 def test_a_spec_that_cannot_be_read_is_one_line(spec, match):
     with pytest.raises(UsageError, match=match):
         verishape.compile(scale, shapes_spec=spec)
+
+
+def test_a_torch_without_dynamic_spec_is_one_line(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "torch.fx.experimental.dynamic_spec", None)  # what torch 2.11 has
+    with pytest.raises(UsageError, match=r"shapes_spec needs torch.fx.experimental.dynamic_spec \(torch 2.13"):
+        verishape.compile(scale, shapes_spec={"x": None})
 
 
 def test_dynamic_with_a_spec_is_refused():
