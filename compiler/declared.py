@@ -183,6 +183,11 @@ def parse(spec: Any, model: Any) -> Declared:
         else:
             named[key] = _tree(value, repr(key), dims)
     positional, codes, takes_any = _signature(model)
+    if not codes:
+        # (Dynamo enters a partial or a callable object through a wrapper of its own, whose
+        # arguments the spec's names cannot be matched to)
+        raise UsageError(f"verishape.compile: shapes_spec is read against a function's or an nn.Module's own "
+                         f"parameters; {type(model).__name__} has none (compile the function itself)")
     for i, tree in enumerate(varargs):
         if i >= len(positional):
             raise UsageError(f"verishape.compile: shapes_spec '*args'[{i}] has no positional parameter "

@@ -259,3 +259,17 @@ def test_a_tensor_of_another_rank_than_declared_is_said_once(caplog):
     said = [r.getMessage() for r in caplog.records if "shapes_spec declares" in r.getMessage()]
     assert said == ["verishape: shapes_spec declares L['mask'] with 1 dimension(s), the call passes 2: its sizes are "
                     "left to stock's choice"]
+
+
+def test_a_callable_without_parameters_of_its_own_is_one_line():
+    """Dynamo enters a partial or a callable object through a wrapper of its own: the spec's
+    names would match nothing there, so it is refused instead of silently not applied."""
+    import functools
+
+    class Opaque:
+        def __call__(self, x, mask):
+            return scale(x, mask)
+
+    for model, name in ((functools.partial(scale), "partial"), (Opaque(), "Opaque")):
+        with pytest.raises(UsageError, match=rf"{name} has none \(compile the function itself\)"):
+            verishape.compile(model, shapes_spec=_spec())
