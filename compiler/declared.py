@@ -75,8 +75,6 @@ class Declared:
     positional: tuple[str, ...]
     #: the code objects Dynamo enters the callable through (its own, a wrapper's)
     entry_codes: frozenset[Any]
-    #: the declared variables by name
-    dims: Mapping[str, Dim]
     #: ``ShapesSpec.assumptions`` over the variables (symbols named as the variables)
     assumptions: tuple[sympy.Basic, ...] = ()
 
@@ -198,7 +196,7 @@ def parse(spec: Any, model: Any) -> Declared:
         raise UsageError(f"verishape.compile: shapes_spec names {unknown}, which the callable does not take "
                          f"(its parameters: {list(positional) + _keyword_names(model)})")
     assumptions = tuple(_assumption(a, dims, i) for i, a in enumerate(spec.assumptions))
-    return Declared(named, positional, codes, dims, assumptions)
+    return Declared(named, positional, codes, assumptions)
 
 
 def _tree(value: Any, where: str, dims: dict[str, Dim]) -> Any:

@@ -208,12 +208,24 @@ def _divides(x):
     return x.reshape(-1)[: 12 // (x.shape[0] - 1)]
 
 
+def _aliases(x):
+    x[: max(x.shape[0] - 1, 0)].add_(1)  # an in-place write through a view of the input
+    return x.sum(0)
+
+
+def _empty_reduction(x):
+    return x.amax(1) if x.shape[0] > 0 else x.sum(1)
+
+
 ADVERSARIAL = [  # (program, its spec, argument shapes per call)
     (_branch, {"x": TensorSpec([ShapeVar("b", min=1, max=8), None])}, [[(2, 3)], [(5, 3)], [(3, 3)], [(8, 3)], [(1, 3)]]),
     (_broadcast, {"x": TensorSpec([ShapeVar("b", min=1, max=8), None]), "y": TensorSpec([ShapeVar("c", min=1, max=8), None])},
      [[(3, 4), (3, 4)], [(3, 4), (1, 4)], [(1, 4), (3, 4)], [(2, 4), (2, 4)], [(1, 4), (1, 4)]]),
     (_wraps, {"x": TensorSpec([ShapeVar("b", min=1, max=8), None])}, [[(4, 2)], [(6, 2)], [(1, 2)], [(2, 2)]]),
     (_divides, {"x": TensorSpec([ShapeVar("b", min=1, max=8), None])}, [[(3, 5)], [(5, 5)], [(2, 5)], [(1, 5)]]),
+    (_aliases, {"x": TensorSpec([ShapeVar("b", min=0, max=8), None])}, [[(4, 3)], [(6, 3)], [(1, 3)], [(0, 3)], [(2, 3)]]),
+    (_empty_reduction, {"x": TensorSpec([ShapeVar("b", min=0, max=8), None])},
+     [[(4, 3)], [(0, 3)], [(1, 3)], [(7, 3)], [(9, 3)]]),
 ]
 
 
@@ -221,18 +233,22 @@ ADVERSARIAL = [  # (program, its spec, argument shapes per call)
 @pytest.mark.parametrize("program, spec, calls", ADVERSARIAL, ids=[p.__name__ for p, _, _ in ADVERSARIAL])
 def test_programs_written_to_break_a_declared_space_agree_with_eager(backend, program, spec, calls):
     """A branch on a size, a broadcast of a size that is 1, an index that wraps at 1, a
-    division by ``size - 1``: every decision about a declared size is stock's guard, so each
-    call gives eager's result, or eager's error (``ZeroDivisionError`` at 1)."""
+    division by ``size - 1``, a write through a view of the input, a reduction over an empty
+    dimension (sizes 0 and 1 declared, 9 outside): every decision about a declared size is
+    stock's guard, so each call gives eager's result and eager's writes to its inputs, or
+    eager's error (``ZeroDivisionError`` at 1)."""
     compiled = verishape.compile(program, backend=backend, shapes_spec=spec)
     for shapes in calls:
         args = [torch.randn(*s) for s in shapes]
+        mine = [a.clone() for a in args]  # (a program may write to its input)
         try:
             want = program(*args)
         except ZeroDivisionError:
             with pytest.raises(ZeroDivisionError):
-                compiled(*args)
+                compiled(*mine)
             continue
-        torch.testing.assert_close(compiled(*args), want)
+        torch.testing.assert_close(compiled(*mine), want)
+        torch.testing.assert_close(mine, args)  # the same writes to the inputs
 
 
 def test_the_audit_holds_a_guard_dropping_compile_against_the_declared_space(capsys, tmp_path):
