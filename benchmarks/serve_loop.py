@@ -39,11 +39,14 @@ MIX = ((2, 7), (1, 11), (3, 5), (1, 9), (4, 13), (1, 6), (2, 10))
 NEW_TOKENS = 5
 VOCAB = 128
 FAMILIES = ("llama", "gpt2", "qwen2", "mistral", "gpt_neox", "phi3")
-VARIANTS = ("stock", "verishape", "enable", "hf-stock", "hf-enable", "declared", "stock-spec", "vllm")
+VARIANTS = ("stock", "verishape", "enable", "hf-stock", "hf-enable", "declared", "stock-spec", "vllm",
+            "declared-filter")
 #: the declared space of issue 50's measurement (``declared``: ``verishape.compile(shapes_spec=...)``,
 #: ``stock-spec``: the same spec through ``torch.compile``, under ``"**kwargs"``, the form that
 #: reaches a Hugging Face forward's wrapper; ``vllm``: every call's token dimensions
-#: ``mark_dynamic``, every guard dropped with ``skip_all_guards_unsafe``)
+#: ``mark_dynamic``, every guard dropped with ``skip_all_guards_unsafe``; ``declared-filter``: the
+#: declared space with ``verishape.proved_guard_filter(unsafe=skip_all_guards_unsafe)``, vLLM's
+#: filter for every guard the declaration says nothing of, the shape guard dropped only where proved)
 DECLARED_BATCH, DECLARED_LENGTH = (1, 8), (1, 128)
 #: variants where Hugging Face compiles the decode step itself (``generate``'s compile
 #: config, its default backend "inductor"; the static cache only: what it compiles), with
@@ -139,6 +142,10 @@ def _declared_forward(forward: Any, variant: str, mode: str, layers: int) -> Any
     mode_ = None if mode == "default" else mode
     if variant == "declared":
         return verishape.compile(forward, mode=mode_, shapes_spec=declared_spec(layers))
+    if variant == "declared-filter":
+        guard_filter = verishape.proved_guard_filter(unsafe=torch.compiler.skip_all_guards_unsafe)
+        return verishape.compile(forward, mode=mode_, shapes_spec=declared_spec(layers),
+                                 options={"guard_filter_fn": guard_filter})
     if variant == "stock-spec":
         return torch.compile(forward, mode=mode_, shapes_spec=declared_spec(layers, under_kwargs=True))
     compiled = torch.compile(forward, mode=mode_, options={"guard_filter_fn": torch.compiler.skip_all_guards_unsafe})
@@ -173,7 +180,7 @@ def child(family: str, cache: str, variant: str, mix: tuple[tuple[int, int], ...
     model, reference = build(family, size, layers, device)
     if variant in ("enable", "hf-enable"):  # what a framework that names its own backend gets: verishape.enable()
         verishape.enable()
-    if variant in ("declared", "stock-spec", "vllm"):
+    if variant in ("declared", "stock-spec", "vllm", "declared-filter"):
         model.forward = _declared_forward(model.forward, variant, mode, model.config.num_hidden_layers)
     elif variant not in HF_VARIANTS:
         compile_fn = verishape.compile if variant == "verishape" else torch.compile
@@ -233,6 +240,8 @@ def child(family: str, cache: str, variant: str, mix: tuple[tuple[int, int], ...
     with frames._envs_lock:
         refusals = [f"{n}: {w}"[:300] for es in frames._envs_by_code.values() for e in es
                     for n, w in getattr(e, "verishape_log", None) and e.verishape_log.not_widened or ()]
+        filtered = [line[:300] for es in frames._envs_by_code.values() for e in es
+                    for line in getattr(e, "verishape_log", None) and e.verishape_log.filtered or ()]
     return {"family": family, "cache": cache, "variant": variant, "torch": torch.__version__,
             "inductor_compiles": lowered, "graphs_lowered": lowerings[0], "dynamo_frames": len(metrics),
             "served_from_torch_caches": cached,
@@ -251,7 +260,9 @@ def child(family: str, cache: str, variant: str, mix: tuple[tuple[int, int], ...
             # requests during which nothing was traced: the serving rate once compiled
             "warm_tokens_per_s": (sum(r["batch"] for r in warm) * NEW_TOKENS / sum(r["seconds"] for r in warm)
                                   if warm else None),
-            "requests": requests, "refusals": refusals[:5]}
+            "requests": requests, "refusals": refusals[:5],
+            # what verishape.proved_guard_filter did with each frame's shape guard
+            "shape_guard": filtered}
 
 
 def main(argv: list[str] | None = None) -> int:

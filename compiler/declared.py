@@ -102,6 +102,25 @@ class Declared:
                 return None
         return None if isinstance(tree, tuple) and tree and tree[0] in ("object", "dict", "seq") else tree
 
+    def dims(self) -> tuple[Dim, ...]:
+        """Every declared variable, once (the declared space is their ranges and the
+        assumptions)."""
+        out: dict[str, Dim] = {}
+
+        def walk(tree: Any) -> None:
+            if isinstance(tree, Dim):
+                out.setdefault(tree.name, tree)
+            elif isinstance(tree, tuple) and len(tree) == 2 and tree[0] in ("object", "dict"):
+                for child in tree[1].values():
+                    walk(child)
+            elif isinstance(tree, tuple):
+                for child in (tree[1] if len(tree) == 2 and tree[0] == "seq" else tree):
+                    walk(child)
+
+        for tree in self.named.values():
+            walk(tree)
+        return tuple(out.values())
+
 
 def _step(tree: Any, key: Any) -> Any:
     if not (isinstance(tree, tuple) and len(tree) == 2 and tree[0] in ("object", "dict", "seq")):

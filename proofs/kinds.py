@@ -54,6 +54,7 @@ class Decision(_Vocabulary):
     SUGGESTED_CHECK = "suggested_check"
     AUDIT = "audit"
     FUZZ_PIN = "fuzz_pin"
+    GUARD_FILTERED = "guard_filtered"
 
     @property
     def description(self) -> str:
@@ -78,6 +79,8 @@ _DESCRIPTIONS = {
     Decision.SUGGESTED_CHECK: "a torch._check proved to settle a data-dependent error",
     Decision.AUDIT: "verify-guards: a guard, assert or dropped guard checked over the declared space",
     Decision.FUZZ_PIN: "fuzzing: a size pinned by the program's own facts",
+    Decision.GUARD_FILTERED: "proved_guard_filter: everything the shape guard checks proved on the declared space, "
+                             "the guard dropped",
 }
 
 

@@ -9,6 +9,8 @@ the repository keeps in its top-level folders ``compiler/``, ``solvers/``, ``pro
 * :func:`export` - a drop-in for ``torch.export.export``; :func:`export_decisions` gives
   the proof records of an export;
 * :func:`explain` - what verishape changed in a compiled function's frames or an export;
+* :func:`proved_guard_filter` - a ``guard_filter_fn`` that drops the shape guard of a
+  ``shapes_spec`` compile only where it is proved on the declared space;
 * :func:`enable` / :func:`disable` - verishape for every ``torch.compile`` in the process,
   whatever backend it names (for frameworks that vet the backend's name);
 * :class:`VerishapeError` - the base of every error verishape raises to a user on purpose
@@ -25,7 +27,7 @@ from verishape.core.errors import VerishapeError
 from verishape.core.torch_seam import UnsupportedTorch
 
 __all__ = ["UnsupportedTorch", "VeriShapeEnv", "VerishapeError", "__version__", "compile", "disable", "enable", "explain", "export",
-           "export_decisions"]
+           "export_decisions", "proved_guard_filter"]
 
 
 def __getattr__(name: str):  # lazy: `verishape --version` should not import torch
@@ -45,6 +47,10 @@ def __getattr__(name: str):  # lazy: `verishape --version` should not import tor
         from verishape.compiler import switch
 
         return getattr(switch, name)
+    if name == "proved_guard_filter":
+        from verishape.compiler.guard_filter import proved_guard_filter
+
+        return proved_guard_filter
     if name == "explain":
         from .explanation import explain
 

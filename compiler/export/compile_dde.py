@@ -61,10 +61,29 @@ def _wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return fn(*args, **kwargs)
         except Exception as exc:
+            misuse = _usage_error(exc)
+            if misuse is not None:
+                raise misuse from None
             attach(exc)
             raise
 
     return call
+
+
+def _usage_error(exc: BaseException) -> BaseException | None:
+    """A verishape :class:`~verishape.core.errors.UsageError` raised while Dynamo compiled
+    (a guard filter's bad answer), which Dynamo wraps in an internal error: the user's
+    one line, not a wall of Dynamo's."""
+    from verishape.core.errors import UsageError
+
+    cur: BaseException | None = exc
+    for _ in range(8):
+        if cur is None:
+            return None
+        if isinstance(cur, UsageError):
+            return cur if cur is not exc else None
+        cur = cur.__cause__ or cur.__context__
+    return None
 
 
 def attach(exc: BaseException) -> None:

@@ -36,6 +36,8 @@ class DecisionLog:
     widened: list[object] = dataclasses.field(default_factory=list)
     #: specializations tried and not widened: (input size, why)
     not_widened: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    #: what ``verishape.proved_guard_filter`` did with this frame's shape guard, in words
+    filtered: list[str] = dataclasses.field(default_factory=list)
     solver_time_s: float = 0.0
     _summarized: bool = False
 
@@ -77,6 +79,8 @@ class DecisionLog:
             text += f"; {ev.describe()}"  # type: ignore[attr-defined]
         for name, why in self.not_widened:
             text += f"; {name} not widened: {why}"
+        for line in self.filtered:
+            text += f"; proved_guard_filter: {line}"
         return text
 
     def log_summary(self, frame: str) -> None:

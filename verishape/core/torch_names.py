@@ -215,6 +215,11 @@ WIDENING_HOOKS = tuple((row.module, path) for row in WIDENING_REGISTRY if row.ki
 #: scheduler generated code (compiler/widen/questions.py); not probed at import, which would
 #: import Inductor for every user: a torch without it fails that lowering loudly.
 INDUCTOR_VIRTUALIZED = "torch._inductor.virtualized.V"
+#: Dynamo's guard builder: a ``guard_filter_fn`` is called inside its ``__init__``, whose
+#: arguments ``f_code`` and ``output_graph`` say which frame's guards are filtered
+#: (``torch_seam.guard_build_site``, read by ``compiler/guard_filter.py``); probed on first use
+GUARD_BUILDER = "torch._dynamo.guards.CheckFunctionManager"
+GUARD_BUILDER_PARAMS = ("f_code", "output_graph")
 
 
 def declared_names() -> frozenset[str]:
@@ -231,7 +236,7 @@ def declared_names() -> frozenset[str]:
         EXPORT_ENTRY, *VOCABULARY, *LOWERING_VOCABULARY, *FUZZ_VOCABULARY, OP_DB, *TRITON_CPU_VOCABULARY,
         *joined((row.module, path) for row in WIDENING_REGISTRY for path in row.paths), ".".join(RANGE_READER),
         ".".join(DENSE_CHECK_ON_SIZES),
-        INDUCTOR_VIRTUALIZED,
+        INDUCTOR_VIRTUALIZED, GUARD_BUILDER,
     ))
 
 #: The arguments of ``ShapeEnv._maybe_evaluate_static`` whose meaning VeriShapeEnv honours.

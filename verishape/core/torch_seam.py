@@ -26,13 +26,14 @@ import importlib
 import inspect
 import logging
 import re
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from .errors import VerishapeError
 from .torch_names import (AOT_MODULE_SIMPLIFIED, ASSERT_PASS_MODULES, CACHE_ENTRIES, COMPILATION_METRICS, DEDUPE_SYMINTS, DYNAMO_TLS,
-                          EXPORT_ENTRY, EXPORT_SITES, INDUCTOR_VIRTUALIZED, INDUCTOR_WRAPPER, LOWERING_VOCABULARY, OUTPUT_GRAPH,
+                          EXPORT_ENTRY, EXPORT_SITES, GUARD_BUILDER, GUARD_BUILDER_PARAMS, INDUCTOR_VIRTUALIZED, INDUCTOR_WRAPPER, LOWERING_VOCABULARY, OUTPUT_GRAPH,
                           OUTPUT_GRAPH_MODULE, OUTPUT_GRAPH_PARAMS, RANGE_READER, READ_NAMES, REQUIRED_MEMBERS, REQUIRED_STATIC_PARAMS,
                           SHAPE_ENV, SOURCE, VOCABULARY, WIDENING_REGISTRY, _MISSING)
 
@@ -398,6 +399,42 @@ def traced_frame_inputs() -> FrameInputs | None:
         return FrameInputs(root.f_code, root.f_globals, dict(root.f_locals))
     except (AttributeError, TypeError):
         return None
+
+
+@dataclasses.dataclass(frozen=True)
+class GuardBuildSite:
+    """The frame whose guards Dynamo is building: its code object and output graph."""
+
+    code: Any
+    output_graph: Any
+
+
+def guard_build_site() -> GuardBuildSite | None:
+    """The frame whose guards Dynamo is building on this thread (a ``guard_filter_fn`` is
+    called inside ``CheckFunctionManager.__init__``), read from that call's arguments; None
+    outside one.  Raises :class:`UnsupportedTorch` where this torch's builder lacks them."""
+    init = _guard_builder_init()
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code is init:
+            local = frame.f_locals
+            return GuardBuildSite(local["f_code"], local["output_graph"])
+        frame = frame.f_back
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def _guard_builder_init() -> Any:
+    builder = resolve(GUARD_BUILDER)
+    init = getattr(getattr(builder, "__init__", None), "__code__", None)
+    params = init.co_varnames[:init.co_argcount + init.co_kwonlyargcount] if init is not None else ()
+    missing = [f"{GUARD_BUILDER}.__init__({p}=...)" for p in GUARD_BUILDER_PARAMS if p not in params]
+    if builder is _MISSING or missing:
+        import torch
+
+        raise UnsupportedTorch(f"verishape.proved_guard_filter cannot run on torch {torch.__version__}: missing "
+                               f"{', '.join(missing) if builder is not _MISSING else GUARD_BUILDER}")
+    return init
 
 
 def inductor_graph() -> Any:
