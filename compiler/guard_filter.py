@@ -243,7 +243,9 @@ class Frame:
         return "the facts are proved one by one, not together (solver unknown)"
 
     def _note(self, line: str) -> None:
-        self.env.verishape_log.filtered.append(line)
+        decisions = getattr(self.env, "verishape_log", None)  # (a stock ShapeEnv: torch.compile's own frame)
+        if decisions is not None:
+            decisions.filtered.append(line)
         log.info("verishape: %s: %s", self.code.co_name, line)
 
 

@@ -149,6 +149,19 @@ def test_a_symbolic_stride_keeps_the_shape_guard():
                                    "states"), _filtered(scale)
 
 
+def test_under_stock_torch_compile_the_shape_guard_stays():
+    """``torch.compile`` (a stock ShapeEnv, no verishape backend) declares nothing: the shape
+    guard stays (a branch's ``b > 4`` keeps a call at 3 from the graph traced at 5), and
+    ``unsafe`` still decides the rest."""
+    def branch(x):
+        return x * 2 if x.shape[0] > 4 else x - 1
+
+    compiled = torch.compile(branch, backend="aot_eager", dynamic=True,
+                             options={"guard_filter_fn": proved_guard_filter(unsafe=SKIP_ALL)})
+    for b in (5, 3, 6):
+        _agree(compiled, branch, [(b, 2)])
+
+
 def test_guards_on_declared_inputs_stay_whatever_unsafe_says():
     """``unsafe=skip_all_guards_unsafe`` drops every guard the declaration says nothing of;
     a declared input's own guard (its strides) stays: a transposed input compiles again and
