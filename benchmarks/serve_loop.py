@@ -40,13 +40,15 @@ NEW_TOKENS = 5
 VOCAB = 128
 FAMILIES = ("llama", "gpt2", "qwen2", "mistral", "gpt_neox", "phi3")
 VARIANTS = ("stock", "verishape", "enable", "hf-stock", "hf-enable", "declared", "stock-spec", "vllm",
-            "declared-filter")
+            "declared-filter", "enable-spec")
 #: the declared space of issue 50's measurement (``declared``: ``verishape.compile(shapes_spec=...)``,
 #: ``stock-spec``: the same spec through ``torch.compile``, under ``"**kwargs"``, the form that
 #: reaches a Hugging Face forward's wrapper; ``vllm``: every call's token dimensions
 #: ``mark_dynamic``, every guard dropped with ``skip_all_guards_unsafe``; ``declared-filter``: the
 #: declared space with ``verishape.proved_guard_filter(unsafe=skip_all_guards_unsafe)``, vLLM's
-#: filter for every guard the declaration says nothing of, the shape guard dropped only where proved)
+#: filter for every guard the declaration says nothing of, the shape guard dropped only where proved;
+#: ``enable-spec``: a framework's own ``torch.compile(shapes_spec=...)`` of the same spec, by
+#: parameter name, while ``verishape.enable()`` holds)
 DECLARED_BATCH, DECLARED_LENGTH = (1, 8), (1, 128)
 #: variants where Hugging Face compiles the decode step itself (``generate``'s compile
 #: config, its default backend "inductor"; the static cache only: what it compiles), with
@@ -167,6 +169,9 @@ def _declared_forward(forward: Any, variant: str, mode: str, layers: int) -> Any
                                  options={"guard_filter_fn": guard_filter})
     if variant == "stock-spec":
         return torch.compile(forward, mode=mode_, shapes_spec=declared_spec(layers, under_kwargs=True))
+    if variant == "enable-spec":
+        verishape.enable()
+        return torch.compile(forward, mode=mode_, shapes_spec=declared_spec(layers))
     compiled = torch.compile(forward, mode=mode_, options={"guard_filter_fn": torch.compiler.skip_all_guards_unsafe})
 
     @functools.wraps(forward)  # Hugging Face reads the forward's signature
@@ -199,7 +204,7 @@ def child(family: str, cache: str, variant: str, mix: tuple[tuple[int, int], ...
     model, reference = build(family, size, layers, device)
     if variant in ("enable", "hf-enable"):  # what a framework that names its own backend gets: verishape.enable()
         verishape.enable()
-    if variant in ("declared", "stock-spec", "vllm", "declared-filter"):
+    if variant in ("declared", "stock-spec", "vllm", "declared-filter", "enable-spec"):
         model.forward = _declared_forward(model.forward, variant, mode, model.config.num_hidden_layers)
     elif variant not in HF_VARIANTS:
         compile_fn = verishape.compile if variant == "verishape" else torch.compile

@@ -9,6 +9,13 @@ backend runs inside verishape's (put around it when the frame's ``OutputGraph`` 
 recompiles, as ``verishape.compile`` does; ``enable(widen_specializations=False)`` leaves the
 named backend alone.
 
+A ``torch.compile(model, shapes_spec=...)`` made while the switch holds declares its sizes as
+``verishape.compile(model, shapes_spec=...)`` does (:mod:`verishape.compiler.declared`: read by
+the callable's parameter names through its wrappers, backed symbols over the declared ranges),
+not as torch's own spec does (unbacked symbols of whatever frame has a local of that name, which a
+Hugging Face forward's ``wrapper(*args, **kwargs)`` never has): ``torch.compile`` is routed to
+``verishape.compile`` for those calls alone, and restored when the switch is turned off.
+
 Torch's FX-graph and AOTAutograd caches are keyed apart while the switch holds (the
 process's ``torch.compiler.config.cache_key_tag`` gains verishape's tag), so an artifact
 compiled with proved decisions is never served to a stock compile, nor the reverse.
@@ -17,6 +24,7 @@ compiled with proved decisions is never served to a stock compile, nor the rever
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -28,6 +36,8 @@ from .backend import VerishapeBackend, cache_tag, current_settings
 
 _lock = threading.Lock()
 _saved_tag: list[str] = []
+#: ``torch.compile`` as it was before the switch (restored when it is turned off)
+_saved_compile: list[Callable[..., Any]] = []
 
 
 def enable(*, widen_specializations: bool = True, generic_recompiles: bool = True
@@ -48,7 +58,32 @@ def enable(*, widen_specializations: bool = True, generic_recompiles: bool = Tru
             settings = current_settings(widen_specializations=widen_specializations, generic_recompiles=generic)
             torch.compiler.config.cache_key_tag = cache_tag(_saved_tag[0] or None, settings)
             frames.set_everywhere(True, _wrapper(widen_specializations, generic) if widen_specializations else None)
+            _saved_compile.append(torch.compile)
+            torch.compile = _declaring(torch.compile, widen_specializations, generic)
     return _until_exit()
+
+
+def _declaring(original: Callable[..., Any], widen: bool, generic: bool) -> Callable[..., Any]:
+    """``torch.compile``, with a call that passes ``shapes_spec`` made as
+    ``verishape.compile`` makes it (the switch's settings); every other call unchanged."""
+    @functools.wraps(original)
+    def compile(model: Any = None, **kwargs: Any) -> Any:
+        if kwargs.get("shapes_spec") is None:
+            return original(model, **kwargs)
+        from .api import compile as declared_compile
+
+        settings = {"widen_specializations": widen, "generic_recompiles": generic}
+        if kwargs.get("backend") == "verishape":
+            # the named backend (compiler/registered.py): its own option keys are
+            # verishape.compile's arguments, the rest Inductor's
+            options = dict(kwargs.get("options") or {})
+            kwargs["backend"] = options.pop("backend", "inductor")
+            settings.update({k: options.pop(k) for k in settings if k in options})
+            kwargs["options"] = options or None
+        return declared_compile(model, **settings, **kwargs)
+
+    compile._verishape_original = original  # type: ignore[attr-defined]
+    return compile
 
 
 def _wrapper(widen: bool, generic: bool) -> Callable[[Any], VerishapeBackend]:
@@ -65,6 +100,9 @@ def disable() -> None:
         if _saved_tag:
             torch.compiler.config.cache_key_tag = _saved_tag.pop()
             frames.set_everywhere(False)
+            original = _saved_compile.pop()
+            if getattr(torch.compile, "_verishape_original", None) is original:
+                torch.compile = original  # (else another library wrapped it since: left to it)
 
 
 def is_enabled() -> bool:

@@ -289,3 +289,19 @@ def test_a_callable_without_parameters_of_its_own_is_one_line():
     for model, name in ((functools.partial(scale), "partial"), (Opaque(), "Opaque")):
         with pytest.raises(UsageError, match=rf"{name} has none \(compile the function itself\)"):
             verishape.compile(model, shapes_spec=_spec())
+
+
+@pytest.mark.parametrize("backend, options", [("aot_eager", None), ("verishape", {"backend": "aot_eager"})])
+def test_under_enable_a_torch_compile_with_a_spec_declares_as_verishape_compile(backend, options):
+    """A framework's own ``torch.compile(model, shapes_spec=...)`` while ``verishape.enable()``
+    holds: the spec is read by parameter name through the wrapper (stock's matches nothing
+    there and compiles per call), one compile serves the space, size 1 by proved reuse; on
+    exit ``torch.compile`` is torch's again."""
+    original = torch.compile
+    with verishape.enable():
+        compiled = torch.compile(_wrapped(scale), backend=backend, options=options, shapes_spec=_spec())
+        assert _run(compiled, [(2, 12), (3, 17), (5, 9), (1, 4)]) == [1, 0, 0, 0]
+        with pytest.raises(UsageError, match="unnamed ShapeVar"):
+            torch.compile(scale, shapes_spec={"x": TensorSpec([ShapeVar(None, min=1), None, None])})
+    assert torch.compile is original
+    assert counters["verishape"]["reused_at_size_1"] == 1
