@@ -188,17 +188,7 @@ def parse(spec: Any, model: Any) -> Declared:
     if not isinstance(spec, ShapesSpec):
         raise UsageError(f"verishape.compile: shapes_spec={type(spec).__name__} is not a ShapesSpec, ParamsSpec "
                          "or dict of parameter specs (torch.fx.experimental.dynamic_spec)")
-    dims: dict[str, Dim] = {}
-    params = (spec.to_jsonable().get("params") or {}).get("params") or {}
-    named: dict[str, Any] = {}
-    varargs: list[Any] = []
-    for key, value in params.items():
-        if key == "*args":
-            varargs = [_tree(v, f"'*args'[{i}]", dims) for i, v in enumerate(value)]
-        elif key == "**kwargs":
-            named.update({k: _tree(v, f"'**kwargs'[{k!r}]", dims) for k, v in value.items()})
-        else:
-            named[key] = _tree(value, repr(key), dims)
+    named, varargs, dims = _read(spec)
     positional, codes, takes_any = _signature(model)
     if not codes:
         # (Dynamo enters a partial or a callable object through a wrapper of its own, whose
@@ -216,6 +206,47 @@ def parse(spec: Any, model: Any) -> Declared:
                          f"(its parameters: {list(positional) + _keyword_names(model)})")
     assumptions = tuple(_assumption(a, dims, i) for i, a in enumerate(spec.assumptions))
     return Declared(named, positional, codes, assumptions)
+
+
+def _read(spec: Any) -> tuple[dict[str, Any], list[Any], dict[str, Dim]]:
+    """A ``ShapesSpec``'s trees: by parameter name (``"**kwargs"`` entries among them), the
+    ``"*args"`` entries in order, and the variables."""
+    dims: dict[str, Dim] = {}
+    params = (spec.to_jsonable().get("params") or {}).get("params") or {}
+    named: dict[str, Any] = {}
+    varargs: list[Any] = []
+    for key, value in params.items():
+        if key == "*args":
+            varargs = [_tree(v, f"'*args'[{i}]", dims) for i, v in enumerate(value)]
+        elif key == "**kwargs":
+            named.update({k: _tree(v, f"'**kwargs'[{k!r}]", dims) for k, v in value.items()})
+        else:
+            named[key] = _tree(value, repr(key), dims)
+    return named, varargs, dims
+
+
+def of_torch_compile(code: Any) -> Declared | None:
+    """What ``torch.compile(..., shapes_spec=...)`` (torch's own reading, active while a frame
+    of it compiles) declares for a frame of ``code``, read as torch reads it: by the frame's
+    own local names, ``*args`` entries by the frame's ``*args`` index; None where no spec is
+    active, or it cannot be read.  For the audit: torch gave those sizes unbacked symbols."""
+    from verishape.core import torch_seam
+    from verishape.core.torch_names import SHAPES_SPEC_CONFIG
+
+    config = torch_seam.optional(SHAPES_SPEC_CONFIG[0])
+    spec = getattr(config, SHAPES_SPEC_CONFIG[1], None) if config is not None else None
+    if spec is None or code is None:
+        return None
+    try:
+        named, varargs, dims = _read(spec)
+        assumptions = tuple(_assumption(a, dims, i) for i, a in enumerate(spec.assumptions))
+    except UsageError as exc:
+        _say_once(f"verishape: torch's shapes_spec is not read as a declared space: {exc}")
+        return None
+    # ``args[i]`` resolves through ``positional``: here the spec's own ``*args`` entries
+    positional = tuple(f"*args[{i}]" for i in range(len(varargs)))
+    named.update(zip(positional, varargs))
+    return Declared(named, positional, frozenset({code}), assumptions)
 
 
 def _tree(value: Any, where: str, dims: dict[str, Dim]) -> Any:

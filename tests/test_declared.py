@@ -305,3 +305,21 @@ def test_under_enable_a_torch_compile_with_a_spec_declares_as_verishape_compile(
             torch.compile(scale, shapes_spec={"x": TensorSpec([ShapeVar(None, min=1), None, None])})
     assert torch.compile is original
     assert counters["verishape"]["reused_at_size_1"] == 1
+
+
+def test_the_audit_reads_torchs_own_spec_and_replays_its_unbacked_sizes(capsys, tmp_path):
+    """Stock ``torch.compile(shapes_spec=...)`` gives the declared sizes unbacked symbols,
+    for which torch records no input source: the audit takes the sources from the traced
+    inputs, holds the spec's range asserts against the declared range (implied), and replays
+    each size-1 fallback at ``x.size(0) = 1`` (before: "u0 comes from tensor data", not
+    replayed, and the range asserts reported against ``[0, oo)``)."""
+    from audit_helpers import audit_in_process
+
+    status, report, out, err = audit_in_process(capsys, tmp_path, "torch_spec_skip_guards.py")
+    assert "1 <= L['x'].size()[0] <= 64  (shapes_spec batch (1..64))" in out, out
+    assert "runtime assert: 1 <= u0: implied" in out and "runtime assert: u0 <= 64: implied" in out, out
+    findings = report["findings"]
+    assert findings and all(f["kind"] == "fallback_unproved" for f in findings), findings
+    assert all(f["counterexample"] == {"L['x'].size()[0]": 1} for f in findings), findings
+    assert all(f["replay"]["outcome"] == "agree" for f in findings), findings
+    assert status == 1, err

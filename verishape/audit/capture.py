@@ -21,12 +21,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import sympy
 from torch._guards import CompileContext
 
 from verishape.compiler import declared as declared_sizes
 from verishape.compiler import frames
 from verishape.core import torch_seam
 from verishape.core.errors import UsageError, check_script
+from verishape.core.premises import unbacked_index
 
 from .frame import GRAPH_PREFIX, NOT_COMPILED, Artifact, Frame, _compile_error_types, classify_compile_error
 
@@ -60,7 +62,8 @@ def run_script(path: Path, args: Sequence[str], progress: Callable[[str], None])
         compile_id = trace.compile_id if trace is not None else None
         frame = Frame(len(run.frames), code, dict(init_args.get("local_scope") or {}), output_graph.shape_env,
                       compile_id=compile_id, global_scope=init_args.get("global_scope"),
-                      declared=declared_sizes.of_backend(getattr(output_graph, "compiler_fn", None)))
+                      declared=(declared_sizes.of_backend(getattr(output_graph, "compiler_fn", None))
+                                or declared_sizes.of_torch_compile(code)))
         earlier = by_compile.get(compile_id) if compile_id is not None else None
         if earlier is not None and run.frames[earlier].code is code:
             # Dynamo restarted the analysis of this compile (at a graph break, say): only
@@ -166,6 +169,8 @@ def _note_compiles(frames_: Sequence[Frame], graphs: dict[int, Any]) -> None:
     frame ran eagerly, and its guards belong to no compiled code.  A frame that ended at
     a graph break audits only the code before it: say where."""
     for frame in frames_:
+        if frame.kind == "compile" and frame.index in graphs:
+            frame.unbacked_inputs = unbacked_inputs(graphs[frame.index])
         if frame.error or frame.kind != "compile":
             continue
         reason = getattr(graphs.get(frame.index), "compile_subgraph_reason", None)
@@ -181,6 +186,26 @@ def _note_compiles(frames_: Sequence[Frame], graphs: dict[int, Any]) -> None:
         why = (str(getattr(reason, "reason", "")).strip().splitlines() or ["unknown reason"])[0]
         frame.notes.append(f"graph break{where}: {why}; the code from there on is not in this frame's graph "
                            "(it runs eagerly, or in a later frame audited on its own)")
+
+
+def unbacked_inputs(output_graph: Any) -> dict[Any, list[Any]]:
+    """Input sizes given unbacked symbols (``mark_unbacked``, torch's ``shapes_spec``): each
+    symbol with the input sources whose size it is.  Torch records no source for them
+    (``var_to_sources`` holds backed symbols only); the traced inputs say which they are, so
+    the audit holds them against what was declared on those inputs and replays at them."""
+    import torch
+    from torch._dynamo.source import TensorProperty, TensorPropertySource
+
+    out: dict[Any, list[Any]] = {}
+    for tracked in getattr(output_graph, "tracked_fakes", None) or ():
+        fake = tracked.fake
+        if not isinstance(fake, torch.Tensor):
+            continue
+        for i, n in enumerate(fake.shape):
+            expr = n.node.expr if isinstance(n, torch.SymInt) else None
+            if isinstance(expr, sympy.Symbol) and unbacked_index(expr) is not None:
+                out.setdefault(expr, []).append(TensorPropertySource(tracked.source, TensorProperty.SIZE, i))
+    return out
 
 
 class _RecompileLimits(logging.Handler):

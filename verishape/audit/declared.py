@@ -24,7 +24,7 @@ from verishape.proofs.result import SolveResult
 from verishape.core import premises as premises_mod
 from verishape.compiler import declared as declared_sizes
 from verishape.core.errors import UsageError
-from verishape.core.sources import describe, symbol_sources
+from verishape.core.sources import describe, source_name, symbol_sources
 from verishape.proofs.kinds import Decision
 
 from .space import (DEFAULT_BACKED, DEFAULT_UNBACKED, Assumption, Bounds, bounds_from_assumption, contradiction,
@@ -270,6 +270,9 @@ def for_frame(frame: Any, assumptions: Sequence[Assumption], prover: solvers.Pro
     bounds the script declared on the frame's inputs."""
     integer = {str(s) for s in frame.env.var_to_range if s.is_integer}
     sources = {name: srcs for name, srcs in symbol_sources(frame.env).items() if name in integer}
+    for sym, srcs in getattr(frame, "unbacked_inputs", {}).items():
+        if str(sym) in integer:  # (an unbacked input size: torch records no source for it)
+            sources.setdefault(str(sym), []).extend(source_name(s) for s in srcs)
     marked = {**declared_from_locals(frame.local_scope), **declared_by_spec(frame)}
     return DeclaredSpace(frame, assumptions, prover, sources=sources, marked=marked, names_by_source=False)
 
@@ -284,7 +287,7 @@ def declared_by_spec(frame: Any) -> dict[str, Bounds]:
     if frame.declared is None or frame.env is None:
         return {}
     out: dict[str, Bounds] = {}
-    for sources in frame.env.var_to_sources.values():
+    for sources in (*frame.env.var_to_sources.values(), *getattr(frame, "unbacked_inputs", {}).values()):
         for src in sources:
             if getattr(src, "prop", None) is TensorProperty.SIZE:
                 leaf = frame.declared.leaf(src.base, frame.code)

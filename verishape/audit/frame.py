@@ -72,6 +72,9 @@ class Frame:
     #: what the frame's backend declares (``verishape.compile(shapes_spec=...)``,
     #: :mod:`verishape.compiler.declared`), read as the frame's declared space; None: nothing
     declared: Any = None
+    #: input sizes given unbacked symbols (``mark_unbacked``, torch's ``shapes_spec``): each
+    #: symbol with its input sources, which torch does not record (``capture.unbacked_inputs``)
+    unbacked_inputs: dict[Any, list[Any]] = dataclasses.field(default_factory=dict)
 
     @property
     def name(self) -> str:

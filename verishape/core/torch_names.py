@@ -220,6 +220,9 @@ INDUCTOR_VIRTUALIZED = "torch._inductor.virtualized.V"
 #: (``torch_seam.guard_build_site``, read by ``compiler/guard_filter.py``); probed on first use
 GUARD_BUILDER = "torch._dynamo.guards.CheckFunctionManager"
 GUARD_BUILDER_PARAMS = ("f_code", "output_graph")
+#: the spec ``torch.compile(shapes_spec=...)`` sets while its frames compile (torch 2.13+):
+#: the audit reads it as a frame's declared space (``compiler/declared.of_torch_compile``)
+SHAPES_SPEC_CONFIG = ("torch._dynamo.config", "_shapes_spec")
 
 
 def declared_names() -> frozenset[str]:
@@ -236,7 +239,7 @@ def declared_names() -> frozenset[str]:
         EXPORT_ENTRY, *VOCABULARY, *LOWERING_VOCABULARY, *FUZZ_VOCABULARY, OP_DB, *TRITON_CPU_VOCABULARY,
         *joined((row.module, path) for row in WIDENING_REGISTRY for path in row.paths), ".".join(RANGE_READER),
         ".".join(DENSE_CHECK_ON_SIZES),
-        INDUCTOR_VIRTUALIZED, GUARD_BUILDER,
+        INDUCTOR_VIRTUALIZED, GUARD_BUILDER, ".".join(SHAPES_SPEC_CONFIG),
     ))
 
 #: The arguments of ``ShapeEnv._maybe_evaluate_static`` whose meaning VeriShapeEnv honours.

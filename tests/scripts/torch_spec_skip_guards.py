@@ -1,0 +1,16 @@
+"""torch's own ``shapes_spec`` (unbacked symbols) with every guard dropped, as a server would
+write it with stock ``torch.compile`` (issue 50): the audit reads the spec as the declared
+space and replays the size-1 choice at an input size."""
+import torch
+from torch.fx.experimental.dynamic_spec import ShapeVar, TensorSpec
+
+
+def step(x):
+    return (x * 2).sum(1) - x.shape[0]
+
+
+batch = ShapeVar("batch", min=1, max=64)
+served = torch.compile(step, backend="eager", shapes_spec={"x": TensorSpec([batch, None])},
+                       options={"guard_filter_fn": torch.compiler.skip_all_guards_unsafe})
+for n in (20, 24):
+    served(torch.randn(n, 3))
