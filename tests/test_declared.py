@@ -239,16 +239,22 @@ def test_programs_written_to_break_a_declared_space_agree_with_eager(backend, pr
     eager's error (``ZeroDivisionError`` at 1)."""
     compiled = verishape.compile(program, backend=backend, shapes_spec=spec)
     for shapes in calls:
-        args = [torch.randn(*s) for s in shapes]
-        mine = [a.clone() for a in args]  # (a program may write to its input)
-        try:
-            want = program(*args)
-        except ZeroDivisionError:
-            with pytest.raises(ZeroDivisionError):
-                compiled(*mine)
-            continue
-        torch.testing.assert_close(compiled(*mine), want)
-        torch.testing.assert_close(mine, args)  # the same writes to the inputs
+        agrees_with_eager(compiled, program, shapes)
+
+
+def agrees_with_eager(compiled, program, shapes):
+    """One call at ``shapes``: eager's result and eager's writes to the inputs, or eager's
+    ``ZeroDivisionError``."""
+    args = [torch.randn(*s) for s in shapes]
+    mine = [a.clone() for a in args]  # (a program may write to its input)
+    try:
+        want = program(*args)
+    except ZeroDivisionError:
+        with pytest.raises(ZeroDivisionError):
+            compiled(*mine)
+        return
+    torch.testing.assert_close(compiled(*mine), want)
+    torch.testing.assert_close(mine, args)  # the same writes to the inputs
 
 
 def test_the_audit_holds_a_guard_dropping_compile_against_the_declared_space(capsys, tmp_path):
