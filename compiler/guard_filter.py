@@ -130,9 +130,18 @@ class Frame:
         return self.declared is not None and source is not None and self.declared.leaf(source, self.code) is not None
 
     def keeps(self, entry: GuardEntry) -> bool:
-        """Whether the shape guard stays (Note [A dropped guard is a proved guard])."""
+        """Whether the shape guard stays (Note [A dropped guard is a proved guard]).  A
+        failure here is a verishape bug: said loudly, and the guard stays."""
         if self.env is None:
             return True
+        try:
+            return self._keeps()
+        except Exception as exc:  # noqa: BLE001 - reported as a bug; keeping the guard is stock's behaviour
+            log.warning("verishape: proved_guard_filter failed on the shape guard of %s, kept (this is a verishape "
+                        "bug): %r", self.code.co_name, exc)
+            return True
+
+    def _keeps(self) -> bool:
         if self.declared is None:
             self._note("the shape guard kept: this compile declares no sizes (verishape.compile(..., "
                        "shapes_spec=...))")
@@ -145,7 +154,7 @@ class Frame:
         answer = premises.answer(sympy.And(*(fact for fact, _ in checked)), Decision.GUARD_FILTERED,
                                  where=f"the shape guard of {self.code.co_name}")
         if answer.verdict is Verdict.PROVED and answer.record is not None:
-            self.env.verishape_log.add(answer.record)
+            self.env.verishape_log.add(answer.record)  # (a declaration is a verishape backend's: a VeriShapeEnv)
             self._note(f"the shape guard dropped: its {len(checked)} fact(s) proved over the declared space")
             return False
         if answer.verdict is Verdict.CONTRADICTORY:

@@ -214,6 +214,21 @@ def test_skip_all_guards_breaks_the_branch_program():
     assert not torch.allclose(compiled(x), program(x))
 
 
+def test_a_failure_inside_the_filter_keeps_the_guard_and_says_it_is_a_bug(monkeypatch, caplog):
+    from verishape.compiler import guard_filter
+
+    def broken(self):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(guard_filter.Frame, "_checked", broken)
+    compiled = _compile(_double, _batch(2), proved_guard_filter())
+    with caplog.at_level(logging.WARNING, logger="verishape"):
+        for b in (4, 7):
+            _agree(compiled, _double, [(b, 3), (b, 3)])
+    assert "proved_guard_filter failed on the shape guard of _double, kept (this is a verishape bug)" in caplog.text
+    assert _filtered(_double) == []
+
+
 def test_a_bad_unsafe_filter_is_one_line():
     with pytest.raises(UsageError, match="unsafe=3 is not a guard filter"):
         proved_guard_filter(unsafe=3)
