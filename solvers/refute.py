@@ -25,7 +25,7 @@ from typing import Any
 import sympy
 
 from . import concrete
-from .symbols import sign_facts
+from .symbols import Sort, UntranslatableSymbol, sign_facts, sort_of
 
 #: Points tried per question at most: each costs one evaluation of the target (the
 #: premises only where the target fails), far below one solver call.
@@ -40,13 +40,14 @@ _SIGN = {">": lambda v: v > 0, ">=": lambda v: v >= 0, "<": lambda v: v < 0, "<=
 
 def counterexample(target: sympy.Basic, premises: Sequence[sympy.Basic],
                    witness: Mapping[sympy.Symbol, Any]) -> dict[sympy.Symbol, Any] | None:
-    """A point that differs from ``witness`` in one integer symbol of ``target``, satisfies
-    every premise and breaks ``target``; None when none of the points tried does."""
-    symbols = sorted((s for s in target.free_symbols if s.is_integer and s in witness), key=str)
+    """A point that differs from ``witness`` in one integer or float symbol of ``target``,
+    satisfies every premise and breaks ``target``; None when none of the points tried does."""
+    symbols = sorted((s for s in target.free_symbols if s in witness and (s.is_integer or _is_float(s))), key=str)
     hints = sorted({int(v) for v in witness.values() if isinstance(v, int) and not isinstance(v, bool)})
     tried = evaluations = 0
     for symbol in symbols:
-        for value in _values(int(witness[symbol]), hints):
+        values = _values(int(witness[symbol]), hints) if symbol.is_integer else _float_values(float(witness[symbol]))
+        for value in values:
             if not all(_SIGN[op](value) for op in sign_facts(symbol)):
                 continue
             tried += 1
@@ -71,6 +72,23 @@ def _values(hint: int, hints: Iterable[int]) -> list[int]:
     near = [hint + 1, hint - 1, 2 * hint, hint // 2, 0, 1, 2, 3, 64 * hint + 65, 2**64]
     for h in hints:
         near += [h, h + 1, h - 1]
+    return [v for v in dict.fromkeys(near) if v != hint]
+
+
+def _is_float(symbol: sympy.Symbol) -> bool:
+    try:
+        return sort_of(symbol) is Sort.FLOAT
+    except UntranslatableSymbol:
+        return False
+
+
+def _float_values(hint: float) -> list[float]:
+    """Values to try for a float-valued symbol (a Python float Dynamo did not specialize, a
+    scale factor): zero, signs, halves and doubles.  Z3 decides such a question by
+    bit-blasting IEEE doubles, tens of milliseconds even where it gives up
+    (:mod:`verishape.solvers.classes`); a sign or a zero the premises allow usually breaks
+    it in microseconds (``TruncToInt(zf * s) >= 0`` at ``zf = -1``)."""
+    near = [0.0, -hint, -1.0, 1.0, hint / 2, 2 * hint, hint + 0.5, -0.5, 0.5]
     return [v for v in dict.fromkeys(near) if v != hint]
 
 

@@ -140,3 +140,23 @@ def test_a_huge_power_or_shift_at_a_tried_point_is_unevaluable_not_a_hang():
     point = refute.counterexample(sympy.Lt(PowByNatural(2, s), 10**9), [sympy.Ge(s, 0)], {s: 3})
     assert point is not None and 2 ** point[s] >= 10**9
     assert time.perf_counter() - start < 5
+
+
+def test_a_float_question_a_sign_breaks_costs_no_solver_call():
+    """``TruncToInt(zf * s) >= 0`` over an unspecialized float scale ``zf`` (PyTorch's
+    ``test_unspec_float_precision``): Z3 bit-blasts IEEE doubles and gave up after 0.1 s; the
+    scale at -1 breaks it.  The witness keeps the real scale (1.87, not the point 1)."""
+    from torch.utils._sympy.functions import ToFloat, TruncToInt
+
+    from verishape.core.premises import witness_value
+
+    zf, s = sympy.Symbol("zf0", real=True), sympy.Symbol("s0", integer=True, positive=True)
+    target, premises = sympy.Ge(TruncToInt(zf * ToFloat(s)), 0), [sympy.Ge(s, 2)]
+    assert witness_value(sympy.Float(1.873536229133606)) == 1.873536229133606 and witness_value(sympy.Integer(3)) == 3
+    point = refute.counterexample(target, premises, {zf: 1.873536229133606, s: 427})
+    assert point is not None and point[zf] < 0
+    prover = solvers.Prover(store=None)
+    result = prover.prove(target, premises, witness={zf: 1.873536229133606, s: 427})
+    assert result.refuted and prover.stats.solver_calls == 0 and prover.stats.refuted_concretely == 1
+    # a premise that bounds the scale from below leaves no such point: the solver is asked
+    assert refute.counterexample(target, [*premises, sympy.Ge(zf, 0)], {zf: 1.873536229133606, s: 427}) is None

@@ -57,6 +57,16 @@ def newest_unbacked(expr: sympy.Basic) -> int | None:
     return max(indices) if indices else None
 
 
+def witness_value(hint: Any) -> int | float:
+    """A real input's value as a witness: an int, or a float for a float-valued symbol (a
+    scale factor of 1.87 is not the point 1)."""
+    if isinstance(hint, bool):
+        return int(hint)
+    if isinstance(hint, int) or getattr(hint, "is_integer", False):
+        return int(hint)
+    return float(hint)
+
+
 def finite(bound: object) -> bool:
     return isinstance(bound, sympy.Integer) or (
         isinstance(bound, sympy.Number) and bound.is_finite and not isinstance(bound, (IntInfinity, NegativeIntInfinity))
@@ -231,7 +241,7 @@ class Premises:
         to_plain = plain_symbols([*goals, *facts], None)
         if to_plain is None:
             return None
-        hints = {rename[s]: int(v) for s, v in env.backed_var_to_val.items() if s in rename}
+        hints = {rename[s]: witness_value(v) for s, v in env.backed_var_to_val.items() if s in rename}
         return cls.stated(facts, to_plain, hints)
 
     @classmethod
@@ -255,7 +265,7 @@ class Premises:
         renamed = [f.xreplace(to_plain) for f in chosen]
         witness = None
         if hints is not None and symbols <= hints.keys():
-            witness = {to_plain.get(s, s): int(hints[s]) for s in symbols}
+            witness = {to_plain.get(s, s): witness_value(hints[s]) for s in symbols}
         return cls(list(dict.fromkeys(f for f in renamed + ranged if f is not sympy.true)), to_plain, witness)
 
     @contextlib.contextmanager
