@@ -246,3 +246,44 @@ def test_outside_the_guard_builder_every_size_guard_is_kept(caplog):
         kept = proved_guard_filter(unsafe=SKIP_ALL)([Entry("SHAPE_ENV"), Entry("ID_MATCH")])
     assert kept == [True, False]
     assert "outside Dynamo's guard builder" in caplog.text
+
+
+DROPPABLE = {  # programs over a declared batch (2..16) whose shape guard the space may imply
+    "view": lambda x: x.view(x.shape[0] * 2, -1).sum(1),
+    "cat": lambda x: torch.cat([x, x[:1]], 0).mean(0),
+    "branch": lambda x: x * 2 if x.shape[0] >= 2 else x,
+    "floordiv": lambda x: x[: x.shape[0] // 2 + 1].sum(0),
+    "mod": lambda x: x.roll(x.shape[0] % 3, 0),
+    "reshape": lambda x: x.reshape(2, -1, x.shape[1]).sum(0),
+    "expand": lambda x: (x[:, :1].expand(x.shape[0], 4) + x).relu(),
+    "arange": lambda x: x + torch.arange(x.shape[0], dtype=x.dtype)[:, None],
+}
+
+
+def test_where_the_shape_guard_is_dropped_every_call_in_the_space_agrees_with_eager():
+    """The drop path under pressure: eight programs over a batch declared 2..16 (outer
+    dimension, contiguous inputs), seven calls each across the space, every other guard
+    dropped by ``skip_all_guards_unsafe``: eager's result or eager's error at every call.
+    Seven shape guards are dropped; ``reshape(2, -1, n)`` keeps its ``4*b % 8 == 0`` (false
+    at b = 3), and its odd batches compile again and raise as eager does."""
+    wrong, dropped = [], 0
+    for name, program in DROPPABLE.items():
+        torch._dynamo.reset()
+        spec = {"x": TensorSpec([ShapeVar("b", min=2, max=16), None])}
+        compiled = _compile(program, spec, proved_guard_filter(unsafe=SKIP_ALL))
+        for n in (4, 5, 2, 16, 3, 9, 12):
+            x = torch.randn(n, 4)
+            try:
+                want = program(x)
+            except RuntimeError:
+                with pytest.raises(RuntimeError):
+                    compiled(x.clone())
+                continue
+            got = compiled(x.clone())
+            if got.shape != want.shape or not torch.allclose(got, want, atol=1e-5):
+                wrong.append((name, n))
+        lines = _filtered(program)
+        dropped += any(line.startswith("the shape guard dropped") for line in lines)
+        if name == "reshape":
+            assert "Eq(Mod(4*L['x'].size()[0], 8), 0) is not implied" in lines[0], lines
+    assert not wrong and dropped == 7, (wrong, dropped)
