@@ -65,8 +65,8 @@ GuardFilter = Callable[[Sequence[Any]], Sequence[bool]]
 def proved_guard_filter(unsafe: GuardFilter | None = None) -> ProvedGuardFilter:
     """A ``guard_filter_fn`` for ``verishape.compile(..., shapes_spec=...,
     options={"guard_filter_fn": ...})``: the shape guard is dropped where it is proved to hold
-    on the declared space, a declared size the compile specialized stays checked, and every
-    other guard is kept, or decided by ``unsafe`` (a torch guard filter: its promise)."""
+    on the declared space, the guards on declared inputs stay, and every other guard is kept,
+    or decided by ``unsafe`` (a torch guard filter: its promise)."""
     if unsafe is not None and not callable(unsafe):
         raise UsageError(f"verishape.proved_guard_filter: unsafe={unsafe!r} is not a guard filter (a function of "
                          "torch's guard entries, such as torch.compiler.skip_guard_on_all_nn_modules_unsafe)")
