@@ -150,7 +150,10 @@ class Frame:
         if isinstance(checked, str):
             self._note(f"the shape guard kept: {checked}")
             return True
-        premises = Premises.stated(self._space())
+        checked, witness = checked
+        # the call's own sizes as the witness: a fact a nearby declared size breaks (``2 <=
+        # batch`` at 1) is refuted without the solver (solvers/refute.py)
+        premises = Premises.stated(self._space(), witness=witness)
         answer = premises.answer(sympy.And(*(fact for fact, _ in checked)), Decision.GUARD_FILTERED,
                                  where=f"the shape guard of {self.code.co_name}")
         if answer.verdict is Verdict.PROVED and answer.record is not None:
@@ -185,13 +188,13 @@ class Frame:
             return sympy.Symbol(leaf.name, integer=True)
         return sympy.Integer(leaf) if isinstance(leaf, int) and not isinstance(leaf, bool) else None
 
-    def _checked(self) -> list[tuple[sympy.Basic, str]] | str:
+    def _checked(self) -> tuple[list[tuple[sympy.Basic, str]], dict[sympy.Symbol, int]] | str:
         """What the shape guard checks, over the declared variables, each with its words:
         every input's symbolic size, stride and storage offset equals its expression (so the
         sizes one symbol stands for are equal; a symbolic stride is a layout, never a
         declared size), each replaced size equals its replacement, each shape guard holds,
-        each symbol lies in its range.  A string (why not) where something it checks is not
-        a declared size."""
+        each symbol lies in its range; with the call's value of each declared variable the
+        frame binds.  A string (why not) where something it checks is not a declared size."""
         #: (source, its value's expression in the env's symbols): what the guard equates
         equal: list[tuple[Any, sympy.Basic]] = [(src, symbol) for symbol, sources in self._sources().items()
                                                  for src in sources]
@@ -226,7 +229,10 @@ class Frame:
                 return f"{why} names a size that is not declared"
             if fact is not sympy.true:
                 unique.setdefault(fact, why)
-        return list(unique.items())
+        hints = getattr(self.env, "backed_var_to_val", {}) or {}
+        witness = {term: int(hints[symbol]) for symbol, term in sub.items()
+                   if isinstance(term, sympy.Symbol) and symbol in hints}
+        return list(unique.items()), witness
 
     def _space(self) -> list[sympy.Basic]:
         """The declared space: each declared variable in its range, and the assumptions."""

@@ -81,7 +81,8 @@ def test_a_guard_the_declaration_does_not_imply_is_kept():
     for b in (6, 3, 8, 2):
         _agree(compiled, branch, [(b, 2)])
     first = _filtered(branch)[0]
-    assert first == "the shape guard kept: the guard L['x'].size()[0] > 4 is not implied by the declared space, false at b=2"
+    head = "the shape guard kept: the guard L['x'].size()[0] > 4 is not implied by the declared space, false at b="
+    assert first.startswith(head) and 2 <= int(first[len(head):]) <= 4, first
 
 
 def test_an_assumption_of_the_spec_proves_a_guard():
