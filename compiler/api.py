@@ -98,8 +98,19 @@ def compile(
         torch_options = {**(options or {}), **(passthrough.get("options") or {})} or None
     compiled = torch.compile(model, fullgraph=fullgraph, dynamic=dynamic, backend=wrapped, mode=torch_mode,
                              options=torch_options, disable=disable, **kwargs)
+    _answer_compiler_config(compiled, wrapped)
     # a data-dependent error that leaves it names the proved torch._check that settles it
     return compiled if disable else compile_dde.catching(compiled)
+
+
+def _answer_compiler_config(compiled: Any, backend: VerishapeBackend) -> None:
+    """``compiled.get_compiler_config()`` (torch's public API) answers what stock's does: the
+    Inductor config it compiles under.  Dynamo reads it off an Inductor backend when the
+    compiler is built, and ours reaches Dynamo wrapped, so it is read here, at the same
+    point (Inductor is imported there, as under stock)."""
+    config = backend.compiler_config()
+    if config is not None and callable(getattr(compiled, "get_compiler_config", None)):
+        compiled.get_compiler_config = lambda: config
 
 
 def _declared(shapes_spec: Any, dynamic: bool | None, model: Callable[..., Any]) -> declared_sizes.Declared | None:

@@ -171,6 +171,12 @@ class VerishapeBackend:
 
             self._inner = lookup_backend(backend)
 
+    def compiler_config(self) -> dict[str, Any] | None:
+        """The Inductor config the user's backend compiles under (None for another backend),
+        as ``torch.compile``'s result reports it."""
+        read = getattr(self._inner, "get_compiler_config", None)
+        return read() if callable(read) else None
+
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: Any, **kwargs: Any) -> Any:
         tag = cache_tag(torch.compiler.config.cache_key_tag, self.settings())
         if self.declared is not None:

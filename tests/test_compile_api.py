@@ -52,6 +52,21 @@ def test_module_and_disable():
     assert torch.equal(off(torch.tensor([2, 3])), needs_proof(torch.tensor([2, 3])))
 
 
+def test_compiler_config_is_stocks():
+    """``get_compiler_config()`` (torch's public API on what ``torch.compile`` returns) answers
+    the Inductor config, mode and options included, as stock's does: a drop-in."""
+    def f(x):
+        return x + 1
+
+    module = torch.nn.Linear(2, 2)
+    for kwargs in ({}, {"mode": "max-autotune-no-cudagraphs"}, {"options": {"max_autotune": True}}):
+        for model in (f, module):
+            theirs = torch.compile(model, **kwargs).get_compiler_config()
+            ours = verishape.compile(model, **kwargs).get_compiler_config()
+            assert isinstance(theirs, dict) and ours == theirs
+    assert verishape.compile(f, backend="aot_eager").get_compiler_config() is None  # as stock's
+
+
 def test_bad_model_is_a_clear_error():
     with pytest.raises(TypeError, match="must be a function or nn.Module"):
         verishape.compile(42)
