@@ -79,6 +79,7 @@ def child(row: str, side: str) -> dict[str, Any]:
     module, inputs = warm_restart._workload(workload)
     # from the compiler's construction (stock's imports Inductor there, verishape's loads
     # verishape and probes torch) to the sweep's end: what a restart pays after ``import torch``
+    pauses = _GCPauses()
     start = time.perf_counter()
     if side == "verishape":
         import verishape
@@ -93,11 +94,40 @@ def child(row: str, side: str) -> dict[str, Any]:
             kwargs = inputs(b)
             equal = equal and torch.allclose(_tensor(compiled(**kwargs)), _tensor(module(**kwargs)), atol=1e-5, rtol=1e-4)
     seconds = time.perf_counter() - start
-    return {"seconds": seconds, "outputs_equal": bool(equal),
+    pauses.stop()
+    return {"seconds": seconds, "outputs_equal": bool(equal), "gc_full_s": pauses.full_s, "gc_full": pauses.full,
             "compile_s": sum(m.entire_frame_compile_time_s or 0.0 for m in get_compilation_metrics()),
             "lowered": counters["inductor"]["fxgraph_cache_miss"] + counters["inductor"]["fxgraph_cache_bypass"],
             "from_torch_caches": counters["inductor"]["fxgraph_cache_hit"],
             "reused_at_1": counters["verishape"]["reused_at_size_1"]}
+
+
+class _GCPauses:
+    """CPython's full (generation 2) collections in the window: when one runs depends on how
+    many objects survived since the last one, anywhere in the process (a full collection
+    walks every object: about 0.2 s after ``import torch`` and Inductor).  verishape's own
+    modules add about 1% to the objects; whether that tips a full collection into a short
+    window or just after it is a threshold, so each side's are counted apart."""
+
+    def __init__(self) -> None:
+        import gc
+
+        self.full, self.full_s, self._started = 0, 0.0, 0.0
+        gc.callbacks.append(self._on_gc)
+
+    def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
+        if info.get("generation") != 2:
+            return
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.full += 1
+            self.full_s += time.perf_counter() - self._started
+
+    def stop(self) -> None:
+        import gc
+
+        gc.callbacks.remove(self._on_gc)
 
 
 def _tensor(out: Any) -> Any:
@@ -249,6 +279,11 @@ def measure(row: str, rounds: int, work: Path, models: str = "gpt2,llama", famil
                         **({"cold_fill": cold_fill[side]} if warm else {})}
     report["ratio_median"] = report["verishape"]["median_s"] / report["stock"]["median_s"]
     report["ratio_best"] = report["verishape"]["best_s"] / report["stock"]["best_s"]
+    if all("gc_full_s" in r for side in SIDES for r in runs[side]):
+        # the same windows less the full collections that fell in them (:class:`_GCPauses`)
+        less = {side: statistics.median(r["seconds"] - r["gc_full_s"] for r in runs[side]) for side in SIDES}
+        report["ratio_median_less_full_gc"] = less["verishape"] / less["stock"]
+        report["full_gc_per_run"] = {side: statistics.median(r["gc_full"] for r in runs[side]) for side in SIDES}
     report["outputs_equal"] = all(r["outputs_equal"] for side in SIDES for r in runs[side])
     return report
 
@@ -280,8 +315,11 @@ def main(argv: list[str] | None = None) -> int:
         for row in rows:
             result = measure(row, args.rounds, Path(work), args.models, args.families)
             report["rows"].append(result)
+            gc_note = (f"  less full collections {result['ratio_median_less_full_gc']:.2f}x (per run: stock "
+                       f"{result['full_gc_per_run']['stock']:g}, verishape {result['full_gc_per_run']['verishape']:g})"
+                       if "ratio_median_less_full_gc" in result else "")
             print(f"{row:22s} stock {result['stock']['median_s']:7.3f} s  verishape {result['verishape']['median_s']:7.3f} s"
-                  f"  ratio {result['ratio_median']:.2f}x (best {result['ratio_best']:.2f}x)"
+                  f"  ratio {result['ratio_median']:.2f}x (best {result['ratio_best']:.2f}x){gc_note}"
                   f"{'' if result['outputs_equal'] else '  OUTPUTS DIFFER'}", flush=True)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(report, indent=1))
