@@ -36,6 +36,7 @@ from . import lowered_sizes, record
 from .canon import NotWidened
 from .sizes import eligible, group_name
 from .snapshot import Snapshot
+from .traces import aot_inference_graph
 
 if TYPE_CHECKING:
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
@@ -354,7 +355,6 @@ def _traced_again(k: Kept) -> Snapshot:
     context.  Tracing must not need a fact the cached entry does not check: where it adds a
     guard, narrows a range or replaces a symbol, the kept compile is spoiled (this reuse and
     every later one refused)."""
-    from torch._functorch.aot_autograd import aot_module_simplified
     from torch._guards import TracingContext, tracing
     from torch._subclasses.fake_tensor import FakeTensor
 
@@ -364,33 +364,19 @@ def _traced_again(k: Kept) -> Snapshot:
     modes = {a.fake_mode for a in args if isinstance(a, FakeTensor)}
     if len(modes) != 1:
         raise NotWidened("the cached generic artifact's inputs are not fake tensors of one trace")
-    got: dict[str, Any] = {}
-
-    def never(*a: Any) -> Any:
-        raise AssertionError("verishape: a re-traced AOT graph is only compared, never run (this is a bug)")
-
-    def keep_graph(fw: torch.fx.GraphModule, inputs: Any, *a: Any, **kw: Any) -> Any:
-        got["aot"] = Snapshot(fw)
-        return never
-
-    def training(fw: torch.fx.GraphModule, inputs: Any, *a: Any, **kw: Any) -> Any:
-        got["error"] = "the cached generic artifact needs autograd (training graph)"
-        return never
-
     before = facts(k.env)
     at_one = k.env.keeping_symbolic_at_one(k.at_one) if k.at_one is not None else contextlib.nullcontext()
-    with at_one, tracing(TracingContext(modes.pop())), torch._functorch.config.patch(enable_autograd_cache=False):
-        aot_module_simplified(mod, args, fw_compiler=training, bw_compiler=training, inference_compiler=keep_graph,
-                              **(k.aot_kwargs or {}))
-    if facts(k.env) != before:
-        # the env now holds facts its cache entry does not check: nothing more is proved from it
-        k.spoiled = ("tracing the cached generic artifact's AOT graph again added a guard, range or replacement "
-                     "its cache entry does not check")
-        raise NotWidened(k.spoiled)
-    if "aot" not in got:
-        raise NotWidened(got.get("error", "tracing the cached generic artifact's AOT graph again gave no "
-                                          "inference graph"))
-    return got["aot"]
+    try:
+        with at_one, tracing(TracingContext(modes.pop())):
+            return aot_inference_graph(mod, args, k.aot_kwargs or {}, Snapshot,
+                                       "the cached generic artifact needs autograd (training graph)",
+                                       "tracing the cached generic artifact's AOT graph again gave no inference graph")
+    finally:  # a trace that ended in a refusal spoils it too
+        if facts(k.env) != before:
+            # the env now holds facts its cache entry does not check: nothing more is proved from it
+            k.spoiled = ("tracing the cached generic artifact's AOT graph again added a guard, range or replacement "
+                         "its cache entry does not check")
+            raise NotWidened(k.spoiled)  # noqa: B012 - the spoiled env outranks the trace's own answer
 
 
 def alive(code: types.CodeType) -> list[Kept]:

@@ -118,4 +118,5 @@ def run(fn: Callable[..., Any], args: Sequence[Sequence[sympy.Expr]],
 def same(a: sympy.Expr, b: sympy.Expr) -> bool:
     """Whether two size expressions are equal for every value of their symbols (proved by
     simplification to 0; anything else counts as not equal)."""
-    return sympy.simplify(sympy.sympify(a) - sympy.sympify(b)) == 0
+    diff = sympy.sympify(a) - sympy.sympify(b)
+    return diff == 0 if diff.is_number else sympy.simplify(diff) == 0

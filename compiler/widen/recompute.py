@@ -63,35 +63,20 @@ class ViewStrides:
     def right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
         """Whether the recorded strides at ``sub`` are those the same computation gives
         there, on every dimension whose size is not 1 (a size-1 dimension's stride
-        addresses nothing).  Where sizes stay symbolic at ``sub``, the computation runs
-        over their ranges (:mod:`verishape.compiler.widen.over_ranges`) and must be decided
-        by them, with the strides equal for every value; otherwise False (refused)."""
+        addresses nothing).  Sizes that stay symbolic at ``sub`` range over theirs
+        (:mod:`verishape.compiler.widen.over_ranges`): the computation must be decided by
+        them, with the strides equal for every value; otherwise False (refused)."""
         from torch._subclasses import fake_impls
+
+        from . import over_ranges
 
         if not self.done:
             return False
         if self.result is None:
             return True  # reshape index math instead of a view: right for any size
         try:
-            old_size = [number(e, sub) for e in self.old_size]
-            old_stride = [number(e, sub) for e in self.old_stride]
-            new_size = [number(e, sub) for e in self.new_size]
-            generic = [number(e, sub) for e in self.result]
-        except NotANumber:
-            return self._right_over_ranges(sub)
-        exact = _compute_stride_original(fake_impls)(old_size, old_stride, new_size)
-        if exact is None:
-            return False
-        return all(n == 1 or a == b for n, a, b in zip(new_size, generic, exact, strict=True))
-
-    def _right_over_ranges(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
-        from torch._subclasses import fake_impls
-
-        from . import over_ranges
-
-        try:
             at = [[at_point(e, sub) for e in part] for part in (self.old_size, self.old_stride, self.new_size)]
-            generic = [at_point(e, sub) for e in self.result or ()]
+            generic = [at_point(e, sub) for e in self.result]
             exact = over_ranges.run(_compute_stride_original(fake_impls), at, self.ranges)
         except (NotANumber, over_ranges.Undecided):
             return False

@@ -67,6 +67,7 @@ from .binding import Binding, bind
 from .sizes import Group, at_one, bound_sources, group_name, merged_group, source_names
 from .snapshot import placeholder_source
 from .goals import AtOne, install, prove_at_one
+from .traces import aot_inference_graph
 
 if TYPE_CHECKING:
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
@@ -116,18 +117,6 @@ class Evidence:
     def proof(self) -> Any:
         return self.at_one.record
 
-    @property
-    def shape_guards(self) -> tuple[sympy.Basic, ...]:
-        return self.at_one.goals
-
-    @property
-    def answers(self) -> int:
-        return self.at_one.answers
-
-    @property
-    def carried(self) -> tuple[str, ...]:
-        return self.at_one.carried
-
     def describe(self, timed: bool = True) -> str:
         graphs = f"dynamo graph {self.dynamo}" + (f", aot graph {self.aot}" if self.aot else "")
         relaid = (f"{len(self.restrided)} input(s) copied into the generic layout ({', '.join(self.restrided[:2])}"
@@ -137,10 +126,11 @@ class Evidence:
                 + (" (a candidate traced with the size symbolic at 1, in that compile's first attempt)"
                    if self.candidate and self.value is not None else "")
                 + (f"; {relaid}" if relaid else "")
-                + (f"; {len(self.carried)} generic guard(s) carried into this entry's guards" if self.carried else "")
+                + (f"; {len(self.at_one.carried)} generic guard(s) carried into this entry's guards"
+                   if self.at_one.carried else "")
                 + "; "
-                f"{len(self.shape_guards)} generic guard(s), range(s) and lowering answer(s) "
-                f"({self.answers} answer(s)) implied " + (f"at {self.value}" if self.value is not None else "at this call")
+                f"{len(self.at_one.goals)} generic guard(s), range(s) and lowering answer(s) "
+                f"({self.at_one.answers} answer(s)) implied " + (f"at {self.value}" if self.value is not None else "at this call")
                 + (f"; {self.hints} optimization hint read(s), heuristics" if self.hints else "")
                 + ("; the artifact came from torch's cache, its lowering's answers from the widening record beside it"
                    if self.from_cache else "")
@@ -361,35 +351,13 @@ def _aot_inference_graph(gm: torch.fx.GraphModule, example_inputs: Any, aot_kwar
     """The AOTAutograd inference graph of ``gm`` under ``aot_kwargs`` (the generic
     compile's options, :func:`_without_specializations`), in canonical form; traced, never
     lowered."""
-    from torch._functorch.aot_autograd import aot_module_simplified
-
-    got: dict[str, Any] = {}
-
-    def never(*args: Any) -> Any:
-        raise AssertionError("verishape: the size-1 AOT graph is only compared, never run (this is a bug)")
-
-    def keep_graph(fw: torch.fx.GraphModule, inputs: Any, *a: Any, **kw: Any) -> Any:
+    def read(fw: torch.fx.GraphModule) -> Canon:
         if relaid and reads_layout(fw):
-            got["error"] = "an op of the AOT graph reads its input's layout: an input's layout is not widened"
-            return never
-        try:
-            got["canon"] = canonical(fw, rename, relaid)
-        except NotWidened as exc:
-            got["error"] = str(exc)
-        return never
+            raise NotWidened("an op of the AOT graph reads its input's layout: an input's layout is not widened")
+        return canonical(fw, rename, relaid)
 
-    def training(fw: torch.fx.GraphModule, inputs: Any, *a: Any, **kw: Any) -> Any:
-        got["error"] = "the size-1 trace needs autograd (training graph)"
-        return never
-
-    with torch._functorch.config.patch(enable_autograd_cache=False):
-        aot_module_simplified(gm, example_inputs, fw_compiler=training, bw_compiler=training,
-                              inference_compiler=keep_graph, **aot_kwargs)
-    if "error" in got:
-        raise NotWidened(got["error"])
-    if "canon" not in got:
-        raise NotWidened("the size-1 trace produced no AOT inference graph")
-    return got["canon"]
+    return aot_inference_graph(gm, example_inputs, aot_kwargs, read, "the size-1 trace needs autograd (training graph)",
+                               "the size-1 trace produced no AOT inference graph")
 
 
 #: Inductor decompositions that rewrite a matrix product into pointwise work when a

@@ -10,10 +10,16 @@ what a reuse depends on, and a torch that renamed one fails in one place.
 from __future__ import annotations
 
 import types
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from .canon import NotWidened
 
 if TYPE_CHECKING:
+    import torch
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+T = TypeVar("T")
 
 
 class TrackedFake(Protocol):
@@ -38,3 +44,39 @@ class Trace(Protocol):
 
     f_code: types.CodeType
     output: TraceOutput
+
+
+def aot_inference_graph(mod: Any, args: list[Any], aot_kwargs: dict[str, Any],
+                        read: Callable[[torch.fx.GraphModule], T], training: str, none: str) -> T:
+    """What ``read`` makes of AOTAutograd's inference graph of ``mod`` on ``args`` (traced
+    under ``aot_kwargs``, never lowered or run; torch's AOTAutograd cache off, so that it
+    is traced), read as AOTAutograd hands it to its compiler.  Raises :class:`NotWidened`
+    with what ``read`` raised, with ``training`` where AOTAutograd makes a training graph,
+    and with ``none`` where it makes no graph."""
+    import torch
+    from torch._functorch.aot_autograd import aot_module_simplified
+
+    got: dict[str, Any] = {}
+
+    def never(*a: Any) -> Any:
+        raise AssertionError("verishape: an AOT graph traced to be compared is never run (this is a bug)")
+
+    def inference(fw: torch.fx.GraphModule, inputs: Any, *a: Any, **kw: Any) -> Any:
+        try:
+            got["value"] = read(fw)
+        except NotWidened as exc:
+            got["error"] = str(exc)
+        return never
+
+    def needs_autograd(fw: torch.fx.GraphModule, inputs: Any, *a: Any, **kw: Any) -> Any:
+        got["error"] = training
+        return never
+
+    with torch._functorch.config.patch(enable_autograd_cache=False):
+        aot_module_simplified(mod, args, fw_compiler=needs_autograd, bw_compiler=needs_autograd,
+                              inference_compiler=inference, **aot_kwargs)
+    if "error" in got:
+        raise NotWidened(got["error"])
+    if "value" not in got:
+        raise NotWidened(none)
+    return got["value"]
