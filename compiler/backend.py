@@ -215,7 +215,7 @@ class VerishapeBackend:
         reused = widen.reuse(env, tx, gm, example_inputs, self.__name__, current_prover())
         if reused is not None:
             return reused
-        why = generic_recompile.retrace_after_refusal(tx)
+        why = self._raise_declared_ones(tx) or generic_recompile.retrace_after_refusal(tx)
         if why is not None:
             frames.forget(env)  # the attempt is dropped: the next one is the frame's
             candidate.retrace(tx, why)
@@ -225,12 +225,22 @@ class VerishapeBackend:
             kept.keep(rec, tx, compiled, self.__name__)
         return compiled
 
+    def _raise_declared_ones(self, tx: Any) -> str | None:
+        """Nothing kept serves this trace: why to trace it again with its declared leading
+        sizes at 1 at 2 (Note [A declared size at 1 is compiled at 2]), or None."""
+        if self.declared is None:
+            return None
+        tracked = [(tf.source, tf.fake) for tf in tx.output.tracked_fakes]
+        return candidate.raise_after_refusal(tx, declared_sizes.leading_at_one(self.declared, tracked, tx.f_code))
+
     def _compile_candidate(self, env: Any, tx: Any, gm: torch.fx.GraphModule, example_inputs: Any,
                            **kwargs: Any) -> Any:
-        """A trace that kept sizes symbolic at 1 (:mod:`verishape.compiler.widen.candidate`):
-        compiled and kept, never returned; Dynamo then traces the frame again as stock."""
+        """A trace that kept sizes symbolic at 1 (:mod:`verishape.compiler.widen.candidate`),
+        or traced declared sizes at 1 at 2: compiled and kept, never returned; Dynamo then
+        traces the frame again as stock."""
+        raised = candidate.is_raised(env)
         why = candidate.pinned(env) or ("the frame takes other tensors than at its previous compile"
-                                        if candidate.other_inputs(tx) else None)
+                                        if not raised and candidate.other_inputs(tx) else None)
         if why is not None:
             candidate.restart(f"not compiled: {why}", compiled=False, tx=tx)
         try:

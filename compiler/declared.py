@@ -17,8 +17,10 @@ is stock's own, made over that range: a static answer holds on the whole range, 
 else is a guard, and the range's bounds are guards too, so a call outside the declared
 space misses the entry and compiles as stock would.  A declared size at 1 stays specialized,
 as stock specializes it; widening serves it from the generic compile when proved
-(:mod:`verishape.compiler.widen.reuse`).  Nothing here decides what an artifact computes:
-it is a compile policy, like ``mark_dynamic``, and every fact it adds is a guard.
+(:mod:`verishape.compiler.widen.reuse`), and where none is kept yet (a first request at batch
+1), one is compiled at 2 for it (Note [A declared size at 1 is compiled at 2]).  Nothing here
+decides what an artifact computes: it is a compile policy, like ``mark_dynamic``, and every
+fact it adds is a guard.
 
 The declaration's own facts are guards of each compile it applies to (:func:`facts`): two
 dimensions declared with one ``ShapeVar`` are equal, and each of ``ShapesSpec``'s
@@ -36,7 +38,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import sympy
@@ -120,6 +122,31 @@ class Declared:
         for tree in self.named.values():
             walk(tree)
         return tuple(out.values())
+
+
+    def leading(self) -> frozenset[str]:
+        """The variables that are the outer dimension of every tensor declared with them and
+        of no int argument: a batch (Note [A declared size at 1 is compiled at 2])."""
+        outer: set[str] = set()
+        inner: set[str] = set()
+
+        def walk(tree: Any) -> None:
+            if isinstance(tree, Dim):
+                inner.add(tree.name)  # an int argument's variable
+            elif isinstance(tree, tuple) and len(tree) == 2 and tree[0] in ("object", "dict"):
+                for child in tree[1].values():
+                    walk(child)
+            elif isinstance(tree, tuple) and len(tree) == 2 and tree[0] == "seq":
+                for child in tree[1]:
+                    walk(child)
+            elif isinstance(tree, tuple):  # a tensor's dimensions
+                for i, d in enumerate(tree):
+                    if isinstance(d, Dim):
+                        (outer if i == 0 else inner).add(d.name)
+
+        for tree in self.named.values():
+            walk(tree)
+        return frozenset(outer - inner)
 
 
 def _step(tree: Any, key: Any) -> Any:
@@ -344,11 +371,14 @@ def of_backend(compiler_fn: Any) -> Declared | None:
     return declared if isinstance(declared, Declared) else None
 
 
-def symbolic_context(declared: Declared, context: Any, tensor: Any, source: Any, code: Any) -> Any:
+def symbolic_context(declared: Declared, context: Any, tensor: Any, source: Any, code: Any,
+                     at_two: Callable[[int, Dim], bool] | None = None) -> Any:
     """``context`` (Dynamo's choice for ``tensor``) with each declared dimension whose size
     is in its range and at least 2 given a symbol ranging over the declared range (a
     declared int dimension, of that value, static); the same object where the declaration
-    says nothing of ``tensor`` or does not fit it (another rank: stock's choice)."""
+    says nothing of ``tensor`` or does not fit it (another rank: stock's choice).  A
+    dimension at 1 of a variable the attempt traces at 2 (``at_two(i, dim)`` gives it the hint 2:
+    Note [A declared size at 1 is compiled at 2]) gets that symbol too."""
     from torch.fx.experimental.symbolic_shapes import DimDynamic, StrictMinMaxConstraint
     from torch.utils._sympy.value_ranges import ValueRanges
 
@@ -359,13 +389,18 @@ def symbolic_context(declared: Declared, context: Any, tensor: Any, source: Any,
     if len(leaf) != tensor.dim():
         _say_once(f"verishape: shapes_spec declares {source.name} with {len(leaf)} dimension(s), the call passes "
                   f"{tensor.dim()}: its sizes are left to stock's choice")
-        return context
+        if at_two is None or not leaf or not tensor.dim() or not isinstance(leaf[0], Dim):
+            return context
+        # traced at 2, its outer dimension still carries the leading variable (a static cache's
+        # decode step passes a 4-d mask, batch first, where a 2-d one is declared)
+        leaf = (leaf[0],) + (None,) * (tensor.dim() - 1)
     chosen, constraints = list(sizes), list(context.constraint_sizes)
     for i, d in enumerate(leaf):
         n = tensor.shape[i]
         if not isinstance(n, int):
             continue
-        if isinstance(d, Dim) and n >= 2 and d.holds(n):
+        if isinstance(d, Dim) and ((n >= 2 and d.holds(n)) or (
+                n == 1 and d.holds(1) and d.holds(2) and at_two is not None and at_two(i, d))):
             chosen[i] = DimDynamic.DYNAMIC
             # warn_only: a guard that narrows the range is a guard, not an error (mark_dynamic's
             # strict form raises); the range is the symbol's from its creation, its bounds guards
@@ -394,6 +429,21 @@ def _say_once(line: str) -> None:
     if line not in _said:
         _said.add(line)
         log.warning(line)
+
+
+def leading_at_one(declared: Declared, tracked: list[tuple[Any, Any]], code: Any) -> frozenset[str]:
+    """The leading variables (:meth:`Declared.leading`) with a size of 1 in a trace
+    (``tracked``: its inputs' sources and fake values) whose declared range reaches 2."""
+    import torch
+
+    leading = declared.leading()
+    out = set()
+    for source, fake in tracked:
+        leaf = declared.leaf(source, code)
+        if isinstance(leaf, tuple) and isinstance(fake, torch.Tensor) and len(leaf) == fake.dim():
+            out |= {d.name for d, n in zip(leaf, fake.shape)
+                    if isinstance(d, Dim) and d.name in leading and n == 1 and d.holds(1) and d.holds(2)}
+    return frozenset(out)
 
 
 def facts(declared: Declared, tracked: list[tuple[Any, Any]], code: Any) -> list[sympy.Basic]:

@@ -45,13 +45,16 @@ def _spec(low=1, high=8):
 
 def _run(compiled, calls, fn=scale, by_keyword=False):
     """Call ``compiled`` at each (batch, length); returns the compiles each call added."""
+    def compiles():  # a candidate's compile is not Dynamo's graph (it ends in a restart): counted apart
+        return counters["stats"]["unique_graphs"] - counters["verishape"]["reused"] + counters["verishape"]["candidates"]
+
     added = []
     for b, n in calls:
         x, mask = torch.randn(b, n, 4), torch.ones(b, n)
-        before = counters["stats"]["unique_graphs"] - counters["verishape"]["reused"]
+        before = compiles()
         got = compiled(x=x, mask=mask) if by_keyword else compiled(x, mask)
         torch.testing.assert_close(got, fn(x, mask))
-        added.append(counters["stats"]["unique_graphs"] - counters["verishape"]["reused"] - before)
+        added.append(compiles() - before)
     return added
 
 
@@ -83,6 +86,36 @@ def test_size_one_inside_the_space_is_served_by_widening():
     compiled = verishape.compile(scale, backend="aot_eager", shapes_spec=_spec())
     assert _run(compiled, [(3, 5), (1, 5), (1, 1), (4, 1)]) == [1, 0, 0, 0]
     assert counters["verishape"]["reused_at_size_1"] == 3
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_a_first_call_at_batch_1_compiles_once_at_2(backend):
+    """Note [A declared size at 1 is compiled at 2]: the first call is at batch 1, with
+    nothing generic kept; the frame is compiled as a call at 2 would compile it (a candidate,
+    never run), and every call inside the space, batch 1 included, is served from that one
+    compile by proofs (stock: a static compile at 1, then a generic one)."""
+    compiled = verishape.compile(scale, backend=backend, shapes_spec=_spec())
+    x = torch.randn(1, 5, 4)
+    assert _run(compiled, [(1, 5), (3, 5), (1, 7), (5, 9), (2, 2), (1, 5)]) == [1, 0, 0, 0, 0, 0]
+    assert counters["verishape"]["candidates"] == 1 and counters["verishape"]["reused_at_size_1"] >= 1
+    # the hint Dynamo was given for the attempt at 2 is the user's tensor's no more
+    compiled(x, torch.ones(1, 5))
+    assert not hasattr(x, "_dynamo_hint_overrides")
+    text = verishape.explain(scale)
+    assert "a candidate traced at 2 for declared sizes at 1" in text
+
+
+def test_only_a_leading_variable_at_1_is_compiled_at_2():
+    """A length at 1 is left to stock's specialization (a decode step is another program
+    than a prefill: a candidate at 2 would be thrown away); the batch, the outer dimension of
+    every tensor declared with it, is the leading variable."""
+    assert declared_sizes.parse(_spec(), scale).leading() == frozenset({"batch"})
+    b = ShapeVar("batch", min=1, max=8)
+    assert declared_sizes.parse({"x": TensorSpec([None, b, None]), "mask": TensorSpec([b, None])},
+                                scale).leading() == frozenset()
+    compiled = verishape.compile(scale, backend="aot_eager", shapes_spec=_spec())
+    assert _run(compiled, [(3, 1), (3, 4)]) == [1, 1]
+    assert counters["verishape"]["candidates"] == 0
 
 
 @pytest.mark.parametrize("by_keyword", [False, True])
@@ -255,6 +288,31 @@ def agrees_with_eager(compiled, program, shapes):
         return
     torch.testing.assert_close(compiled(*mine), want)
     torch.testing.assert_close(mine, args)  # the same writes to the inputs
+
+
+def _picks(x):
+    # a branch the size-1 call takes alone, an index that wraps at 1, a broadcast at 1
+    y = x[x.shape[0] - 2] if x.shape[0] > 1 else x[0] * 3
+    return y + x.sum(0) / x.shape[0]
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("program, spec, calls", [
+    (_picks, {"x": TensorSpec([ShapeVar("b", min=1, max=8), None])}, [[(1, 3)], [(4, 3)], [(1, 3)], [(2, 3)]]),
+    (_branch, {"x": TensorSpec([ShapeVar("b", min=1, max=8), None])}, [[(1, 3)], [(5, 3)], [(1, 3)], [(2, 3)]]),
+    (_divides, {"x": TensorSpec([ShapeVar("b", min=1, max=8), None])}, [[(1, 5)], [(3, 5)], [(1, 5)], [(2, 5)]]),
+    (_wraps, {"x": TensorSpec([ShapeVar("b", min=1, max=8), None])}, [[(1, 2)], [(4, 2)], [(1, 2)], [(2, 2)]]),
+    (_broadcast, {"x": TensorSpec([ShapeVar("b", min=1, max=8), None]), "y": TensorSpec([ShapeVar("c", min=1, max=8), None])},
+     [[(1, 4), (1, 4)], [(3, 4), (1, 4)], [(1, 4), (3, 4)], [(3, 4), (3, 4)], [(1, 4), (1, 4)]]),
+], ids=["picks", "branch", "divides", "wraps", "broadcast"])
+def test_programs_written_to_break_a_size_compiled_at_2_agree_with_eager(backend, program, spec, calls):
+    """The first call at 1, compiled at 2: a program whose size-1 call takes another branch,
+    wraps an index, divides by ``size - 1`` or broadcasts there gets eager's result (or
+    eager's ``ZeroDivisionError``) at every call; where the artifact at 2 is not right at 1
+    the proof refuses it and the call at 1 compiles as stock."""
+    compiled = verishape.compile(program, backend=backend, shapes_spec=spec)
+    for shapes in calls:
+        agrees_with_eager(compiled, program, shapes)
 
 
 def test_the_audit_holds_a_guard_dropping_compile_against_the_declared_space(capsys, tmp_path):

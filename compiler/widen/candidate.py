@@ -101,11 +101,24 @@ def wanted() -> bool:
 class KeptAtOne:
     """One attempt's sizes kept symbolic at 1 (the core's ``SymbolicAtOne``): filled by
     :func:`mark_sizes` as Dynamo wraps the inputs, and by the env as it makes their symbols
-    and answers their questions; the attempt is a candidate once a symbol was made."""
+    and answers their questions; the attempt is a candidate once a symbol was made.  Or
+    (:func:`raise_size`) the declared sizes at 1 this attempt traces at 2."""
 
     sources: set[str] = dataclasses.field(default_factory=set)
     symbols: set[sympy.Symbol] = dataclasses.field(default_factory=set)
     defaulted: list[tuple[sympy.Basic, bool]] = dataclasses.field(default_factory=list)
+    #: sizes traced at 2 (source names), and each tensor's hint overrides as they were
+    raised: set[str] = dataclasses.field(default_factory=set)
+    overridden: list[tuple[Any, dict[int, int] | None]] = dataclasses.field(default_factory=list)
+
+    def restore(self) -> None:
+        """Each raised tensor's hint overrides as they were before the attempt."""
+        for tensor, before in reversed(self.overridden):
+            if before is None:
+                tensor.__dict__.pop("_dynamo_hint_overrides", None)
+            else:
+                tensor._dynamo_hint_overrides = before
+        self.overridden.clear()
 
 
 #: the trace functions wrapped by :func:`_restart_after_candidate` (filled when wrapped)
@@ -127,7 +140,8 @@ def _restart_after_candidate(original: Any) -> Any:
         if not isinstance(env, VeriShapeEnv) or not wanted():
             return original(self)
         # whether this is a candidate attempt is known only once its inputs are wrapped
-        with env.keeping_symbolic_at_one(KeptAtOne()):
+        kept = KeptAtOne()
+        with env.keeping_symbolic_at_one(kept):
             try:
                 result = original(self)
             except TensorifyScalarRestartAnalysis:
@@ -138,6 +152,8 @@ def _restart_after_candidate(original: Any) -> Any:
                 if not is_candidate(env):
                     raise
                 _end(self, f"its trace ended in {type(exc).__name__}", exc)
+            finally:
+                kept.restore()  # the next attempt wraps the same tensors: as they came
             if not is_candidate(env):
                 return result
             _end(self, "its trace ended without a compile")
@@ -162,8 +178,8 @@ def mark_sizes(env: ShapeEnv, code: Any, tensor: Any, source: Any, context: Any)
 
     kept = VeriShapeEnv.symbolic_at_one_of(env)  # None outside a candidate attempt's scope
     sizes = getattr(context, "dynamic_sizes", None)
-    if kept is None or sizes is None or not wanted():
-        return
+    if kept is None or sizes is None or not wanted() or raising():
+        return  # (an attempt at 2 keeps nothing at 1)
     at_one = [i for i, d in enumerate(sizes) if d is DimDynamic.DYNAMIC and tensor.shape[i] == 1]
     if at_one and not generic_kept(code):
         kept.sources.update(TensorPropertySource(source, TensorProperty.SIZE, i).name for i in at_one)
@@ -208,8 +224,54 @@ def other_inputs(tx: Trace) -> bool:
 
 
 def is_candidate(env: ShapeEnv) -> bool:
-    """This trace kept a size symbolic at 1 (inside its attempt's scope)."""
-    return bool(kept_symbols(env))
+    """This trace kept a size symbolic at 1, or traced a declared size at 1 at 2 (inside its
+    attempt's scope)."""
+    kept = VeriShapeEnv.symbolic_at_one_of(env)
+    return kept is not None and bool(kept.symbols or getattr(kept, "raised", None))
+
+
+def is_raised(env: ShapeEnv) -> bool:
+    """This trace traced declared sizes at 1 at 2 (:func:`raise_size`)."""
+    kept = VeriShapeEnv.symbolic_at_one_of(env)
+    return bool(getattr(kept, "raised", None))
+
+
+# A declared size at 1 with nothing kept to serve it is traced at 2, as a candidate:
+# Note [A declared size at 1 is compiled at 2].
+
+#: on the compile's own context: the declared variables its next attempt traces at 2
+_RAISE = "_verishape_raise"
+
+
+def raising() -> frozenset[str]:
+    """The declared variables the attempt under way traces at 2 where they are 1."""
+    ctx = compile_context()
+    return frozenset(getattr(ctx, _RAISE, ())) if ctx is not None and wanted() else frozenset()
+
+
+def raise_size(env: ShapeEnv, tensor: Any, index: int, source_name: str) -> bool:
+    """In a candidate attempt: give ``tensor``'s size ``index`` (1 now) the hint 2 for this
+    trace (restored when the attempt ends).  False outside an attempt's scope."""
+    kept = VeriShapeEnv.symbolic_at_one_of(env)
+    if not isinstance(kept, KeptAtOne):
+        return False
+    before = getattr(tensor, "_dynamo_hint_overrides", None)
+    kept.overridden.append((tensor, dict(before) if before is not None else None))
+    tensor._dynamo_hint_overrides = {**(before or {}), index: 2}
+    kept.raised.add(source_name)
+    return True
+
+
+def raise_after_refusal(tx: Trace, at_one: frozenset[str]) -> str | None:
+    """Nothing kept serves this trace, whose declared leading variables ``at_one`` are 1:
+    why the frame is to be traced again with them at 2 (the caller restarts Dynamo's
+    analysis; Note [A declared size at 1 is compiled at 2]), or None (nothing to raise, or
+    this compile's attempt at 2 was made)."""
+    ctx = compile_context()
+    if not at_one or ctx is None or not wanted() or getattr(ctx, _RAISE, None) is not None:
+        return None
+    setattr(ctx, _RAISE, at_one)
+    return f"declared sizes at 1 ({', '.join(sorted(at_one))}) with nothing kept to serve them: traced at 2"
 
 
 def kept_symbols(env: ShapeEnv) -> frozenset[sympy.Symbol]:
@@ -222,6 +284,12 @@ def pinned(env: ShapeEnv) -> str | None:
     """Why the candidate's trace serves no size other than 1 (a guard false with its sizes
     at 2, the others at their hints; a replacement or range fixing one), or None."""
     hints = dict(env.backed_var_to_val)
+    kept = VeriShapeEnv.symbolic_at_one_of(env)
+    for s, sources in env.var_to_sources.items():
+        r = env.replacements.get(s)
+        if kept is not None and any(src.name in getattr(kept, "raised", ()) for src in sources) \
+                and r is not None and r != s and getattr(r, "is_number", False):
+            return f"{s} replaced by {r}"
     for s in kept_symbols(env):
         r = env.replacements.get(s)
         if r is not None and r != s and getattr(r, "is_number", False):

@@ -145,7 +145,7 @@ def _shared_of(tx: Trace) -> frozenset[int]:
         root = getattr(output, "root_tx", tx)
         f_locals = getattr(root, "f_locals", {}) or {}
         ctx = candidate.compile_context()
-        arrives = (ctx is not None and getattr(ctx, _ARRIVAL, None) != "refused"
+        arrives = (ctx is not None and getattr(ctx, _ARRIVAL, None) != "refused" and not candidate.raising()
                    and arrives_at_one(root.f_code, getattr(root, "f_globals", {}) or {}, f_locals))
         if arrives:
             setattr(ctx, _ARRIVAL, "attempt")
@@ -267,7 +267,10 @@ def _policy_applies(tx: Trace, source: Any) -> bool:
     from torch._dynamo import config
 
     return bool(config.automatic_dynamic_shapes and config.assume_static_by_default is not False
-                and wants_generic(getattr(tx.output, "compiler_fn", None)) and is_recompile()
+                and wants_generic(getattr(tx.output, "compiler_fn", None))
+                # a candidate at 2 is traced as the frame's later compiles will be, so that they
+                # are proved against it (Note [A declared size at 1 is compiled at 2])
+                and (is_recompile() or bool(candidate.raising()))
                 and source is not None and from_arguments(source))
 
 
@@ -277,7 +280,8 @@ def _generic_on_recompile(original: Any) -> Any:
         declared = None if static_shapes or source is None else declared_of(tx)
         code = getattr(tx.output, "root_tx", tx).f_code
         if declared is not None:
-            context = declared_sizes.symbolic_context(declared, context, e, source, code)
+            context = declared_sizes.symbolic_context(declared, context, e, source, code,
+                                                      _raised_at_two(tx, e, source))
         if static_shapes or not _policy_applies(tx, source):
             return context
         context = generic_sizes(context, e, _shared_of(tx))
@@ -286,6 +290,19 @@ def _generic_on_recompile(original: Any) -> Any:
 
     _automatic_dynamic._verishape_original = original  # type: ignore[attr-defined]
     return _automatic_dynamic
+
+
+def _raised_at_two(tx: Trace, tensor: Any, source: Any) -> Any:
+    """For a candidate attempt at 2 (Note [A declared size at 1 is compiled at 2]): the
+    choice of which of ``tensor``'s declared sizes at 1 it traces at 2; None otherwise."""
+    raised = candidate.raising()
+    if not raised:
+        return None
+    from torch._dynamo.source import TensorProperty, TensorPropertySource
+
+    env = tx.output.shape_env
+    return lambda i, dim: dim.name in raised and candidate.raise_size(
+        env, tensor, i, TensorPropertySource(source, TensorProperty.SIZE, i).name)
 
 
 def _generic_int_on_recompile(original: Any) -> Any:

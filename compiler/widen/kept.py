@@ -86,6 +86,9 @@ class Kept:
     artifact_keys: tuple[str, ...] = ()
     #: the Dynamo source of each of ``inputs`` (read off a later call's arguments)
     sources: tuple[Any, ...] = ()
+    #: Dynamo's context of the compile that kept it (weakly): a candidate lives as long as
+    #: that compile's later attempts, whose entry it is proved for
+    context: Any = None
 
     def from_cache(self) -> None:
         """An artifact torch's cache served: read its lowering's answers from the record
@@ -209,6 +212,7 @@ def keep(rec: _Recording, tx: Trace, compiled: Callable[..., Any], backend_name:
     """After the user's backend compiled the generic graph: keep it for a size-1 call."""
     from torch._guards import CompileContext
 
+    context = CompileContext.try_get()
     served = _served_by_aot_cache(rec, backend_name)
     if backend_name in _AOT_BACKENDS and (rec.aot_calls != 1 or (rec.aot is None and not served)):
         rec.env.verishape_log.not_widened.append(
@@ -227,7 +231,8 @@ def keep(rec: _Recording, tx: Trace, compiled: Callable[..., Any], backend_name:
                 time.perf_counter() - rec.started, cache_key,
                 _fake_source(rec, detached=candidate) if served else None,
                 candidate=candidate, at_one=VeriShapeEnv.symbolic_at_one_of(rec.env) if candidate else None,
-                artifact_keys=tuple(rec.keys), sources=tuple(tf.source for tf in tx.output.tracked_fakes))
+                artifact_keys=tuple(rec.keys), sources=tuple(tf.source for tf in tx.output.tracked_fakes),
+                context=weakref.ref(context) if context is not None else None)
     kept_count()  # drops what Dynamo no longer holds (a reset, an evicted entry)
     with _kept_lock:
         _kept.setdefault(tx.f_code, []).append(kept)
@@ -390,9 +395,11 @@ def alive(code: types.CodeType) -> list[Kept]:
 
     ids = {str(e.compile_id) for e in torch_seam.cache_entries(code)}
     # a candidate's compile is the one whose stock attempt is under way (its entry comes
-    # after: :mod:`verishape.compiler.widen.candidate`); it lives as long as that entry
-    ids.add(str(CompileContext.current_compile_id()))
-    alive = [k for k in kept if str(k.compile_id) in ids]
+    # after: :mod:`verishape.compiler.widen.candidate`); it lives as long as that entry.  By
+    # the compile's context, not its id: ids start again at a reset of Dynamo
+    now = CompileContext.try_get()
+    alive = [k for k in kept if str(k.compile_id) in ids
+             or (now is not None and k.context is not None and k.context() is now)]
     with _kept_lock:
         left = [k for k in _kept.get(code, ()) if k in alive]
         if left:

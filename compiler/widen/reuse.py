@@ -112,6 +112,8 @@ class Evidence:
     #: the artifact is a candidate, traced with sizes symbolic at 1 and never run as traced
     #: (:mod:`verishape.compiler.widen.candidate`)
     candidate: bool = False
+    #: that candidate traced declared sizes at 1 at 2 (Note [A declared size at 1 is compiled at 2])
+    raised: bool = False
 
     @property
     def proof(self) -> Any:
@@ -121,9 +123,10 @@ class Evidence:
         graphs = f"dynamo graph {self.dynamo}" + (f", aot graph {self.aot}" if self.aot else "")
         relaid = (f"{len(self.restrided)} input(s) copied into the generic layout ({', '.join(self.restrided[:2])}"
                   + (", ..." if len(self.restrided) > 2 else "") + ")") if self.restrided else ""
-        return (f"{head(self.sources, self.value, self.restrided)} ({graphs}) and runs the artifact of compile "
-                f"{self.reused}"
-                + (" (a candidate traced with the size symbolic at 1, in that compile's first attempt)"
+        return (f"{head(self.sources, self.value, self.restrided, self.raised)} ({graphs}) and runs the artifact "
+                f"of compile {self.reused}"
+                + ((" (a candidate traced at 2 for declared sizes at 1" if self.raised else
+                    " (a candidate traced with the size symbolic at 1") + ", in that compile's first attempt)"
                    if self.candidate and self.value is not None else "")
                 + (f"; {relaid}" if relaid else "")
                 + (f"; {len(self.at_one.carried)} generic guard(s) carried into this entry's guards"
@@ -137,11 +140,12 @@ class Evidence:
                 + (f"; {self.time_s * 1e3:.0f} ms" if timed else ""))
 
 
-def head(sources: tuple[str, ...], value: int | None, restrided: tuple[str, ...]) -> str:
+def head(sources: tuple[str, ...], value: int | None, restrided: tuple[str, ...], raised: bool = False) -> str:
     """What a reuse admits, in words: the first line of :meth:`Evidence.describe`, and
     where the proof of that reuse is filed."""
     if value is None and not restrided:
-        return "the trace equals the generic graph of a candidate compiled with sizes symbolic at 1"
+        return ("the trace equals the generic graph of a candidate compiled "
+                + ("at 2 for declared sizes at 1" if raised else "with sizes symbolic at 1"))
     if value is None:
         return f"{restrided[0]} widened to admit its layout: the trace equals the generic graph"
     together = f" (with {', '.join(sources[1:])} at {value} too)" if len(sources) > 1 else ""
@@ -271,14 +275,15 @@ def _prove(k: Kept, group: Group, env: ShapeEnv, tx: Trace, gm: torch.fx.GraphMo
     args = calling.argument_map(k, binding, gm, orders)
     sources = tuple(source_names(k.env, s)[0] for s in group)
     value = 1 if group else None
-    proved = prove_at_one(k, binding, env, prover, head(sources, value, tuple(relaid)))
+    raised = bool(getattr(k.at_one, "raised", None))
+    proved = prove_at_one(k, binding, env, prover, head(sources, value, tuple(relaid), raised))
     aot = _same_aot_graph(k, env, gm, example_inputs, binding, (generic_rename, rename), positions, what)
     dropped = len(dynamo_generic.outputs) - len(keep)
     ev = Evidence(group, value, sources, dynamo_generic.fingerprint(), aot, str(k.compile_id), proved,
                   hints=sum(k.questions.heuristic_hints.values()) if k.questions is not None else 0,
                   dropped_outputs=dropped, restrided=tuple(relaid),
                   install=((line,) if line is not None else ()) + proved.install,
-                  from_cache=k.cache_key is not None, candidate=k.candidate)
+                  from_cache=k.cache_key is not None, candidate=k.candidate, raised=raised)
     install(env, list(ev.install))
     return calling.calling(k.compiled, args, keep if dropped else None), ev
 
