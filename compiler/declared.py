@@ -149,6 +149,52 @@ class Declared:
         return frozenset(outer - inner)
 
 
+    def leading_at_one_in(self, f_locals: Mapping[str, Any], code: Any) -> frozenset[str]:
+        """The leading variables (:meth:`leading`) at 1, with a range that reaches 2, in a
+        call of the entry frame of ``code`` with ``f_locals``: read before Dynamo wraps
+        anything, the way :meth:`leaf` reads a source (a local, ``kwargs[name]``, ``args[i]``)."""
+        import torch
+
+        if code not in self.entry_codes:
+            return frozenset()
+        leading, out = self.leading(), set()
+        extra = {_root(name, code): f_locals.get(name) for name in code.co_varnames[:len(code.co_varnames)]
+                 if name in f_locals}
+        varargs, varkw = extra.get(("varargs",)), extra.get(("varkw",))
+
+        def walk(tree: Any, value: Any) -> None:
+            if value is _NOTHING or not isinstance(tree, tuple):
+                return
+            if len(tree) == 2 and tree[0] in ("object", "dict", "seq"):
+                kind, children = tree
+                items = (enumerate(children) if kind == "seq" else children.items())
+                for key, child in items:
+                    if kind == "object":
+                        walk(child, getattr(value, key, _NOTHING))
+                    elif kind == "dict":
+                        walk(child, value.get(key, _NOTHING) if isinstance(value, Mapping) else _NOTHING)
+                    else:
+                        walk(child, value[key] if isinstance(value, (list, tuple)) and key < len(value) else _NOTHING)
+                return
+            d = tree[0] if tree else None
+            if (isinstance(d, Dim) and d.name in leading and isinstance(value, torch.Tensor) and value.dim()
+                    and value.shape[0] == 1 and d.holds(1) and d.holds(2)):
+                out.add(d.name)
+
+        for name, tree in self.named.items():
+            value = f_locals.get(name, _NOTHING)
+            if value is _NOTHING and isinstance(varkw, Mapping):
+                value = varkw.get(name, _NOTHING)
+            if value is _NOTHING and isinstance(varargs, tuple) and name in self.positional:
+                i = self.positional.index(name)
+                value = varargs[i] if i < len(varargs) else _NOTHING
+            walk(tree, value)
+        return frozenset(out)
+
+
+_NOTHING = object()
+
+
 def _step(tree: Any, key: Any) -> Any:
     if not (isinstance(tree, tuple) and len(tree) == 2 and tree[0] in ("object", "dict", "seq")):
         return None

@@ -105,6 +105,22 @@ def test_a_first_call_at_batch_1_compiles_once_at_2(backend):
     assert "a candidate traced at 2 for declared sizes at 1" in text
 
 
+def test_a_first_call_at_1_traces_twice_not_three_times():
+    """Nothing is kept yet, so no stock trace at 1 is made only to be refused: the first
+    attempt is the one at 2 (the leading variable read off the call's locals), then stock's
+    trace at 1, proved.  Dynamo captures the program's ops once per trace."""
+    def traced(b):
+        torch._dynamo.reset()
+        counters.clear()
+        compiled = verishape.compile(scale, backend="aot_eager", shapes_spec=_spec())
+        compiled(torch.randn(b, 5, 4), torch.ones(b, 5))
+        return counters["stats"]["calls_captured"], counters["verishape"]["candidates"]
+
+    once, none = traced(3)
+    twice, one = traced(1)
+    assert (none, one) == (0, 1) and twice == 2 * once
+
+
 def test_only_a_leading_variable_at_1_is_compiled_at_2():
     """A length at 1 is left to stock's specialization (a decode step is another program
     than a prefill: a candidate at 2 would be thrown away); the batch, the outer dimension of

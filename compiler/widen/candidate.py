@@ -141,6 +141,7 @@ def _restart_after_candidate(original: Any) -> Any:
             return original(self)
         # whether this is a candidate attempt is known only once its inputs are wrapped
         kept = KeptAtOne()
+        _raise_at_first_compile(self)
         with env.keeping_symbolic_at_one(kept):
             try:
                 result = original(self)
@@ -260,6 +261,26 @@ def raise_size(env: ShapeEnv, tensor: Any, index: int, source_name: str) -> bool
     tensor._dynamo_hint_overrides = {**(before or {}), index: 2}
     kept.raised.add(source_name)
     return True
+
+
+def _raise_at_first_compile(tx: Trace) -> None:
+    """Nothing is kept for the frame yet, and the call's declared leading variables are 1
+    (read off its locals before anything is wrapped): the compile's first attempt is the
+    one at 2, as the attempt after a refused stock trace would be (no kept compile could
+    have served that trace)."""
+    ctx = compile_context()
+    if ctx is None or getattr(ctx, _RAISE, None) is not None:
+        return
+    from verishape.compiler import declared as declared_sizes
+
+    from .kept import alive
+
+    declared = declared_sizes.of_backend(getattr(tx.output, "compiler_fn", None))
+    if declared is None or alive(tx.f_code):
+        return
+    at_one = declared.leading_at_one_in(getattr(tx, "f_locals", None) or {}, tx.f_code)
+    if at_one:
+        setattr(ctx, _RAISE, at_one)
 
 
 def raise_after_refusal(tx: Trace, at_one: frozenset[str]) -> str | None:
