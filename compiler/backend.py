@@ -230,8 +230,8 @@ class VerishapeBackend:
         sizes at 1 at 2 (Note [A declared size at 1 is compiled at 2]), or None."""
         if self.declared is None:
             return None
-        tracked = [(tf.source, tf.fake) for tf in tx.output.tracked_fakes]
-        return candidate.raise_after_refusal(tx, declared_sizes.leading_at_one(self.declared, tracked, tx.f_code))
+        return candidate.raise_after_refusal(tx, self.declared.leading_at_one_in(getattr(tx, "f_locals", None) or {},
+                                                                                 tx.f_code))
 
     def _compile_candidate(self, env: Any, tx: Any, gm: torch.fx.GraphModule, example_inputs: Any,
                            **kwargs: Any) -> Any:

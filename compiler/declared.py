@@ -123,7 +123,6 @@ class Declared:
             walk(tree)
         return tuple(out.values())
 
-
     def leading(self) -> frozenset[str]:
         """The variables that are the outer dimension of every tensor declared with them and
         of no int argument: a batch (Note [A declared size at 1 is compiled at 2])."""
@@ -148,7 +147,6 @@ class Declared:
             walk(tree)
         return frozenset(outer - inner)
 
-
     def leading_at_one_in(self, f_locals: Mapping[str, Any], code: Any) -> frozenset[str]:
         """The leading variables (:meth:`leading`) at 1, with a range that reaches 2, in a
         call of the entry frame of ``code`` with ``f_locals``: read before Dynamo wraps
@@ -158,9 +156,8 @@ class Declared:
         if code not in self.entry_codes:
             return frozenset()
         leading, out = self.leading(), set()
-        extra = {_root(name, code): f_locals.get(name) for name in code.co_varnames[:len(code.co_varnames)]
-                 if name in f_locals}
-        varargs, varkw = extra.get(("varargs",)), extra.get(("varkw",))
+        varargs_name, varkw_name = _variadic(code)
+        varargs, varkw = f_locals.get(varargs_name or ""), f_locals.get(varkw_name or "")
 
         def walk(tree: Any, value: Any) -> None:
             if value is _NOTHING or not isinstance(tree, tuple):
@@ -231,16 +228,20 @@ def _path(source: Any, code: Any) -> tuple[Any, ...] | None:
     return None
 
 
-def _root(local: str, code: Any) -> Any:
+def _variadic(code: Any) -> tuple[str | None, str | None]:
+    """The names of a code object's ``*args`` and ``**kwargs`` locals (None where it has none)."""
     n = code.co_argcount + code.co_kwonlyargcount
-    names = code.co_varnames
+    names, varargs, varkw = code.co_varnames, None, None
     if code.co_flags & inspect.CO_VARARGS:
-        if names[n] == local:
-            return ("varargs",)
-        n += 1
-    if code.co_flags & inspect.CO_VARKEYWORDS and names[n] == local:
-        return ("varkw",)
-    return local
+        varargs, n = names[n], n + 1
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        varkw = names[n]
+    return varargs, varkw
+
+
+def _root(local: str, code: Any) -> Any:
+    varargs, varkw = _variadic(code)
+    return ("varargs",) if local == varargs else ("varkw",) if local == varkw else local
 
 
 # ---------------------------------------------------------------------------- parsing
@@ -475,21 +476,6 @@ def _say_once(line: str) -> None:
     if line not in _said:
         _said.add(line)
         log.warning(line)
-
-
-def leading_at_one(declared: Declared, tracked: list[tuple[Any, Any]], code: Any) -> frozenset[str]:
-    """The leading variables (:meth:`Declared.leading`) with a size of 1 in a trace
-    (``tracked``: its inputs' sources and fake values) whose declared range reaches 2."""
-    import torch
-
-    leading = declared.leading()
-    out = set()
-    for source, fake in tracked:
-        leaf = declared.leaf(source, code)
-        if isinstance(leaf, tuple) and isinstance(fake, torch.Tensor) and len(leaf) == fake.dim():
-            out |= {d.name for d, n in zip(leaf, fake.shape)
-                    if isinstance(d, Dim) and d.name in leading and n == 1 and d.holds(1) and d.holds(2)}
-    return frozenset(out)
 
 
 def facts(declared: Declared, tracked: list[tuple[Any, Any]], code: Any) -> list[sympy.Basic]:

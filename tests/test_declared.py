@@ -320,7 +320,10 @@ def _picks(x):
     (_wraps, {"x": TensorSpec([ShapeVar("b", min=1, max=8), None])}, [[(1, 2)], [(4, 2)], [(1, 2)], [(2, 2)]]),
     (_broadcast, {"x": TensorSpec([ShapeVar("b", min=1, max=8), None]), "y": TensorSpec([ShapeVar("c", min=1, max=8), None])},
      [[(1, 4), (1, 4)], [(3, 4), (1, 4)], [(1, 4), (3, 4)], [(3, 4), (3, 4)], [(1, 4), (1, 4)]]),
-], ids=["picks", "branch", "divides", "wraps", "broadcast"])
+    (_aliases, {"x": TensorSpec([ShapeVar("b", min=0, max=8), None])}, [[(1, 3)], [(4, 3)], [(0, 3)], [(1, 3)], [(2, 3)]]),
+    (_empty_reduction, {"x": TensorSpec([ShapeVar("b", min=0, max=8), None])},
+     [[(1, 3)], [(0, 3)], [(5, 3)], [(1, 3)], [(9, 3)]]),
+], ids=["picks", "branch", "divides", "wraps", "broadcast", "aliases", "empty_reduction"])
 def test_programs_written_to_break_a_size_compiled_at_2_agree_with_eager(backend, program, spec, calls):
     """The first call at 1, compiled at 2: a program whose size-1 call takes another branch,
     wraps an index, divides by ``size - 1`` or broadcasts there gets eager's result (or
@@ -329,6 +332,24 @@ def test_programs_written_to_break_a_size_compiled_at_2_agree_with_eager(backend
     compiled = verishape.compile(program, backend=backend, shapes_spec=spec)
     for shapes in calls:
         agrees_with_eager(compiled, program, shapes)
+
+
+def _mixes(x, y):
+    return x * 2 + y.flip(0)
+
+
+def test_one_tensor_passed_twice_at_1_is_raised_once_and_restored():
+    """Both arguments are one tensor (or a view of it) at batch 1: its size is raised for
+    the attempt at 2 through either argument, every call gives eager's result, and the
+    tensor keeps no hint of it afterwards."""
+    b = ShapeVar("batch", min=1, max=8)
+    compiled = verishape.compile(_mixes, backend="aot_eager", shapes_spec={"x": TensorSpec([b, None]),
+                                                                           "y": TensorSpec([b, None])})
+    for n in (1, 3, 1, 2):
+        t = torch.randn(n, 4)
+        torch.testing.assert_close(compiled(t, t), _mixes(t, t))
+        torch.testing.assert_close(compiled(t, t[:, :1].expand(n, 4)), _mixes(t, t[:, :1].expand(n, 4)))
+        assert not hasattr(t, "_dynamo_hint_overrides")
 
 
 def test_the_audit_holds_a_guard_dropping_compile_against_the_declared_space(capsys, tmp_path):

@@ -305,11 +305,10 @@ def pinned(env: ShapeEnv) -> str | None:
     """Why the candidate's trace serves no size other than 1 (a guard false with its sizes
     at 2, the others at their hints; a replacement or range fixing one), or None."""
     hints = dict(env.backed_var_to_val)
-    kept = VeriShapeEnv.symbolic_at_one_of(env)
-    for s, sources in env.var_to_sources.items():
+    raised = getattr(VeriShapeEnv.symbolic_at_one_of(env), "raised", set())
+    for s, sources in env.var_to_sources.items():  # a size traced at 2 that the trace pinned
         r = env.replacements.get(s)
-        if kept is not None and any(src.name in getattr(kept, "raised", ()) for src in sources) \
-                and r is not None and r != s and getattr(r, "is_number", False):
+        if r is not None and r != s and getattr(r, "is_number", False) and any(src.name in raised for src in sources):
             return f"{s} replaced by {r}"
     for s in kept_symbols(env):
         r = env.replacements.get(s)
