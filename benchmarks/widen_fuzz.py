@@ -68,7 +68,7 @@ def draw(n: int, seed: int, max_ops: int) -> list[Any]:
 
 
 def run_one(program: Any, backend: str, device: str | None = None, layouts: bool = False,
-            warm: bool = False, one_early: bool = False) -> dict[str, Any]:
+            warm: bool = False, one_early: bool = False, declared: bool = False) -> dict[str, Any]:
     """Worker: one program's sweep on one backend."""
     import warnings
 
@@ -85,22 +85,40 @@ def run_one(program: Any, backend: str, device: str | None = None, layouts: bool
     make_args, sizes = layout_sweep(program) if layouts else (program.make_args, program.sweep)
     if one_early and not layouts:
         sizes = one_early_sweep(program)
-    sweep = run_sweep(program.function(), make_args, sizes, backend=backend, device=device, warm=warm)
+    extra: dict[str, Any] = {}
+    if declared and not layouts:
+        # the swept size declared 1..16 where it is a whole dimension, the first call at 1:
+        # the compile at 2 and its proofs (Note [A declared size at 1 is compiled at 2])
+        sizes, extra["shapes_spec"] = declared_sweep(program)
+    sweep = run_sweep(program.function(), make_args, sizes, backend=backend, device=device, warm=warm, **extra)
     out = sweep.to_dict()
     out.update(status="ran", seconds=time.perf_counter() - start,
                refusal_kinds=sorted({reason_class(r) for r in sweep.refusals}))
     return out
 
 
+def declared_sweep(program: Any) -> tuple[list[int], dict[str, Any]]:
+    """Sizes 1, first, 1, later, second, 1, and a ``shapes_spec`` declaring the swept size
+    ``B`` (1..16) wherever it is a whole dimension of an input."""
+    from torch.fx.experimental.dynamic_spec import ShapeVar, TensorSpec
+
+    from verishape.fuzz.widen_programs import B
+
+    b = ShapeVar("B", min=1, max=16)
+    first, second, _, later, _ = program.sweep
+    spec = {name: TensorSpec([b if d == B else None for d in shape]) for name, shape in program.inputs}
+    return [1, first, 1, later, second, 1], spec
+
+
 def campaign(programs: list[Any], backends: tuple[str, ...], jobs: int,
              device: str | None = None, layouts: bool = False, warm: bool = False,
-             one_early: bool = False) -> dict[str, list[dict[str, Any]]]:
+             one_early: bool = False, declared: bool = False) -> dict[str, list[dict[str, Any]]]:
     results: dict[str, list[dict[str, Any]]] = {b: [None] * len(programs) for b in backends}  # type: ignore[list-item]
     todo = [(i, b) for b in backends for i in range(len(programs))]
     ctx = multiprocessing.get_context("spawn")
     while todo:
         with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-            futures = {pool.submit(run_one, programs[i], b, device, layouts, warm, one_early): (i, b) for i, b in todo}
+            futures = {pool.submit(run_one, programs[i], b, device, layouts, warm, one_early, declared): (i, b) for i, b in todo}
             todo = []
             broken = False
             for fut in cf.as_completed(futures):
@@ -117,7 +135,7 @@ def campaign(programs: list[Any], backends: tuple[str, ...], jobs: int,
                 for i, b in retry:
                     with cf.ProcessPoolExecutor(max_workers=1, mp_context=ctx) as solo:
                         try:
-                            results[b][i] = solo.submit(run_one, programs[i], b, device, layouts, warm, one_early).result()
+                            results[b][i] = solo.submit(run_one, programs[i], b, device, layouts, warm, one_early, declared).result()
                         except cf.process.BrokenProcessPool:
                             results[b][i] = {"status": "crash"}
     return results
@@ -168,6 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--one-early", action="store_true",
                     help="size 1 right after the first size (first, 1, later, 1, second): the recompile at 1 "
                          "traces a candidate generic in the size (compiler/widen/candidate.py)")
+    ap.add_argument("--declared", action="store_true",
+                    help="the swept size declared 1..16 (shapes_spec) and the first call at 1 (1, first, 1, later, "
+                         "second, 1): a compile at 2 served at 1 by proof (compiler/declared.py)")
     ap.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "widen_fuzz.json")
     args = ap.parse_args(argv)
     if args.programs < 1 or args.jobs < 1:
@@ -182,9 +203,10 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     programs = draw(args.programs, args.seed, args.max_ops)
     results = campaign(programs, backends, args.jobs, None if args.device == "cpu" else args.device, args.layouts,
-                       args.warm, args.one_early)
+                       args.warm, args.one_early, args.declared)
     summary = summarize(programs, results)
     report = {"torch": torch.__version__, "device": args.device, "layouts": args.layouts, "warm": args.warm, "one_early": args.one_early,
+              "declared": args.declared,
               "seed": args.seed,
               "max_ops": args.max_ops,
               "jobs": args.jobs,
