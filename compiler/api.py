@@ -56,7 +56,8 @@ def compile(
     seven tiny Hugging Face models with Inductor: one compile fewer each, compile CPU of a
     batch sweep 0.80x stock); ``widen_specializations=False`` compiles size 1 as stock does.
 
-    ``generic_recompiles``: a frame's first compile is static, as stock's; its later
+    ``generic_recompiles``: a frame's first compile is static, as stock's; once its calls
+    have brought different inputs (a decoder's prefill and decode steps), its later
     compiles also give a symbol to every size two or more input tensors share (stock: only
     the sizes that changed), so the artifact they make serves the sizes still to come and
     the widening proofs serve sizes of 1 and other layouts from it (a served decoder: 4

@@ -1,7 +1,9 @@
 """A frame compiled again is compiled generic in the sizes its inputs share (issue 38): its
-first compile is static, as stock's; from its second on, every size that two or more input
-tensors share gets a symbol, so the artifact serves the sizes still to come and the
-widening proofs serve sizes of 1 from it (:mod:`verishape.compiler.widen.generic_recompile`)."""
+first compile is static, as stock's; from its second on, once its calls have brought more
+than one layout of inputs (a served decoder's prefill and decode steps), every size that two
+or more input tensors share gets a symbol, so the artifact serves the sizes still to come and
+the widening proofs serve sizes of 1 from it; a frame always called with the same inputs
+keeps stock's choices (issue 49) (:mod:`verishape.compiler.widen.generic_recompile`)."""
 
 from __future__ import annotations
 
@@ -22,16 +24,23 @@ CALLS = ((2, 8), (2, 9), (1, 10), (3, 11), (1, 12))
 pytestmark = pytest.mark.usefixtures("fresh_frames")
 
 
-def project(x, mask, w):
-    """A served step in small: activations and a mask that share the batch and the length."""
-    return ((x @ w).relu() * mask[..., None]).sum(-1)
+def project(x, mask, w, cache=None):
+    """A served step in small: activations and a mask that share the batch and the length,
+    and from the second call on a cache that carries them too (a decode step's state,
+    which a prefill does not have yet)."""
+    y = ((x @ w).relu() * mask[..., None]).sum(-1)
+    return y if cache is None else y + cache
 
 
-def _compiles(compiled, fn, calls=CALLS, width=16):
+def _compiles(compiled, fn, calls=CALLS, width=16, *, prefill=True, cache=True):
+    """Calls ``compiled`` at ``calls``, each result checked against ``fn``; the first without
+    the cache where ``prefill`` (the frame's first call), none with it unless ``cache``.
+    Returns the compiles (graphs traced less those served by a reuse)."""
     w = torch.randn(width, 4)
-    for b, n in calls:
+    for i, (b, n) in enumerate(calls):
         x, mask = torch.randn(b, n, width), torch.ones(b, n)
-        torch.testing.assert_close(compiled(x, mask, w), fn(x, mask, w))
+        kv = torch.randn(b, n) if cache and not (prefill and i == 0) else None
+        torch.testing.assert_close(compiled(x, mask, w, kv), fn(x, mask, w, kv))
     return counters["stats"]["unique_graphs"] - counters["verishape"]["reused"]
 
 
@@ -53,6 +62,32 @@ def test_the_second_compile_is_generic_and_serves_every_later_call(backend):
 
 
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_a_frame_called_with_the_same_inputs_keeps_stocks_choices(backend):
+    """A sweep of one program (the same inputs at every call, batches 2, 3, 1, 4 at one
+    length): the recompile makes a symbol of the batch alone, what changed, as stock's
+    automatic dynamic does; the length it never varies stays a constant (a symbol there
+    costs every later stage of the compile).  Batch 1 is still reused from it: 2 compiles,
+    stock's 3 (Note [A frame's inputs that vary earn the generic policy])."""
+    compiled = verishape.compile(project, backend=backend)
+    assert _compiles(compiled, project, ((2, 8), (3, 8), (1, 8), (4, 8)), cache=False) == 2
+    assert counters["verishape"]["reused_at_size_1"] == 1
+    first, recompile, *_ = _symbol_sources(project)
+    assert first == [] and "L['x'].size()[0]" in recompile
+    assert not any(n.endswith(".size()[1]") for n in recompile), "the length never changed"
+
+
+def test_a_frame_whose_inputs_vary_later_takes_the_generic_policy_then():
+    """The same inputs at the first two compiles (stock's choices), a cache at the third:
+    that recompile is generic in every shared size, and the ones after it are served."""
+    compiled = verishape.compile(project, backend="aot_eager")
+    assert _compiles(compiled, project, ((2, 8), (3, 8)), cache=False) == 2
+    assert _compiles(compiled, project, ((3, 9), (1, 11), (5, 12)), prefill=False) == 3
+    generic = _symbol_sources(project)[2]  # (the env after it is the trace at 1, reused)
+    assert {"L['x'].size()[0]", "L['x'].size()[1]", "L['cache'].size()[0]", "L['cache'].size()[1]"} <= set(generic)
+    assert counters["verishape"]["reused_at_size_1"] == 1
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
 def test_a_trace_headed_for_a_reuse_at_one_takes_stocks_choices(backend):
     """Batch 1 arrives for the generic compile (batches 2, 3, 1 at one length): the trace
     at 1 keeps no shared size as a symbol it has not earned by changing (the length stays
@@ -65,14 +100,14 @@ def test_a_trace_headed_for_a_reuse_at_one_takes_stocks_choices(backend):
     first, generic, at_one = _symbol_sources(project)
     assert "L['x'].size()[1]" in generic and at_one == []
     assert counters["verishape"]["reused_at_size_1"] == 1
-    assert _compiles(compiled, project, ((1, 12),)) == 2
+    assert _compiles(compiled, project, ((1, 12),), prefill=False) == 2
     assert counters["verishape"]["reused_at_size_1"] == 2
     assert "L['x'].size()[1]" in _symbol_sources(project)[-1]
 
 
-def branches_at_one(x, mask, w):
+def branches_at_one(x, mask, w, cache=None):
     """Another program at batch 1: the reuse at 1 is refused (its graphs differ)."""
-    y = project(x, mask, w)
+    y = project(x, mask, w, cache)
     return y * 2 if x.shape[0] == 1 else y
 
 
@@ -84,14 +119,17 @@ def test_a_refused_trace_at_one_is_traced_again_with_the_generic_policy():
     assert _compiles(compiled, branches_at_one, ((2, 8), (3, 8), (1, 8))) == 3
     assert counters["verishape"]["arrivals_retraced"] == 1 and counters["verishape"]["reused"] == 0
     assert "L['x'].size()[1]" in _symbol_sources(branches_at_one)[-1]
-    assert _compiles(compiled, branches_at_one, ((1, 12),)) == 3
+    assert _compiles(compiled, branches_at_one, ((1, 12),), prefill=False) == 3
 
 
 class _StaticCache:
-    """A static KV cache in small: its length is an int, and the prefill makes its tensor."""
+    """A static KV cache in small: its length is an int, and the prefill makes its tensor;
+    a cache that served a request before holds its keys (the first request's does not
+    yet: the frame's calls bring another input from the second on)."""
 
-    def __init__(self, max_len):
+    def __init__(self, max_len, batch=None):
         self.max_len = max_len
+        self.keys = None if batch is None else torch.zeros(batch, max_len)
 
 
 def prefill(ids, pos, cache):
@@ -106,9 +144,10 @@ PREFILLS = ((1, 9, 13), (3, 6, 13), (1, 14, 18), (4, 5, 18), (2, 11, 18))
 
 
 def _prefills(compiled, calls=PREFILLS):
-    for b, n, m in calls:
+    for i, (b, n, m) in enumerate(calls):
         ids, pos = torch.randint(1, 9, (b, n)), torch.arange(n).expand(b, n)
-        torch.testing.assert_close(compiled(ids, pos, _StaticCache(m)), prefill(ids, pos, _StaticCache(m)))
+        cache = _StaticCache(m, None if i == 0 else b)
+        torch.testing.assert_close(compiled(ids, pos, cache), prefill(ids, pos, cache))
     return counters["stats"]["unique_graphs"] - counters["verishape"]["reused"]
 
 
@@ -201,12 +240,12 @@ def test_a_size_the_trace_pins_is_specialized_back():
     guard that pins it: the artifact is generic only where the program is."""
     lin = torch.nn.Linear(16, 4)
 
-    def layer(x, shift):
-        return lin(x + shift).relu()
+    def layer(x, shift=None):
+        return lin(x if shift is None else x + shift).relu()
 
     compiled = verishape.compile(layer, backend="aot_eager")
     for b, n in ((2, 8), (3, 9), (4, 10)):
-        x, shift = torch.randn(b, n, 16), torch.randn(16)
+        x, shift = torch.randn(b, n, 16), (None if b == 2 else torch.randn(16))
         torch.testing.assert_close(compiled(x, shift), layer(x, shift))
     assert counters["stats"]["unique_graphs"] == 2, "a new batch and length compile nothing"
     env = frames.envs_for(layer.__code__)[-1]
@@ -378,16 +417,20 @@ ADVERSARIAL = {
 @pytest.mark.parametrize("name", sorted(ADVERSARIAL))
 def test_shared_sizes_that_become_0_or_1_coincide_or_alias_agree_with_eager(name):
     """Inputs that share sizes by construction and by coincidence, swept through sizes of 0
-    and 1, an in-place write and views: every call (outputs, and inputs after it) equals
-    eager's, and no more is compiled than stock would."""
+    and 1, an in-place write and views, in a frame whose recompiles are generic: every call
+    (outputs, and inputs after it) equals eager's, and no more is compiled than stock would."""
     fn, make = ADVERSARIAL[name]
-    compiled = verishape.compile(fn, backend="aot_eager")
-    for a, b in ((2, 3), (3, 3), (1, 3), (4, 5), (3, 1), (1, 1), (0, 2), (2, 0), (5, 5), (1, 7)):
+
+    def step(x, y, state=None):  # the first call brings a state the later ones do not: generic recompiles
+        return fn(x, y)
+
+    compiled = verishape.compile(step, backend="aot_eager")
+    for i, (a, b) in enumerate(((2, 3), (3, 3), (1, 3), (4, 5), (3, 1), (1, 1), (0, 2), (2, 0), (5, 5), (1, 7))):
         torch.manual_seed(a * 10 + b)
         args = make(a, b)
         torch.manual_seed(a * 10 + b)
         expected_args = make(a, b)
-        torch.testing.assert_close(compiled(*args), fn(*expected_args))
+        torch.testing.assert_close(compiled(*args, torch.zeros(()) if i == 0 else None), fn(*expected_args))
         for got, want in zip(args, expected_args):
             torch.testing.assert_close(got, want)
     assert counters["stats"]["unique_graphs"] - counters["verishape"]["reused"] <= 5

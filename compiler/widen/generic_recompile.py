@@ -8,8 +8,9 @@ its first length), the batch has not changed yet when the cache length does, and
 more compile, and Dynamo's recompile limit (8) is reached within a handful of requests.
 
 Here a frame's *second and later* compiles (``frame_compile_id > 0``: the frame has been
-called with inputs its first artifact does not take) also give a symbol to every size that
-two or more of the frame's input tensors share: the sizes of the problem (a batch that
+called with inputs its first artifact does not take), once its calls have brought more than
+one layout of inputs (Note [A frame's inputs that vary earn the generic policy]), also give
+a symbol to every size that two or more of the frame's input tensors share: the sizes of the problem (a batch that
 ``input_ids``, the mask and every cache tensor carry; a cache length every layer's keys and
 values carry; a static cache's length its mask carries too), as opposed to a size one tensor
 has alone, whose generality no later call is likely to need and which would only add
@@ -106,29 +107,62 @@ def shared_sizes(f_locals: dict[str, Any]) -> frozenset[int]:
     """The sizes (>= 2) that two or more distinct input tensors reachable from the frame's
     arguments have: through dicts, lists, tuples and plain objects' attributes, never into
     an ``nn.Module`` (its parameters and buffers stay static anyway)."""
+    return _walk(f_locals)[0]
+
+
+def _walk(f_locals: dict[str, Any]) -> tuple[frozenset[int], frozenset[tuple[Any, ...]]]:
+    """:func:`shared_sizes`, and the call's *layout of inputs*: each input tensor's path from
+    the arguments (keys, indices, attribute names) with its rank."""
     import torch
 
     counts: Counter[int] = Counter()
+    layout: set[tuple[Any, ...]] = set()
     seen: set[int] = set()
-    stack: list[tuple[Any, int]] = [(v, 0) for v in f_locals.values()]
+    stack: list[tuple[Any, tuple[Any, ...]]] = [(v, (k,)) for k, v in f_locals.items()]
     while stack and len(seen) < _OBJECTS:
-        value, depth = stack.pop()
+        value, path = stack.pop()
         if id(value) in seen or isinstance(value, (torch.nn.Module, type, str, bytes, int, float, bool)):
             continue
         seen.add(id(value))
         if isinstance(value, torch.Tensor):
             counts.update({n for n in value.shape if isinstance(n, int) and n >= 2})
+            layout.add((*path, value.dim()))
             continue
-        if depth >= _DEPTH:
+        if len(path) > _DEPTH:
             continue
         if isinstance(value, dict):
-            children = list(value.values())
+            children = [(k if isinstance(k, (str, int)) else type(k).__name__, v) for k, v in value.items()]
         elif isinstance(value, (list, tuple)):
-            children = list(value)
+            children = list(enumerate(value))
         else:
-            children = list(getattr(value, "__dict__", {}).values())
-        stack.extend((c, depth + 1) for c in children)
-    return frozenset(n for n, c in counts.items() if c >= 2)
+            children = list(getattr(value, "__dict__", {}).items())
+        stack.extend((c, (*path, k)) for k, c in children)
+    return frozenset(n for n, c in counts.items() if c >= 2), frozenset(layout)
+
+
+# Note [A frame's inputs that vary earn the generic policy] (docs/architecture.md): a recompile takes
+# the generic policy once the frame's calls have brought two input layouts; else stock's choices.
+
+#: the input layouts of each code's compiles this Dynamo session, by frame compile id
+#: (id 0 starts again after a reset of Dynamo, and clears what was there)
+_layouts: weakref.WeakKeyDictionary[Any, dict[int, frozenset[tuple[Any, ...]]]] = weakref.WeakKeyDictionary()
+
+
+def inputs_vary(code: Any, layout: frozenset[tuple[Any, ...]]) -> bool:
+    """Records this compile's input layout for ``code``; whether the frame's compiles so far,
+    this one included, have brought more than one (Note [A frame's inputs that vary earn the generic policy])."""
+    from torch._guards import CompileContext
+
+    n = getattr(CompileContext.current_compile_id(), "frame_compile_id", None)
+    if not isinstance(n, int):
+        return True
+    seen = _layouts.setdefault(code, {})
+    if n == 0:
+        seen.clear()
+    seen[n] = layout
+    if any(i not in seen for i in range(n)):
+        return True
+    return len({seen[i] for i in range(n + 1)}) > 1
 
 
 #: on the compile's own context (kept across its attempts): "attempt" while an attempt
@@ -138,18 +172,28 @@ _ARRIVAL = "_verishape_arrival"
 
 
 def _shared_of(tx: Trace) -> frozenset[int]:
+    """The sizes the compile under way makes symbols of (the shared sizes where the generic
+    policy applies, else none), read once per trace.  Asked on the frame's first compile
+    too, which records its input layout (Note [A frame's inputs that vary earn the generic policy])."""
     global _last
     output = tx.output
     ref, found = _last
     if ref() is not output:
         root = getattr(output, "root_tx", tx)
         f_locals = getattr(root, "f_locals", {}) or {}
-        ctx = candidate.compile_context()
-        arrives = (ctx is not None and getattr(ctx, _ARRIVAL, None) != "refused" and not candidate.raising()
-                   and arrives_at_one(root.f_code, getattr(root, "f_globals", {}) or {}, f_locals))
-        if arrives:
-            setattr(ctx, _ARRIVAL, "attempt")
-        found = frozenset() if arrives else shared_sizes(f_locals)
+        shared, layout = _walk(f_locals)
+        vary = inputs_vary(root.f_code, layout)
+        raising = bool(candidate.raising())
+        found = frozenset()
+        # a candidate at 2 is traced as the frame's later compiles will be, so that they
+        # are proved against it (Note [A declared size at 1 is compiled at 2])
+        if raising or (is_recompile() and vary):
+            ctx = candidate.compile_context()
+            arrives = (ctx is not None and getattr(ctx, _ARRIVAL, None) != "refused" and not raising
+                       and arrives_at_one(root.f_code, getattr(root, "f_globals", {}) or {}, f_locals))
+            if arrives:
+                setattr(ctx, _ARRIVAL, "attempt")
+            found = frozenset() if arrives else shared
         _last = (weakref.ref(output), found)
     return found
 
@@ -262,15 +306,12 @@ def generic_sizes(context: Any, tensor: Any, shared: frozenset[int]) -> Any:
 def _policy_applies(tx: Trace, source: Any) -> bool:
     """The input named by ``source`` is one the generic policy may make dynamic: automatic
     dynamic is on (and static by default), the frame's backend is verishape's with generic
-    recompiles, this is the frame's second or later compile, and the input is reached from
-    the frame's arguments."""
+    recompiles, and the input is reached from the frame's arguments (:func:`_shared_of`
+    says for which compiles)."""
     from torch._dynamo import config
 
     return bool(config.automatic_dynamic_shapes and config.assume_static_by_default is not False
                 and wants_generic(getattr(tx.output, "compiler_fn", None))
-                # a candidate at 2 is traced as the frame's later compiles will be, so that they
-                # are proved against it (Note [A declared size at 1 is compiled at 2])
-                and (is_recompile() or bool(candidate.raising()))
                 and source is not None and from_arguments(source))
 
 
@@ -284,7 +325,10 @@ def _generic_on_recompile(original: Any) -> Any:
                                                       _raised_at_two(tx, e, source))
         if static_shapes or not _policy_applies(tx, source):
             return context
-        context = generic_sizes(context, e, _shared_of(tx))
+        shared = _shared_of(tx)  # asked on the first compile too: it records the input layout
+        if not (is_recompile() or candidate.raising()):
+            return context
+        context = generic_sizes(context, e, shared)
         candidate.mark_sizes(tx.output.shape_env, code, e, source, context)
         return context
 
