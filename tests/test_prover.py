@@ -267,8 +267,9 @@ def test_questions_over_floats_get_the_float_resource_limit_in_a_compiles_scope(
     default, cut = solvers.Limits(), classes.FLOAT_RLIMIT
     assert classes.limits_for(floaty, [sympy.Ge(s0, 2)], default, cut).rlimit == cut
     assert classes.limits_for(sympy.Ge(s0, 2), [floaty], default, cut).rlimit == cut  # in a premise
-    ceil_div = sympy.Ge(tf.CeilToInt(tf.IntTrueDiv(s0 + 4, 2)), 2)  # conv1d's padding: no float symbol
-    assert classes.limits_for(ceil_div, [], default, cut).rlimit == cut
+    ceil_div = sympy.Ge(tf.CeilToInt(tf.IntTrueDiv(s0 + 4, 2)), 2)  # conv1d's padding: integer arithmetic
+    assert classes.limits_for(ceil_div, [], default, cut) == default
+    assert classes.limits_for(sympy.Ge(tf.IntTrueDiv(s0 + 4, 2), 2), [], default, cut).rlimit == cut  # a double
     assert classes.limits_for(sympy.Ge(tf.FloorDiv(s0 + 4, 2), 2), [], default, cut) == default  # integers only
     low = solvers.Limits(rlimit=100)
     assert classes.limits_for(floaty, [], low, cut) == low  # never raised

@@ -351,3 +351,42 @@ def test_sympy_power_of_a_possibly_negative_exponent_stays_opaque():
     for goal in (sympy.Ge(power, 1), sympy.Eq(power, 0), sympy.Ne(power, sympy.Rational(1, 2))):
         r = solvers.prove(goal, [sympy.Eq(X[1], -1)])
         assert r.status != solvers.PROVED, goal
+
+
+#: operands around the bound below which a rounded int quotient is decided in integer
+#: arithmetic (``Translator._rounded_quotient``): small, near 2**53 on both sides, far past it
+QUOTIENT_OPERANDS = st.one_of(st.integers(-40, 40), st.integers(2**53 - 3, 2**53 + 3).map(lambda v: v * (-1) ** (v % 2)),
+                              st.integers(-(2**70), 2**70))
+
+
+@settings(max_examples=150)
+@given(a=QUOTIENT_OPERANDS, b=QUOTIENT_OPERANDS, name=st.sampled_from(["trunc", "floor", "ceil"]))
+def test_a_rounded_int_quotient_matches_python(a, b, name):
+    """``math.ceil(a / b)`` and its kin, where CPython rounds the quotient to a double first:
+    inside the box the integer encoding proves Python's value and refutes its neighbour;
+    outside it a value may stay unknown, never wrong; a zero divisor or an overflow is never
+    proved defined."""
+    cls, fn = ROUNDINGS[name]
+    x, y = X[0], X[1]
+    expr = cls(tf.IntTrueDiv(x, y, evaluate=False), evaluate=False)
+    pins = [sympy.Eq(x, a), sympy.Eq(y, b)]
+    try:
+        value = int(fn(a / b))
+    except (ZeroDivisionError, OverflowError):
+        assert not solvers.prove(sympy.Eq(expr, 0), pins).proved
+        return
+    right, wrong = solvers.prove(sympy.Eq(expr, value), pins), solvers.prove(sympy.Eq(expr, value + 1), pins)
+    inside = abs(a) < 2**53 and abs(b) < 2**53
+    assert right.status == solvers.PROVED if inside else right.status in (solvers.PROVED, solvers.UNKNOWN)
+    assert wrong.status in (solvers.REFUTED, solvers.UNKNOWN) and (wrong.status == solvers.REFUTED or not inside)
+
+
+def test_a_rounded_int_quotient_asks_no_float_theory():
+    """``solvers.classes`` sees a rounded int quotient as integer arithmetic (the float
+    resource limit is for IEEE questions); a bare ``IntTrueDiv`` or a float inside stays float."""
+    from verishape.solvers import classes
+
+    x = X[0]
+    assert not classes.uses_floats([sympy.Ge(tf.CeilToInt(tf.IntTrueDiv(x + 4, 2)), 2)])
+    assert classes.uses_floats([sympy.Ge(tf.IntTrueDiv(x + 4, 2), 2)])
+    assert classes.uses_floats([sympy.Ge(tf.CeilToInt(tf.IntTrueDiv(tf.TruncToInt(F), 2)), 2)])
