@@ -3,9 +3,11 @@ frame's second compile makes, stock's (only the sizes that changed are symbols) 
 verishape's (every input size a symbol, ``compiler/widen/generic_recompile.py``).
 
 A GPT-2-style model (random weights, ``--width`` wide, ``--layers`` deep) is called with
-``input_ids`` and an ``attention_mask`` at batch ``--batches[0]`` then at the other batches,
-the sequence length fixed: both variants compile twice, stock's second artifact generic in
-the batch alone, verishape's in the batch and the length (the two inputs share both).  Then each variant's call at the last batch is timed ``--calls``
+``input_ids`` alone at batch ``--batches[0]``, then with an ``attention_mask`` too at the
+other batches (two layouts of inputs, where the policy applies: Note [A frame's inputs that
+vary earn the generic policy]), the sequence length fixed: both variants compile twice,
+stock's second artifact generic in the batch alone, verishape's in the batch and the length
+(the two inputs share both).  Then each variant's call at the last batch is timed ``--calls``
 times, the two taking turns over ``--rounds`` rounds; medians and the ratio
 verishape / stock.  JSON output.
 
@@ -66,8 +68,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             frames._envs_by_code.clear()
         fn = compile_fn(model.forward)
         with torch.no_grad():
-            for ids in inputs:
-                mask = torch.ones_like(ids)
+            for i, ids in enumerate(inputs):
+                mask = None if i == 0 else torch.ones_like(ids)
                 torch.testing.assert_close(fn(ids, attention_mask=mask).logits,
                                            model(ids, attention_mask=mask).logits, atol=1e-4, rtol=1e-4)
         runs[name] = {"fn": fn, "compiles": counters["stats"]["unique_graphs"] - counters["verishape"]["reused"],
