@@ -12,6 +12,8 @@ CPython does for ``float(int)``, ``int / int`` and float ``+ - * /``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import z3
 
 FLOAT64 = z3.Float64()
@@ -69,6 +71,32 @@ def trunc_real(r: z3.ArithRef) -> z3.ArithRef:
     """Truncation toward zero.  ``ToInt`` is floor, which is wrong for negative values
     (torch's own validator makes exactly that mistake)."""
     return z3.If(r >= 0, z3.ToInt(r), -z3.ToInt(-r))
+
+
+#: the bound on both operands of an int quotient within which rounding CPython's double
+#: quotient to an integer gives what rounding the exact quotient gives (:func:`rounded_quotient`)
+EXACT_QUOTIENT = 2**53
+
+
+def rounded_quotient(rounding: object, a: z3.ArithRef, b: z3.ArithRef,
+                     floordiv: Callable[[z3.ArithRef, z3.ArithRef], z3.ArithRef]) -> z3.ArithRef:
+    """``math.floor``, ``math.ceil`` or ``math.trunc`` (``rounding``: :func:`floor_real`,
+    :func:`ceil_real`, :func:`trunc_real`) of ``a / b`` for ints, from ``floordiv`` (Python's
+    ``//``; ``b != 0`` is the caller's side condition).
+
+    Why it is CPython's value where ``|a|`` and ``|b|`` are below :data:`EXACT_QUOTIENT`:
+    ``a / b`` is the exact quotient correctly rounded to a double, off by at most 2**-53 of
+    it; a quotient that is not an integer lies at least ``1/|b|`` from the nearest integer,
+    which the rounding would reach only for ``|a| >= 2**53``; an integer quotient is below
+    2**53, so a double exactly; the quotient is at least 2**-53 in size, so the double is
+    normal; and nothing overflows.  Round-half-even is not here: its ties need a tighter bound."""
+    if rounding is floor_real:
+        return floordiv(a, b)
+    if rounding is ceil_real:
+        return -floordiv(-a, b)
+    if rounding is trunc_real:  # the floor of a quotient >= 0, else its ceiling
+        return z3.If(z3.Or(a == 0, (a > 0) == (b > 0)), floordiv(a, b), -floordiv(-a, b))
+    raise ValueError(f"rounded_quotient: {rounding!r} is not floor, ceil or trunc (this is a verishape bug)")
 
 
 def round_half_even(r: z3.ArithRef) -> z3.ArithRef:

@@ -6,9 +6,8 @@ Python's own arithmetic in ``tests/test_translation_differential.py``).  Three i
 
 * **Sorts.**  Integer symbols are Z3 ``Int``; exact rationals (sympy ``Rational``,
   ``x/3``) are ``Real``; Python floats (``zf*`` symbols, ``ToFloat``, ``FloatTrueDiv``,
-  ``IntTrueDiv``) are IEEE ``Float64``.  No integer is ever relaxed to a real.  A rounded
-  int quotient (``math.ceil(n / 2)``) is an integer, exactly, where both operands are below
-  2**53 (``Translator._rounded_quotient`` says why), and opaque past that.
+  ``IntTrueDiv``) are IEEE ``Float64``.  No integer is ever relaxed to a real.  A rounded int
+  quotient (``math.ceil(n / 2)``) is an integer, exact below 2**53 (``_rounded_quotient``).
 * **Definedness.**  Every partial operation (a zero divisor, torch's domain limits on
   ``Mod``/``ModularIndexing``/``CleanDiv``/``PowByNatural``, a float overflow in
   ``float(int)``, ``int(nan)``) records a *side condition*, guarded by the path
@@ -52,11 +51,8 @@ _RELATIONS: dict[type, str] = {
 #: torch functions whose value is a float we do not model bit-exactly.
 _OPAQUE_FLOAT_FUNCS = (tf.FloatPow, tf.RoundDecimal)
 
-#: roundings of an int quotient decided in integer arithmetic (``Translator._rounded_quotient``;
-#: not round-half-even, whose ties the bound below does not cover), and the bound on both
-#: operands within which that is exact
+#: roundings of an int quotient decided in integer arithmetic (``Translator._rounded_quotient``)
 _QUOTIENT_ROUNDINGS = (pyarith.floor_real, pyarith.ceil_real, pyarith.trunc_real)
-_EXACT_QUOTIENT = 2**53
 
 @dataclasses.dataclass(frozen=True)
 class Formula:
@@ -586,29 +582,17 @@ class Translator(IntegerOps):
 
     def _rounded_quotient(self, expr: sympy.Basic, rounding: Callable[[z3.ArithRef], z3.ArithRef]
                           ) -> z3.ExprRef | None:
-        """``floor``, ``ceil`` or ``trunc`` of ``a / b`` for ints ``a`` and ``b`` (a padding's
-        ``math.ceil(n / 2)``) in integer arithmetic, without the float theory (each unit of
-        Z3's resource counter is dear there: ``solvers/classes.py``).  Exact where ``|a|`` and
-        ``|b|`` are below 2**53: CPython's ``a / b`` is the quotient correctly rounded to a
-        double, off by at most 2**-53 of it, while a quotient that is not an integer lies at
-        least ``1/|b|`` from the nearest one, so the rounding never reaches an integer
-        (``|a| < 2**53``), an integer quotient is a double exactly, and the double is normal
-        (``|b| < 2**53``): rounding the double to an integer gives what rounding the exact
-        quotient gives, and no overflow is possible.  Outside that box the value is opaque
-        (any integer, with an unknown definedness: ``OverflowError`` past the largest
-        double), so nothing is proved there that depends on it.  None where an argument is
-        not an integer (the float model decides)."""
+        """``floor``, ``ceil`` or ``trunc`` of an int quotient (a padding's ``math.ceil(n / 2)``)
+        in integer arithmetic, without the float theory (``solvers/classes.py``): exact inside
+        :data:`pyarith.EXACT_QUOTIENT` (:func:`pyarith.rounded_quotient` says why), opaque past it
+        (any integer, with an unknown definedness).  None where an argument is not an integer."""
         a, b = (self._term(x) for x in expr.args[0].args)
         if not (z3.is_int(a) and z3.is_int(b)):
             return None
         self._require(b != 0)
-        if rounding is pyarith.floor_real:
-            exact = self._int_floordiv(a, b)
-        elif rounding is pyarith.ceil_real:
-            exact = -self._int_floordiv(-a, b)
-        else:  # truncation: the floor of a quotient >= 0, else its ceiling
-            exact = z3.If(z3.Or(a == 0, (a > 0) == (b > 0)), self._int_floordiv(a, b), -self._int_floordiv(-a, b))
-        inside = z3.And(a > -_EXACT_QUOTIENT, a < _EXACT_QUOTIENT, b > -_EXACT_QUOTIENT, b < _EXACT_QUOTIENT)
+        exact = pyarith.rounded_quotient(rounding, a, b, self._int_floordiv)
+        bound = pyarith.EXACT_QUOTIENT
+        inside = z3.And(a > -bound, a < bound, b > -bound, b < bound)
         outside = self._make_opaque(expr, z3.IntSort(), total=True)
         self._require(z3.Or(inside, self._opaque_defined[expr]))
         return z3.If(inside, exact, outside)
