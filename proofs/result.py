@@ -12,6 +12,13 @@ PROVED: Status = "proved"
 REFUTED: Status = "refuted"
 UNKNOWN: Status = "unknown"
 
+#: ``SolveResult.reason`` of a refutation the prover's first tier found without the solver
+#: (:mod:`verishape.solvers.refute`): near the caller's witness, or (none given) within the
+#: premises' own bounds.  Such an answer is neither a solver's nor the proof store's.
+NEAR_WITNESS = "refuted at a point near the witness"
+AT_BOUNDS = "refuted at a point within the premises' bounds"
+FIRST_TIER = (NEAR_WITNESS, AT_BOUNDS)
+
 
 @dataclasses.dataclass(frozen=True)
 class Limits:

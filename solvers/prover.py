@@ -43,7 +43,7 @@ import z3
 
 from verishape.proofs.record import Obligation, ProofRecord
 from verishape.proofs.kinds import Asker
-from verishape.proofs.result import PROVED, REFUTED, UNKNOWN, Limits, SolveResult, Value
+from verishape.proofs.result import AT_BOUNDS, NEAR_WITNESS, PROVED, REFUTED, UNKNOWN, Limits, SolveResult, Value
 
 from . import classes, concrete, refute
 from .contexts import fresh_context
@@ -130,8 +130,6 @@ _LOAD_DEPENDENT = ("solver: timeout", "solver error")
 #: the ``unknown`` reasons of a question the resource limit stopped (Z3 says either, by theory)
 RLIMIT_STOPS = ("solver: canceled", "solver: max. resource limit exceeded")
 
-#: ``SolveResult.reason`` of a refutation found by the first tier (no solver call).
-NEAR_WITNESS = "refuted at a point near the witness"
 
 #: Held by every use of Z3's shared (main) context: translation, copying terms out of it,
 #: and freeing them (a query's terms die before the lock is released).
@@ -251,12 +249,17 @@ class Prover:
 
     def _refuted_near(self, goal: sympy.Basic, assumptions: tuple[sympy.Basic, ...],
                       witness: dict[sympy.Symbol, Value] | None) -> SolveResult | None:
-        """The first tier (:mod:`verishape.solvers.refute`): a point near ``witness`` that
-        satisfies the assumptions and breaks the goal, found without a solver call."""
-        if witness is None:
-            return None
+        """The first tier (:mod:`verishape.solvers.refute`): a point near ``witness`` (without
+        one, at the assumptions' own bounds) that satisfies the assumptions and breaks the
+        goal, found without a solver call."""
         start = time.perf_counter()
-        point = refute.counterexample(goal, assumptions, witness)
+        first, reason = None, NEAR_WITNESS
+        if witness is None:
+            bounded = refute.from_bounds(goal, assumptions)
+            if bounded is None:
+                return None
+            (witness, first), reason = bounded, AT_BOUNDS
+        point = refute.counterexample(goal, assumptions, witness, first)
         if point is None:
             return None
         self.stats.refuted_concretely += 1
@@ -267,7 +270,7 @@ class Prover:
         except concrete.Undefined:
             undefined = True
         return SolveResult(REFUTED, counterexample={str(s): point[s] for s in sorted(symbols, key=str)},
-                           undefined_goal=undefined, reason=NEAR_WITNESS, time_s=time.perf_counter() - start)
+                           undefined_goal=undefined, reason=reason, time_s=time.perf_counter() - start)
 
     def store(self) -> ProofStore | None:
         """The proof store this prover reads and writes now (None: off or unusable)."""

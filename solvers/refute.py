@@ -15,6 +15,11 @@ whenever its caller passes a witness (the real sizes), and answers "refuted" wit
 point, exactly as it would with the solver's own counterexample.
 A point that cannot be evaluated exactly (an opaque function, a domain error in a
 premise) refutes nothing.
+
+A question without real values (Inductor's loop indices: ``x3 < 4`` asked with
+``0 <= x3 <= 7`` while an index formula is simplified, every kernel of every compile)
+starts from its premises' own bounds instead (:func:`from_bounds`): the same points
+break it, and Z3 is not asked to find what a bound shows.
 """
 
 from __future__ import annotations
@@ -38,15 +43,18 @@ _SIGN = {">": lambda v: v > 0, ">=": lambda v: v >= 0, "<": lambda v: v < 0, "<=
          "!=": lambda v: v != 0}
 
 
-def counterexample(target: sympy.Basic, premises: Sequence[sympy.Basic],
-                   witness: Mapping[sympy.Symbol, Any]) -> dict[sympy.Symbol, Any] | None:
+def counterexample(target: sympy.Basic, premises: Sequence[sympy.Basic], witness: Mapping[sympy.Symbol, Any],
+                   first: Mapping[sympy.Symbol, Sequence[int]] | None = None) -> dict[sympy.Symbol, Any] | None:
     """A point that differs from ``witness`` in one integer or float symbol of ``target``,
-    satisfies every premise and breaks ``target``; None when none of the points tried does."""
+    satisfies every premise and breaks ``target``; None when none of the points tried does.
+    ``first``: values tried first for a symbol (its bounds, :func:`from_bounds`)."""
     symbols = sorted((s for s in target.free_symbols if s in witness and (s.is_integer or _is_float(s))), key=str)
     hints = sorted({int(v) for v in witness.values() if isinstance(v, int) and not isinstance(v, bool)})
     tried = evaluations = 0
     for symbol in symbols:
         values = _values(int(witness[symbol]), hints) if symbol.is_integer else _float_values(float(witness[symbol]))
+        if first and symbol in first:
+            values = list(dict.fromkeys([*first[symbol], *values]))
         for value in values:
             if not all(_SIGN[op](value) for op in sign_facts(symbol)):
                 continue
@@ -62,6 +70,50 @@ def counterexample(target: sympy.Basic, premises: Sequence[sympy.Basic],
             if holds:
                 return point
     return None
+
+
+def from_bounds(target: sympy.Basic, premises: Sequence[sympy.Basic]
+                ) -> tuple[dict[sympy.Symbol, int], dict[sympy.Symbol, list[int]]] | None:
+    """A starting point for :func:`counterexample` where the caller has no real values: each
+    symbol at the least value its premises allow (the greatest, where only that is stated),
+    and per symbol its bounds and their middle to try first.  Only premises of the form
+    ``symbol <op> number`` are read; None unless every symbol is an integer with a bound.
+    The point is a place to start looking, not an assumption: whatever it finds is checked
+    against every premise like any other point."""
+    low: dict[sympy.Symbol, int] = {}
+    high: dict[sympy.Symbol, int] = {}
+    for premise in premises:
+        bound = _bound(premise)
+        if bound is not None:
+            symbol, lo, hi = bound
+            if lo is not None:
+                low[symbol] = max(lo, low.get(symbol, lo))
+            if hi is not None:
+                high[symbol] = min(hi, high.get(symbol, hi))
+    symbols = target.free_symbols.union(*(p.free_symbols for p in premises))
+    if not symbols or any(not s.is_integer or (s not in low and s not in high) for s in symbols):
+        return None
+    start = {s: low.get(s, high.get(s)) for s in symbols}
+    first = {s: [v for v in (low.get(s), high.get(s)) if v is not None] for s in symbols}
+    for s in symbols:
+        if s in low and s in high:
+            first[s] += [(low[s] + high[s]) // 2, low[s] + 1, high[s] - 1]
+    return start, first
+
+
+def _bound(premise: sympy.Basic) -> tuple[sympy.Symbol, int | None, int | None] | None:
+    """``(symbol, least, greatest)`` stated by ``premise`` when it compares a symbol with an
+    integer (``x < 8``: ``(x, None, 7)``; ``0 <= x``: ``(x, 0, None)``); None otherwise."""
+    if not isinstance(premise, (sympy.Lt, sympy.Le, sympy.Gt, sympy.Ge, sympy.Eq)):
+        return None
+    lhs, rhs, op = premise.lhs, premise.rhs, premise.rel_op
+    if isinstance(lhs, sympy.Integer) and isinstance(rhs, sympy.Symbol):
+        lhs, rhs, op = rhs, lhs, {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "=="}[op]
+    if not (isinstance(lhs, sympy.Symbol) and isinstance(rhs, sympy.Integer)):
+        return None
+    n = int(rhs)
+    return {"<": (lhs, None, n - 1), "<=": (lhs, None, n), ">": (lhs, n + 1, None), ">=": (lhs, n, None),
+            "==": (lhs, n, n)}[op]
 
 
 def _values(hint: int, hints: Iterable[int]) -> list[int]:

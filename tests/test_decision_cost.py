@@ -15,8 +15,11 @@ from torch._dynamo.source import ConstantSource
 from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
 from torch.utils._sympy.functions import FloorDiv
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from verishape import solvers
-from verishape.solvers import refute
+from verishape.solvers import concrete, refute
 from verishape.core.premises import use_prover
 from verishape.core.shape_env import VeriShapeEnv
 
@@ -160,3 +163,71 @@ def test_a_float_question_a_sign_breaks_costs_no_solver_call():
     assert result.refuted and prover.stats.solver_calls == 0 and prover.stats.refuted_concretely == 1
     # a premise that bounds the scale from below leaves no such point: the solver is asked
     assert refute.counterexample(target, [*premises, sympy.Ge(zf, 0)], {zf: 1.873536229133606, s: 427}) is None
+
+
+def test_a_loop_index_question_is_refuted_at_its_bounds_without_the_solver():
+    """Inductor simplifies index formulas with ``statically_known`` questions over a
+    kernel's loop indices (``x3 < 4`` with ``0 <= x3 <= 7``), which have no real values,
+    so no witness: 20 solver calls of 3 to 20 ms in a tiny LLaMA's first compile.  The
+    premises' own bounds are the starting point; a bound they imply is still proved."""
+    x = sympy.Symbol("x3", integer=True, nonnegative=True)
+    premises = [sympy.Lt(x, 8), sympy.Le(0, x), sympy.Le(x, 7)]
+    for target in (sympy.Lt(x, 4), sympy.Ge(x, 4), sympy.Ge(x, 1), sympy.Eq(sympy.Mod(x, 4), x)):
+        prover = solvers.Prover(store=None)
+        result = prover.prove(target, premises)
+        assert result.refuted and prover.stats.solver_calls == 0 and prover.stats.refuted_concretely == 1, target
+        assert 0 <= result.counterexample["x3"] <= 7
+    prover = solvers.Prover(store=None)
+    assert prover.prove(sympy.Lt(x, 9), premises).proved and prover.stats.solver_calls == 1
+    # a symbol no premise bounds gives no starting point (the solver decides)
+    y = sympy.Symbol("y", integer=True)
+    assert refute.from_bounds(sympy.Lt(x + y, 4), premises) is None
+    assert refute.from_bounds(sympy.Lt(x, 4), [sympy.Lt(x, y)]) is None
+
+
+def test_an_inductor_loop_index_question_costs_no_solver_call():
+    """The same question as Inductor asks it: ``SizeVarAllocator.simplify_with_ranges`` of a
+    ``ModularIndexing`` over a loop index; nothing reaches Z3, and the answer is stock's."""
+    from torch._inductor.sizevars import SizeVarAllocator
+    from torch.utils._sympy.functions import ModularIndexing
+
+    x3 = sympy.Symbol("x3", integer=True, nonnegative=True)
+    answers = {}
+    for cls in (ShapeEnv, VeriShapeEnv):
+        prover = solvers.Prover(store=None)
+        sizes = SizeVarAllocator(cls())
+        with use_prover(prover):
+            answers[cls.__name__] = [sizes.simplify_with_ranges(ModularIndexing(x3, 1, n), {x3: 8}) for n in (4, 16)]
+        if cls is VeriShapeEnv:
+            assert prover.stats.solver_calls == 0, prover.stats
+    assert answers["VeriShapeEnv"] == answers["ShapeEnv"]
+    assert answers["ShapeEnv"][1] == x3  # x3 < 16 folds the modulus away
+
+
+_BOUNDED = st.integers(-6, 12)
+
+
+@settings(max_examples=150, deadline=None)
+@given(lo=_BOUNDED, width=st.integers(0, 9), k=st.integers(-8, 16), m=st.integers(1, 5),
+       op=st.sampled_from(["<", "<=", ">", ">=", "==", "!="]), form=st.sampled_from(["x", "mod", "floordiv", "x+y"]))
+def test_refutation_at_bounds_agrees_with_the_solver(lo, width, k, m, op, form):
+    """Differential: a question over bounded symbols without a witness.  Whatever the first
+    tier refutes, the solver (asked without the tier) does not prove, and the point
+    satisfies every premise; whatever the solver proves, the tier never refutes."""
+    x = sympy.Symbol("x", integer=True)
+    y = sympy.Symbol("y", integer=True)
+    expr = {"x": x, "mod": sympy.Mod(x, m), "floordiv": FloorDiv(x, m), "x+y": x + y}[form]
+    target = sympy.Rel(expr, k, op) if op != "!=" else sympy.Ne(expr, k)
+    premises = [sympy.Le(lo, x), sympy.Le(x, lo + width), sympy.Le(0, y), sympy.Lt(y, 3)]
+    if target in (sympy.true, sympy.false):
+        return
+    tier = solvers.Prover(store=None)
+    fast = tier.prove(target, premises)
+    solver = solvers.Prover(store=None)
+    reference = solver._solve(target, tuple(premises), solver.limits)
+    if tier.stats.refuted_concretely:
+        assert not reference.proved, (target, fast.counterexample)
+        point = {x: fast.counterexample["x"], y: fast.counterexample.get("y", 0)}
+        assert concrete.holds(premises, point) and concrete.evaluate(target, point) is not True
+    if reference.proved:
+        assert fast.proved, target

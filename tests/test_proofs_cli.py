@@ -22,10 +22,12 @@ s0, s1, s2 = sympy.symbols("s0 s1 s2", integer=True, positive=True)
 u0 = sympy.Symbol("u0", integer=True)
 
 #: (goal, premises, the verdict z3 gives): a mix of linear, nonlinear, modular and
-#: floor-division obligations, proved and refuted.
+#: floor-division obligations, proved and refuted.  Each reaches the solver (a refutation
+#: the prover's first tier finds at the premises' bounds is never stored: ``s0 <= s1``,
+#: with ``s1`` unbounded, keeps ``s0 >= 3`` from being one).
 OBLIGATIONS = [
     (sympy.Eq(Mod(32 * s0, 4096), 0), [sympy.Eq(Mod(s0, 128), 0)], "proved"),
-    (sympy.Gt(FloorDiv(s0, 3), 2), [sympy.Ge(s0, 3)], "refuted"),
+    (sympy.Gt(FloorDiv(s0, 3), 2), [sympy.Ge(s0, 3), sympy.Le(s0, s1)], "refuted"),
     (sympy.Le(s0**2, s1 * s0), [sympy.Le(s0, s1)], "proved"),
     (sympy.Eq(PythonMod(u0, s1), 0), [sympy.Ge(u0, 0)], "refuted"),
     (sympy.Lt(FloorDiv(u0, s0), 5), [sympy.Lt(u0, 5 * s0)], "proved"),
@@ -111,8 +113,9 @@ def test_check_names_a_tampered_verdict(store, capsys):
 
 def test_check_replays_counterexamples_with_python_integers(store, capsys):
     ids = _ids(store, "refuted")
-    # s0 = 9 satisfies the premise s0 >= 3, but 9 // 3 = 3 > 2: the goal holds there.
-    _sql(store, "UPDATE proofs SET counterexample = ? WHERE id = ?", json.dumps({"s0": 9}), ids["((s0//3)) > 2"])
+    # s0 = 9 satisfies the premises s0 >= 3 and s0 <= s1, but 9 // 3 = 3 > 2: the goal holds there.
+    _sql(store, "UPDATE proofs SET counterexample = ? WHERE id = ?", json.dumps({"s0": 9, "s1": 9}),
+         ids["((s0//3)) > 2"])
     # u0 = -1 breaks the premise u0 >= 0.
     _sql(store, "UPDATE proofs SET counterexample = ? WHERE id = ?", json.dumps({"u0": -1, "s1": 2}),
          ids["Eq(PythonMod(u0, s1), 0)"])
@@ -125,7 +128,7 @@ def test_check_replays_counterexamples_with_python_integers(store, capsys):
     assert rc == 1
     assert "agree: 8" in out  # the formulas are still satisfiable: only the replay catches these
     bad = out.split("COUNTEREXAMPLES THAT DO NOT HOLD (4):")[1]
-    assert f"#{ids['((s0//3)) > 2']} [query]" in bad and "the goal ((s0//3)) > 2 is True at s0=9, not False" in bad
+    assert f"#{ids['((s0//3)) > 2']} [query]" in bad and "the goal ((s0//3)) > 2 is True at s0=9, s1=9, not False" in bad
     assert f"#{ids['Eq(PythonMod(u0, s1), 0)']} [query]" in bad and "premise u0 >= 0 is False" in bad
     assert "s0 = 0 breaks its own assumption s0 > 0" in bad
     assert f"#{ids['Ne(s0, s1)']} [query]" in bad and "the stored obligation cannot be parsed" in bad
