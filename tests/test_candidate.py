@@ -200,3 +200,24 @@ def test_a_type_match_is_checked_by_a_tensor_match_of_the_same_input_only():
     assert _not_checked(generic, {("L['x']", "TENSOR_MATCH"), ("G['f']", "ID_MATCH")}) == set()
     assert _not_checked(generic, {("L['y']", "TENSOR_MATCH"), ("G['f']", "ID_MATCH")}) == {("L['x']", "TYPE_MATCH")}
     assert _not_checked(generic, {("L['x']", "TENSOR_MATCH")}) == {("G['f']", "ID_MATCH")}
+
+
+def decoder_step(x, mask, w, cache=None):
+    """A prefill without a cache, then decode steps with one (a new input) at length 1."""
+    out = ((x * w) * mask[:, :, None]).sum(1)
+    return out if cache is None else out + cache.sum(1)
+
+
+def test_a_call_that_brings_other_tensors_traces_no_candidate():
+    """The first decode step after a prefill (length 7, then 1 with a KV cache) is another
+    program, not the prefill at another length: a candidate there was traced only to be
+    refused (a whole trace spent).  The walk of the arguments says so before the trace: no
+    candidate attempt, outputs equal eager's."""
+    compiled = verishape.compile(decoder_step, backend="aot_eager")
+    w = torch.randn(8)
+    calls = [(torch.randn(2, 7, 8), torch.rand(2, 7), None),
+             (torch.randn(2, 1, 8), torch.rand(2, 1), torch.randn(2, 3, 8))]
+    for x, mask, cache in calls:
+        torch.testing.assert_close(compiled(x, mask, w, cache), decoder_step(x, mask, w, cache))
+    assert counters["verishape"]["candidates"] == counters["verishape"]["candidates_dropped"] == 0
+    assert counters["stats"]["unique_graphs"] == 2

@@ -39,8 +39,11 @@ generic is kept for the frame (:func:`generic_kept`), so their cost is one trace
 one compile, per frame.
 
 Candidates are traced only where the frame takes the same tensors as at its previous
-compile (:func:`other_inputs`): a decoder's first decode step after its prefill is another
-program at length 1, not the same one at another size.
+compile: a decoder's first decode step after its prefill is another program at length 1,
+not the same one at another size.  The walk of the call's arguments says so before the
+trace (:func:`verishape.compiler.widen.generic_recompile.other_tensors_than_before`: no
+size is kept at 1, so the attempt is stock's); :func:`other_inputs` checks what Dynamo
+wrapped, for what that walk cannot see.
 
 Measured (Hugging Face's own compile of the static-cache decode step, batches 2, 1, 3):
 LLaMA, GPT-2 and Qwen2 compile twice where stock compiles three times.

@@ -42,7 +42,7 @@ from __future__ import annotations
 import dataclasses
 import weakref
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from verishape.core import torch_names, torch_seam
 
@@ -98,9 +98,19 @@ def is_recompile() -> bool:
 #: arguments, a cache object, its list of layers, a layer, a tensor), and how many objects
 _DEPTH, _OBJECTS = 5, 2000
 
-#: the shared sizes of the compile under way, computed once per Dynamo output graph (held
+class _Call(NamedTuple):
+    """What the compile under way reads off its call's arguments, once per trace."""
+
+    #: the sizes it makes symbols of (:func:`_call_of`)
+    shared: frozenset[int]
+    #: the call reaches other input tensors than the frame's previous compile did
+    #: (:func:`other_tensors_than_before`)
+    other_tensors: bool
+
+
+#: the compile under way's :class:`_Call`, computed once per Dynamo output graph (held
 #: weakly: an output graph is neither hashable nor kept alive by this)
-_last: tuple[Any, frozenset[int]] = (lambda: None, frozenset())
+_last: tuple[Any, _Call] = (lambda: None, _Call(frozenset(), False))
 
 
 def shared_sizes(f_locals: dict[str, Any]) -> frozenset[int]:
@@ -165,19 +175,36 @@ def inputs_vary(code: Any, layout: frozenset[tuple[Any, ...]]) -> bool:
     return len({seen[i] for i in range(n + 1)}) > 1
 
 
+def other_tensors_than_before(code: Any) -> bool:
+    """The compile under way (its layout recorded by :func:`inputs_vary`) reaches input
+    tensors by other paths than the frame's previous compile did: a decoder's first decode
+    step after its prefill brings the KV cache.  A candidate there would be refused once
+    traced (:func:`verishape.compiler.widen.candidate.other_inputs`: not the same program at
+    another size), so none is traced: the walk of the arguments says it before a trace is
+    spent on it."""
+    from torch._guards import CompileContext
+
+    n = getattr(CompileContext.current_compile_id(), "frame_compile_id", None)
+    seen = _layouts.get(code, {})
+    if not isinstance(n, int) or n not in seen or n - 1 not in seen:
+        return False
+    return {path[:-1] for path in seen[n]} != {path[:-1] for path in seen[n - 1]}
+
+
 #: on the compile's own context (kept across its attempts): "attempt" while an attempt
 #: takes stock's choices for a reuse at 1 (:func:`arrives_at_one`), "refused" once every
 #: reuse refused it (the next attempt takes the generic policy, :func:`retrace_after_refusal`)
 _ARRIVAL = "_verishape_arrival"
 
 
-def _shared_of(tx: Trace) -> frozenset[int]:
+def _call_of(tx: Trace) -> _Call:
     """The sizes the compile under way makes symbols of (the shared sizes where the generic
-    policy applies, else none), read once per trace.  Asked on the frame's first compile
-    too, which records its input layout (Note [A frame's inputs that vary earn the generic policy])."""
+    policy applies, else none), and whether its call reaches other tensors than the frame's
+    previous compile, read once per trace.  Asked on the frame's first compile too, which
+    records its input layout (Note [A frame's inputs that vary earn the generic policy])."""
     global _last
     output = tx.output
-    ref, found = _last
+    ref, call = _last
     if ref() is not output:
         root = getattr(output, "root_tx", tx)
         f_locals = getattr(root, "f_locals", {}) or {}
@@ -194,8 +221,9 @@ def _shared_of(tx: Trace) -> frozenset[int]:
             if arrives:
                 setattr(ctx, _ARRIVAL, "attempt")
             found = frozenset() if arrives else shared
-        _last = (weakref.ref(output), found)
-    return found
+        call = _Call(found, other_tensors_than_before(root.f_code))
+        _last = (weakref.ref(output), call)
+    return call
 
 
 def retrace_after_refusal(tx: Trace) -> str | None:
@@ -306,7 +334,7 @@ def generic_sizes(context: Any, tensor: Any, shared: frozenset[int]) -> Any:
 def _policy_applies(tx: Trace, source: Any) -> bool:
     """The input named by ``source`` is one the generic policy may make dynamic: automatic
     dynamic is on (and static by default), the frame's backend is verishape's with generic
-    recompiles, and the input is reached from the frame's arguments (:func:`_shared_of`
+    recompiles, and the input is reached from the frame's arguments (:func:`_call_of`
     says for which compiles)."""
     from torch._dynamo import config
 
@@ -325,11 +353,12 @@ def _generic_on_recompile(original: Any) -> Any:
                                                       _raised_at_two(tx, e, source))
         if static_shapes or not _policy_applies(tx, source):
             return context
-        shared = _shared_of(tx)  # asked on the first compile too: it records the input layout
+        call = _call_of(tx)  # asked on the first compile too: it records the input layout
         if not (is_recompile() or candidate.raising()):
             return context
-        context = generic_sizes(context, e, shared)
-        candidate.mark_sizes(tx.output.shape_env, code, e, source, context)
+        context = generic_sizes(context, e, call.shared)
+        if not call.other_tensors:  # a candidate there would be refused: none is traced
+            candidate.mark_sizes(tx.output.shape_env, code, e, source, context)
         return context
 
     _automatic_dynamic._verishape_original = original  # type: ignore[attr-defined]
@@ -397,4 +426,4 @@ def _int_gets_symbol(builder: Any, value: int) -> bool:
         return False
     if getattr(TracingContext.try_get(), "force_unspec_int_unbacked_size_like", False):
         return False
-    return _policy_applies(builder.tx, builder.source) and bool(_shared_of(builder.tx))
+    return _policy_applies(builder.tx, builder.source) and bool(_call_of(builder.tx).shared)
