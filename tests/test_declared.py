@@ -121,6 +121,30 @@ def test_a_first_call_at_1_traces_twice_not_three_times():
     assert (none, one) == (0, 1) and twice == 2 * once
 
 
+def stepped(x, mask, cache=None):
+    """A prefill without a cache, then steps with one (another program: other inputs)."""
+    out = (x * 2 + 1) * mask[..., None]
+    return out if cache is None else out + cache.sum(1, keepdim=True)
+
+
+def test_a_first_call_at_1_with_other_inputs_traces_twice_not_three_times():
+    """Something is kept (the prefill's compile, at batch 2), but it took other tensors
+    than this step at batch 1, which brings a cache: nothing kept can serve it, so its
+    first attempt is the one at 2, not a stock trace at 1 refused first.  Outputs equal
+    eager's.  Dynamo captures the step's ops once per trace (the step at 3: one trace)."""
+    spec = {**_spec(), "cache": TensorSpec([ShapeVar("batch", min=1, max=8), None, None])}
+    compiled = verishape.compile(stepped, backend="aot_eager", shapes_spec=spec)
+    captured = []
+    for b, cache in ((2, False), (1, True), (3, True)):
+        args = (torch.randn(b, 5, 4), torch.ones(b, 5), torch.randn(b, 3, 4) if cache else None)
+        before = counters["stats"]["calls_captured"]
+        torch.testing.assert_close(compiled(*args), stepped(*args))
+        captured.append(counters["stats"]["calls_captured"] - before)
+    _, step_at_one, step_at_three = captured
+    assert counters["verishape"]["candidates"] == 1 and counters["verishape"]["reused_at_size_1"] == 1
+    assert step_at_one == 2 * step_at_three  # the step traced twice (at 2, then stock's at 1), not three times
+
+
 def test_only_a_leading_variable_at_1_is_compiled_at_2():
     """A length at 1 is left to stock's specialization (a decode step is another program
     than a prefill: a candidate at 2 would be thrown away); the batch, the outer dimension of

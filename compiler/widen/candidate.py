@@ -267,21 +267,28 @@ def raise_size(env: ShapeEnv, tensor: Any, index: int, source_name: str) -> bool
 
 
 def _raise_at_first_compile(tx: Trace) -> None:
-    """Nothing is kept for the frame yet, and the call's declared leading variables are 1
-    (read off its locals before anything is wrapped): the compile's first attempt is the
-    one at 2, as the attempt after a refused stock trace would be (no kept compile could
-    have served that trace)."""
+    """Nothing kept for the frame can serve this call (nothing is kept yet, or every kept
+    compile's call took other input tensors: a decode step's first call, with the KV cache,
+    after the prefill's), and the call's declared leading variables are 1 (read off its
+    locals before anything is wrapped): the compile's first attempt is the one at 2, as the
+    attempt after a refused stock trace would be, and no stock trace at 1 is made only to
+    be refused."""
     ctx = compile_context()
     if ctx is None or getattr(ctx, _RAISE, None) is not None:
         return
     from verishape.compiler import declared as declared_sizes
 
+    from .generic_recompile import other_tensors_than_all
     from .kept import alive
 
     declared = declared_sizes.of_backend(getattr(tx.output, "compiler_fn", None))
-    if declared is None or alive(tx.f_code):
+    if declared is None:
         return
-    at_one = declared.leading_at_one_in(getattr(tx, "f_locals", None) or {}, tx.f_code)
+    f_locals = getattr(tx, "f_locals", None) or {}
+    kept = alive(tx.f_code)
+    if kept and not other_tensors_than_all(tx.f_code, f_locals, [k.compile_id for k in kept]):
+        return
+    at_one = declared.leading_at_one_in(f_locals, tx.f_code)
     if at_one:
         setattr(ctx, _RAISE, at_one)
 

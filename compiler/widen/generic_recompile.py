@@ -175,6 +175,24 @@ def inputs_vary(code: Any, layout: frozenset[tuple[Any, ...]]) -> bool:
     return len({seen[i] for i in range(n + 1)}) > 1
 
 
+def _paths(layout: frozenset[tuple[Any, ...]]) -> frozenset[tuple[Any, ...]]:
+    """A layout's input tensors by path (their ranks left out)."""
+    return frozenset(path[:-1] for path in layout)
+
+
+def other_tensors_than_all(code: Any, f_locals: dict[str, Any], compile_ids: list[Any]) -> bool:
+    """This call reaches its input tensors by other paths than the call of every compile
+    in ``compile_ids`` did (each one's layout recorded by :func:`inputs_vary`): their graphs
+    take other inputs, and no proof serves this call from them.  False where a layout was
+    not recorded."""
+    seen = _layouts.get(code, {})
+    ids = [getattr(c, "frame_compile_id", None) for c in compile_ids]
+    if not ids or any(i not in seen for i in ids):
+        return False
+    paths = _paths(_walk(f_locals)[1])
+    return all(_paths(seen[i]) != paths for i in ids)
+
+
 def other_tensors_than_before(code: Any) -> bool:
     """The compile under way (its layout recorded by :func:`inputs_vary`) reaches input
     tensors by other paths than the frame's previous compile did: a decoder's first decode
@@ -188,7 +206,7 @@ def other_tensors_than_before(code: Any) -> bool:
     seen = _layouts.get(code, {})
     if not isinstance(n, int) or n not in seen or n - 1 not in seen:
         return False
-    return {path[:-1] for path in seen[n]} != {path[:-1] for path in seen[n - 1]}
+    return _paths(seen[n]) != _paths(seen[n - 1])
 
 
 #: on the compile's own context (kept across its attempts): "attempt" while an attempt
