@@ -41,7 +41,7 @@ one compile, per frame.
 Candidates are traced only where the frame takes the same tensors as at its previous
 compile: a decoder's first decode step after its prefill is another program at length 1,
 not the same one at another size.  The walk of the call's arguments says so before the
-trace (:func:`verishape.compiler.widen.generic_recompile.other_tensors_than_before`: no
+trace (:func:`verishape.compiler.widen.input_layouts.other_tensors_than_before`: no
 size is kept at 1, so the attempt is stock's); :func:`other_inputs` checks what Dynamo
 wrapped, for what that walk cannot see.
 
@@ -278,7 +278,7 @@ def _raise_at_first_compile(tx: Trace) -> None:
         return
     from verishape.compiler import declared as declared_sizes
 
-    from .generic_recompile import other_tensors_than_all
+    from .input_layouts import other_tensors_than_all
     from .kept import alive
 
     declared = declared_sizes.of_backend(getattr(tx.output, "compiler_fn", None))

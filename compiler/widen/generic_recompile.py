@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import dataclasses
 import weakref
-from collections import Counter
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from verishape.core import torch_names, torch_seam
@@ -49,7 +48,7 @@ from verishape.core import torch_names, torch_seam
 from verishape.compiler import declared as declared_sizes
 from verishape.compiler import frames
 
-from . import candidate
+from . import candidate, input_layouts
 
 if TYPE_CHECKING:
     from .kept import Kept
@@ -94,17 +93,13 @@ def is_recompile() -> bool:
     return bool(compile_id is not None and getattr(compile_id, "frame_compile_id", None))
 
 
-#: how deep :func:`shared_sizes` looks into the frame's arguments (a dict of keyword
-#: arguments, a cache object, its list of layers, a layer, a tensor), and how many objects
-_DEPTH, _OBJECTS = 5, 2000
-
 class _Call(NamedTuple):
     """What the compile under way reads off its call's arguments, once per trace."""
 
     #: the sizes it makes symbols of (:func:`_call_of`)
     shared: frozenset[int]
     #: the call reaches other input tensors than the frame's previous compile did
-    #: (:func:`other_tensors_than_before`)
+    #: (:func:`verishape.compiler.widen.input_layouts.other_tensors_than_before`)
     other_tensors: bool
 
 
@@ -117,96 +112,7 @@ def shared_sizes(f_locals: dict[str, Any]) -> frozenset[int]:
     """The sizes (>= 2) that two or more distinct input tensors reachable from the frame's
     arguments have: through dicts, lists, tuples and plain objects' attributes, never into
     an ``nn.Module`` (its parameters and buffers stay static anyway)."""
-    return _walk(f_locals)[0]
-
-
-def _walk(f_locals: dict[str, Any]) -> tuple[frozenset[int], frozenset[tuple[Any, ...]]]:
-    """:func:`shared_sizes`, and the call's *layout of inputs*: each input tensor's path from
-    the arguments (keys, indices, attribute names) with its rank."""
-    import torch
-
-    counts: Counter[int] = Counter()
-    layout: set[tuple[Any, ...]] = set()
-    seen: set[int] = set()
-    stack: list[tuple[Any, tuple[Any, ...]]] = [(v, (k,)) for k, v in f_locals.items()]
-    while stack and len(seen) < _OBJECTS:
-        value, path = stack.pop()
-        if id(value) in seen or isinstance(value, (torch.nn.Module, type, str, bytes, int, float, bool)):
-            continue
-        seen.add(id(value))
-        if isinstance(value, torch.Tensor):
-            counts.update({n for n in value.shape if isinstance(n, int) and n >= 2})
-            layout.add((*path, value.dim()))
-            continue
-        if len(path) > _DEPTH:
-            continue
-        if isinstance(value, dict):
-            children = [(k if isinstance(k, (str, int)) else type(k).__name__, v) for k, v in value.items()]
-        elif isinstance(value, (list, tuple)):
-            children = list(enumerate(value))
-        else:
-            children = list(getattr(value, "__dict__", {}).items())
-        stack.extend((c, (*path, k)) for k, c in children)
-    return frozenset(n for n, c in counts.items() if c >= 2), frozenset(layout)
-
-
-# Note [A frame's inputs that vary earn the generic policy] (docs/architecture.md): a recompile takes
-# the generic policy once the frame's calls have brought two input layouts; else stock's choices.
-
-#: the input layouts of each code's compiles this Dynamo session, by frame compile id
-#: (id 0 starts again after a reset of Dynamo, and clears what was there)
-_layouts: weakref.WeakKeyDictionary[Any, dict[int, frozenset[tuple[Any, ...]]]] = weakref.WeakKeyDictionary()
-
-
-def inputs_vary(code: Any, layout: frozenset[tuple[Any, ...]]) -> bool:
-    """Records this compile's input layout for ``code``; whether the frame's compiles so far,
-    this one included, have brought more than one (Note [A frame's inputs that vary earn the generic policy])."""
-    from torch._guards import CompileContext
-
-    n = getattr(CompileContext.current_compile_id(), "frame_compile_id", None)
-    if not isinstance(n, int):
-        return True
-    seen = _layouts.setdefault(code, {})
-    if n == 0:
-        seen.clear()
-    seen[n] = layout
-    if any(i not in seen for i in range(n)):
-        return True
-    return len({seen[i] for i in range(n + 1)}) > 1
-
-
-def _paths(layout: frozenset[tuple[Any, ...]]) -> frozenset[tuple[Any, ...]]:
-    """A layout's input tensors by path (their ranks left out)."""
-    return frozenset(path[:-1] for path in layout)
-
-
-def other_tensors_than_all(code: Any, f_locals: dict[str, Any], compile_ids: list[Any]) -> bool:
-    """This call reaches its input tensors by other paths than the call of every compile
-    in ``compile_ids`` did (each one's layout recorded by :func:`inputs_vary`): their graphs
-    take other inputs, and no proof serves this call from them.  False where a layout was
-    not recorded."""
-    seen = _layouts.get(code, {})
-    ids = [getattr(c, "frame_compile_id", None) for c in compile_ids]
-    if not ids or any(i not in seen for i in ids):
-        return False
-    paths = _paths(_walk(f_locals)[1])
-    return all(_paths(seen[i]) != paths for i in ids)
-
-
-def other_tensors_than_before(code: Any) -> bool:
-    """The compile under way (its layout recorded by :func:`inputs_vary`) reaches input
-    tensors by other paths than the frame's previous compile did: a decoder's first decode
-    step after its prefill brings the KV cache.  A candidate there would be refused once
-    traced (:func:`verishape.compiler.widen.candidate.other_inputs`: not the same program at
-    another size), so none is traced: the walk of the arguments says it before a trace is
-    spent on it."""
-    from torch._guards import CompileContext
-
-    n = getattr(CompileContext.current_compile_id(), "frame_compile_id", None)
-    seen = _layouts.get(code, {})
-    if not isinstance(n, int) or n not in seen or n - 1 not in seen:
-        return False
-    return _paths(seen[n]) != _paths(seen[n - 1])
+    return input_layouts.walk(f_locals)[0]
 
 
 #: on the compile's own context (kept across its attempts): "attempt" while an attempt
@@ -226,8 +132,8 @@ def _call_of(tx: Trace) -> _Call:
     if ref() is not output:
         root = getattr(output, "root_tx", tx)
         f_locals = getattr(root, "f_locals", {}) or {}
-        shared, layout = _walk(f_locals)
-        vary = inputs_vary(root.f_code, layout)
+        shared, layout = input_layouts.walk(f_locals)
+        vary = input_layouts.inputs_vary(root.f_code, layout)
         raising = bool(candidate.raising())
         found = frozenset()
         # a candidate at 2 is traced as the frame's later compiles will be, so that they
@@ -239,7 +145,7 @@ def _call_of(tx: Trace) -> _Call:
             if arrives:
                 setattr(ctx, _ARRIVAL, "attempt")
             found = frozenset() if arrives else shared
-        call = _Call(found, other_tensors_than_before(root.f_code))
+        call = _Call(found, input_layouts.other_tensors_than_before(root.f_code))
         _last = (weakref.ref(output), call)
     return call
 

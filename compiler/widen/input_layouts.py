@@ -1,0 +1,112 @@
+"""The input layout of each compile of a frame: which tensors its call brought, by path.
+
+A frame's calls may bring other inputs from one compile to the next (a decoder's prefill
+without a KV cache, then decode steps with one).  Generic recompiles take their policy only
+where they do (Note [A frame's inputs that vary earn the generic policy]), and a trace spent
+on a candidate or on a declared size at 1 is skipped where the call's tensors are not those of
+the compile that would serve it.  Each compile's layout is read off its call's arguments
+(:func:`walk`) and recorded here by frame compile id; both
+:mod:`verishape.compiler.widen.generic_recompile` and
+:mod:`verishape.compiler.widen.candidate` read it, so it imports neither.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import Counter
+from typing import Any
+
+#: how deep :func:`walk` looks into the frame's arguments (a dict of keyword
+#: arguments, a cache object, its list of layers, a layer, a tensor), and how many objects
+_DEPTH, _OBJECTS = 5, 2000
+
+
+def walk(f_locals: dict[str, Any]) -> tuple[frozenset[int], frozenset[tuple[Any, ...]]]:
+    """The sizes (>= 2) that two or more distinct input tensors share
+    (:func:`verishape.compiler.widen.generic_recompile.shared_sizes`), and the call's *layout
+    of inputs*: each input tensor's path from the arguments (keys, indices, attribute names)
+    with its rank."""
+    import torch
+
+    counts: Counter[int] = Counter()
+    layout: set[tuple[Any, ...]] = set()
+    seen: set[int] = set()
+    stack: list[tuple[Any, tuple[Any, ...]]] = [(v, (k,)) for k, v in f_locals.items()]
+    while stack and len(seen) < _OBJECTS:
+        value, path = stack.pop()
+        if id(value) in seen or isinstance(value, (torch.nn.Module, type, str, bytes, int, float, bool)):
+            continue
+        seen.add(id(value))
+        if isinstance(value, torch.Tensor):
+            counts.update({n for n in value.shape if isinstance(n, int) and n >= 2})
+            layout.add((*path, value.dim()))
+            continue
+        if len(path) > _DEPTH:
+            continue
+        if isinstance(value, dict):
+            children = [(k if isinstance(k, (str, int)) else type(k).__name__, v) for k, v in value.items()]
+        elif isinstance(value, (list, tuple)):
+            children = list(enumerate(value))
+        else:
+            children = list(getattr(value, "__dict__", {}).items())
+        stack.extend((c, (*path, k)) for k, c in children)
+    return frozenset(n for n, c in counts.items() if c >= 2), frozenset(layout)
+
+
+# Note [A frame's inputs that vary earn the generic policy] (docs/architecture.md): a recompile takes
+# the generic policy once the frame's calls have brought two input layouts; else stock's choices.
+
+#: the input layouts of each code's compiles this Dynamo session, by frame compile id
+#: (id 0 starts again after a reset of Dynamo, and clears what was there)
+_layouts: weakref.WeakKeyDictionary[Any, dict[int, frozenset[tuple[Any, ...]]]] = weakref.WeakKeyDictionary()
+
+
+def inputs_vary(code: Any, layout: frozenset[tuple[Any, ...]]) -> bool:
+    """Records this compile's input layout for ``code``; whether the frame's compiles so far,
+    this one included, have brought more than one (Note [A frame's inputs that vary earn the generic policy])."""
+    from torch._guards import CompileContext
+
+    n = getattr(CompileContext.current_compile_id(), "frame_compile_id", None)
+    if not isinstance(n, int):
+        return True
+    seen = _layouts.setdefault(code, {})
+    if n == 0:
+        seen.clear()
+    seen[n] = layout
+    if any(i not in seen for i in range(n)):
+        return True
+    return len({seen[i] for i in range(n + 1)}) > 1
+
+
+def _paths(layout: frozenset[tuple[Any, ...]]) -> frozenset[tuple[Any, ...]]:
+    """A layout's input tensors by path (their ranks left out)."""
+    return frozenset(path[:-1] for path in layout)
+
+
+def other_tensors_than_all(code: Any, f_locals: dict[str, Any], compile_ids: list[Any]) -> bool:
+    """This call reaches its input tensors by other paths than the call of every compile
+    in ``compile_ids`` did (each one's layout recorded by :func:`inputs_vary`): their graphs
+    take other inputs, and no proof serves this call from them.  False where a layout was
+    not recorded."""
+    seen = _layouts.get(code, {})
+    ids = [getattr(c, "frame_compile_id", None) for c in compile_ids]
+    if not ids or any(i not in seen for i in ids):
+        return False
+    paths = _paths(walk(f_locals)[1])
+    return all(_paths(seen[i]) != paths for i in ids)
+
+
+def other_tensors_than_before(code: Any) -> bool:
+    """The compile under way (its layout recorded by :func:`inputs_vary`) reaches input
+    tensors by other paths than the frame's previous compile did: a decoder's first decode
+    step after its prefill brings the KV cache.  A candidate there would be refused once
+    traced (:func:`verishape.compiler.widen.candidate.other_inputs`: not the same program at
+    another size), so none is traced: the walk of the arguments says it before a trace is
+    spent on it."""
+    from torch._guards import CompileContext
+
+    n = getattr(CompileContext.current_compile_id(), "frame_compile_id", None)
+    seen = _layouts.get(code, {})
+    if not isinstance(n, int) or n not in seen or n - 1 not in seen:
+        return False
+    return _paths(seen[n]) != _paths(seen[n - 1])
