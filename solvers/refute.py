@@ -77,8 +77,10 @@ def from_bounds(target: sympy.Basic, premises: Sequence[sympy.Basic]
     """A starting point for :func:`counterexample` where the caller has no real values: each
     symbol at the least value its premises allow (the greatest, where only that is stated),
     and per symbol its bounds and their middle to try first.  Only premises of the form
-    ``symbol <op> number`` are read; None unless every symbol is an integer with a bound.
-    The point is a place to start looking, not an assumption: whatever it finds is checked
+    ``symbol <op> number`` are read, with each symbol's sign (``positive`` is ``>= 1``);
+    None unless every symbol is an integer with a bound and the point keeps every sign
+    (a symbol left where it starts is part of the counterexample: it must lie in its
+    domain).  The point is a place to start looking, not an assumption: whatever it finds is checked
     against every premise like any other point."""
     low: dict[sympy.Symbol, int] = {}
     high: dict[sympy.Symbol, int] = {}
@@ -91,9 +93,18 @@ def from_bounds(target: sympy.Basic, premises: Sequence[sympy.Basic]
             if hi is not None:
                 high[symbol] = min(hi, high.get(symbol, hi))
     symbols = target.free_symbols.union(*(p.free_symbols for p in premises))
+    for s in symbols:  # a symbol's sign is an axiom of the query, as a premise is
+        facts = sign_facts(s)
+        if ">" in facts or ">=" in facts:
+            low[s] = max(low.get(s, 0), 1 if ">" in facts else 0)
+        if "<" in facts or "<=" in facts:
+            high[s] = min(high.get(s, 0), -1 if "<" in facts else 0)
     if not symbols or any(not s.is_integer or (s not in low and s not in high) for s in symbols):
         return None
     start = {s: low.get(s, high.get(s)) for s in symbols}
+    if any(s in low and s in high and low[s] > high[s] for s in symbols) or not all(
+            _SIGN[op](start[s]) for s in symbols for op in sign_facts(s)):
+        return None  # no point in the box (contradictory premises: the solver says so) or none in a sign
     first = {s: [v for v in (low.get(s), high.get(s)) if v is not None] for s in symbols}
     for s in symbols:
         if s in low and s in high:

@@ -285,12 +285,13 @@ def _raise_at_first_compile(tx: Trace) -> None:
     if declared is None:
         return
     f_locals = getattr(tx, "f_locals", None) or {}
-    kept = alive(tx.f_code)
+    at_one = declared.leading_at_one_in(f_locals, tx.f_code)
+    if not at_one:
+        return
+    kept = alive(tx.f_code)  # (the walk of the arguments only where a leading size is 1)
     if kept and not other_tensors_than_all(tx.f_code, f_locals, [k.compile_id for k in kept]):
         return
-    at_one = declared.leading_at_one_in(f_locals, tx.f_code)
-    if at_one:
-        setattr(ctx, _RAISE, at_one)
+    setattr(ctx, _RAISE, at_one)
 
 
 def raise_after_refusal(tx: Trace, at_one: frozenset[str]) -> str | None:
