@@ -93,14 +93,14 @@ def from_bounds(target: sympy.Basic, premises: Sequence[sympy.Basic]
             if hi is not None:
                 high[symbol] = min(hi, high.get(symbol, hi))
     symbols = target.free_symbols.union(*(p.free_symbols for p in premises))
+    if not symbols or any(not s.is_integer or (s not in low and s not in high) for s in symbols):
+        return None
     for s in symbols:  # a symbol's sign is an axiom of the query, as a premise is
         facts = sign_facts(s)
         if ">" in facts or ">=" in facts:
             low[s] = max(low.get(s, 0), 1 if ">" in facts else 0)
         if "<" in facts or "<=" in facts:
             high[s] = min(high.get(s, 0), -1 if "<" in facts else 0)
-    if not symbols or any(not s.is_integer or (s not in low and s not in high) for s in symbols):
-        return None
     start = {s: low.get(s, high.get(s)) for s in symbols}
     if any(s in low and s in high and low[s] > high[s] for s in symbols) or not all(
             _SIGN[op](start[s]) for s in symbols for op in sign_facts(s)):
