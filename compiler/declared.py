@@ -83,11 +83,20 @@ class Declared:
     def leaf(self, source: Any, code: Any) -> Leaf:
         """What the declaration says of the value ``source`` names in a frame of ``code``
         (None: nothing, or not the callable's entry frame)."""
-        if code not in self.entry_codes:
+        path = _path(source, code) if code in self.entry_codes else None
+        return self._leaf_at(path) if path else None
+
+    def tensor_holding(self, source: Any, code: Any) -> tuple[Any, ...] | None:
+        """The declared tensor where the call passes a dict of tensors instead and ``source``
+        names one of them (a static cache's decode step passes its 4-d masks as a dict where
+        the prefill passes the declared 2-d mask); None elsewhere."""
+        path = _path(source, code) if code in self.entry_codes else None
+        if not path or len(path) < 2 or not isinstance(path[-1], str):
             return None
-        path = _path(source, code)
-        if not path:
-            return None
+        leaf = self._leaf_at(path[:-1])
+        return leaf if isinstance(leaf, tuple) and leaf and leaf[0] not in ("object", "dict", "seq") else None
+
+    def _leaf_at(self, path: tuple[Any, ...]) -> Leaf:
         root, rest = path[0], path[1:]
         if root == ("varargs",):
             if not rest or not isinstance(rest[0], int) or rest[0] >= len(self.positional):
@@ -299,16 +308,25 @@ def _read(spec: Any) -> tuple[dict[str, Any], list[Any], dict[str, Dim]]:
     return named, varargs, dims
 
 
+def _torch_spec() -> Any:
+    from verishape.core import torch_seam
+    from verishape.core.torch_names import SHAPES_SPEC_CONFIG
+
+    config = torch_seam.optional(SHAPES_SPEC_CONFIG[0])
+    return getattr(config, SHAPES_SPEC_CONFIG[1], None) if config is not None else None
+
+
+def torch_spec_active() -> bool:
+    """A ``torch.compile(..., shapes_spec=...)`` frame is compiling: torch reads its spec."""
+    return _torch_spec() is not None
+
+
 def of_torch_compile(code: Any) -> Declared | None:
     """What ``torch.compile(..., shapes_spec=...)`` (torch's own reading, active while a frame
     of it compiles) declares for a frame of ``code``, read as torch reads it: by the frame's
     own local names, ``*args`` entries by the frame's ``*args`` index; None where no spec is
     active, or it cannot be read.  For the audit: torch gave those sizes unbacked symbols."""
-    from verishape.core import torch_seam
-    from verishape.core.torch_names import SHAPES_SPEC_CONFIG
-
-    config = torch_seam.optional(SHAPES_SPEC_CONFIG[0])
-    spec = getattr(config, SHAPES_SPEC_CONFIG[1], None) if config is not None else None
+    spec = _torch_spec()
     if spec is None or code is None:
         return None
     try:
@@ -430,16 +448,20 @@ def symbolic_context(declared: Declared, context: Any, tensor: Any, source: Any,
     from torch.utils._sympy.value_ranges import ValueRanges
 
     leaf = declared.leaf(source, code)
+    held = leaf is None and at_two is not None and declared.tensor_holding(source, code)
     sizes = getattr(context, "dynamic_sizes", None)
-    if not isinstance(leaf, tuple) or sizes is None:
+    if not isinstance(leaf or held, tuple) or sizes is None:
         return context
-    if len(leaf) != tensor.dim():
-        _say_once(f"verishape: shapes_spec declares {source.name} with {len(leaf)} dimension(s), the call passes "
-                  f"{tensor.dim()}: its sizes are left to stock's choice")
+    if held or len(leaf) != tensor.dim():
+        if not held:
+            _say_once(f"verishape: shapes_spec declares {source.name} with {len(leaf)} dimension(s), the call "
+                      f"passes {tensor.dim()}: its sizes are left to stock's choice")
+        leaf = held or leaf
         if at_two is None or not leaf or not tensor.dim() or not isinstance(leaf[0], Dim):
             return context
         # traced at 2, its outer dimension still carries the leading variable (a static cache's
-        # decode step passes a 4-d mask, batch first, where a 2-d one is declared)
+        # decode step passes a 4-d mask, batch first, where a 2-d one is declared, or a dict
+        # of them: Note [A declared size at 1 is compiled at 2])
         leaf = (leaf[0],) + (None,) * (tensor.dim() - 1)
     chosen, constraints = list(sizes), list(context.constraint_sizes)
     for i, d in enumerate(leaf):

@@ -17,11 +17,13 @@ refused in one line that names it and what is accepted.
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
 from verishape.core.errors import VerishapeError
 
+from . import declared as declared_sizes
 from . import frames
 from .backend import VerishapeBackend
 from .widen import generic_recompile
@@ -29,6 +31,8 @@ from .widen import generic_recompile
 #: inner backends, and verishape's own option keys
 INNER_BACKENDS = ("inductor", "aot_eager", "eager")
 OWN_OPTIONS = ("backend", "widen_specializations", "generic_recompiles")
+
+log = logging.getLogger("verishape")
 
 _built: dict[tuple[Any, ...], VerishapeBackend] = {}
 _built_lock = threading.Lock()
@@ -74,7 +78,26 @@ def _backend(mode: str | None, options: dict[str, Any] | None) -> VerishapeBacke
 def verishape_backend(gm: Any, example_inputs: Any, *, mode: str | None = None,
                       options: dict[str, Any] | None = None) -> Any:
     """The named backend ``"verishape"``: compile ``gm`` as ``verishape.compile`` would."""
+    _say_if_torch_reads_a_spec()
     return _backend(mode, options)(gm, example_inputs)
+
+
+#: the line of :func:`_say_if_torch_reads_a_spec` has been said in this process
+_said_torch_reads_the_spec = False
+
+
+def _say_if_torch_reads_a_spec() -> None:
+    """``torch.compile(backend="verishape", shapes_spec=...)`` outside ``verishape.enable()``:
+    torch applied its own reading of the spec while tracing, before any backend is called (its
+    unbacked sizes, matched by the frame's local names: a wrapped forward's ``**kwargs``
+    often matches none), so a user must not believe verishape declared it.  Said once."""
+    global _said_torch_reads_the_spec
+    if _said_torch_reads_the_spec or not declared_sizes.torch_spec_active():
+        return
+    _said_torch_reads_the_spec = True
+    log.warning("verishape: torch.compile(backend='verishape', shapes_spec=...) compiles with torch's own reading of "
+                "the spec; for verishape's declared sizes call verishape.compile(fn, shapes_spec=...) or turn on "
+                "verishape.enable() before torch.compile")
 
 
 def _generic_recompiles(held: dict[str, Any]) -> bool:

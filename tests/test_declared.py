@@ -145,6 +145,40 @@ def test_a_first_call_at_1_with_other_inputs_traces_twice_not_three_times():
     assert step_at_one == 2 * step_at_three  # the step traced twice (at 2, then stock's at 1), not three times
 
 
+def masked_steps(x, mask, cache=None):
+    """A prefill with the declared 2-d mask; steps with a cache and a dict of 4-d masks
+    instead (Qwen2's static cache in ``generate()``)."""
+    if cache is None:
+        return (x * 2 + 1) * mask[..., None]
+    return (x * 2 + 1) * mask["full"][:, 0, -1, :].sum(-1)[:, None, None] + cache.sum(1, keepdim=True)
+
+
+@pytest.mark.parametrize("broadcast", [False, True])
+def test_a_dict_of_masks_where_one_is_declared_carries_the_batch_at_2(broadcast):
+    """A step's first call at batch 1 is traced at 2; the masks it passes as a dict where the
+    spec declares one tensor carry the batch in their outer dimension too, so the steps at 3,
+    2 and 4 are served by that compile (before: the masks' batch stayed 1 in it, and the step
+    at 3 compiled again).  Where the guess is wrong (masks of batch 1 broadcast over every
+    batch) it costs the compile it was meant to save, never an answer: outputs equal eager's."""
+    b = ShapeVar("batch", min=1, max=8)
+    spec = {"x": TensorSpec([b, ShapeVar("length", min=1, max=64), None]),
+            "mask": TensorSpec([b, ShapeVar("cache", min=1, max=64)]), "cache": TensorSpec([b, None, None])}
+    compiled = verishape.compile(masked_steps, backend="aot_eager", shapes_spec=spec)
+
+    def compiles():
+        return counters["stats"]["unique_graphs"] - counters["verishape"]["reused"] + counters["verishape"]["candidates"]
+
+    added = []
+    for batch, step in ((1, False), (1, True), (3, True), (2, True), (1, True), (4, True)):
+        n = 1 if step else 6
+        mask = {"full": torch.rand(1 if broadcast else batch, 1, n, 7)} if step else torch.ones(batch, n)
+        args = (torch.randn(batch, n, 4), mask, torch.randn(batch, 6, 4) if step else None)
+        before = compiles()
+        torch.testing.assert_close(compiled(*args), masked_steps(*args))
+        added.append(compiles() - before)
+    assert added == ([1, 1, 1, 0, 0, 0] if broadcast else [1, 1, 0, 0, 0, 0])
+
+
 def test_only_a_leading_variable_at_1_is_compiled_at_2():
     """A length at 1 is left to stock's specialization (a decode step is another program
     than a prefill: a candidate at 2 would be thrown away); the batch, the outer dimension of

@@ -68,3 +68,26 @@ def test_a_bad_option_stops_the_first_compile_with_its_line():
     compiled = torch.compile(_rows, backend="verishape", options={"backend": "tvm"})
     with pytest.raises(Exception, match=r"options\['backend'\]='tvm' is not an inner backend"):
         compiled(torch.randn(2, 4))
+
+
+
+def test_a_spec_given_to_torch_with_the_named_backend_is_said_to_be_torchs(caplog):
+    """``torch.compile(backend="verishape", shapes_spec=...)`` outside ``verishape.enable()``:
+    torch has applied its own reading of the spec before any backend is called, so one line
+    (once per process) says whose reading it is and what gives verishape's.  Outputs are
+    torch's own."""
+    from torch.fx.experimental.dynamic_spec import ShapeVar, TensorSpec
+
+    def double(x):
+        return x * 2
+
+    spec = {"x": TensorSpec([ShapeVar("batch", min=1, max=8), None])}
+    compiled = torch.compile(double, backend="verishape", options={"backend": "aot_eager"}, shapes_spec=spec)
+    registered._said_torch_reads_the_spec = False
+    with caplog.at_level("WARNING", logger="verishape"):
+        for b in (2, 3, 5):
+            x = torch.randn(b, 4)
+            torch.testing.assert_close(compiled(x), double(x))
+    said = [r.getMessage() for r in caplog.records if "shapes_spec" in r.getMessage()]
+    assert len(said) == 1 and "torch's own reading" in said[0] and "verishape.compile" in said[0]
+    assert "\n" not in said[0]
