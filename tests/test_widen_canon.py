@@ -134,13 +134,13 @@ def test_the_storages_a_graph_writes_are_known_or_it_is_said_they_are_not():
     x = torch.randn(3)
     writes = _aten(lambda t: t.add_(1).sum(), 3)
     (placeholder,) = writes.graph.find_nodes(op="placeholder")
-    assert canon._mutated_storages(writes) == {canon._storage(placeholder.meta["val"])}
-    assert canon._mutated_storages(_aten(lambda t: t.sin().sum(), 3)) == set()
+    assert canon.mutated_storages(writes) == {canon.storage_of(placeholder.meta["val"])}
+    assert canon.mutated_storages(_aten(lambda t: t.sin().sum(), 3)) == set()
     graph = torch.fx.Graph()
     p = graph.placeholder("x")
     p.meta["val"] = x
     graph.output(graph.call_module("m", (p,)))
-    assert canon._mutated_storages(torch.fx.GraphModule({"m": torch.nn.ReLU()}, graph)) is None
+    assert canon.mutated_storages(torch.fx.GraphModule({"m": torch.nn.ReLU()}, graph)) is None
 
     def writes_inside(t):  # Python code kept as one node: what it writes is not known
         t.add_(1)
@@ -150,7 +150,7 @@ def test_the_storages_a_graph_writes_are_known_or_it_is_said_they_are_not():
     p = graph.placeholder("x")
     p.meta["val"] = x
     graph.output(graph.call_function(writes_inside, (p,)))
-    assert canon._mutated_storages(torch.fx.GraphModule(torch.nn.Module(), graph)) is None
+    assert canon.mutated_storages(torch.fx.GraphModule(torch.nn.Module(), graph)) is None
 
 
 def test_the_size_1_trace_keeps_a_matrix_product_its_specialization_would_rewrite():

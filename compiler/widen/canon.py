@@ -62,7 +62,7 @@ def returned_sizes(generic: Canon, other: Canon) -> tuple[int, ...] | None:
     return tuple(keep) if j == len(other.outputs) else None
 
 
-def _value(node: torch.fx.Node) -> Any:
+def value_of(node: torch.fx.Node) -> Any:
     meta = node.meta
     return meta["val"] if "val" in meta else meta.get("example_value")
 
@@ -109,9 +109,9 @@ class Canonicalizer:
         self._functional = False
         #: intermediates that no write or output can observe compare by value alone (sizes,
         #: dtype, device; not strides): every op of the graph computes its values from its
-        #: inputs' values, none reads a layout (see :func:`_reads_layout`)
+        #: inputs' values, none reads a layout (see :func:`reads_layout`)
         self._values_only = False
-        #: the storages the graph writes to (see :func:`_mutated_storages`; None: unknown):
+        #: the storages the graph writes to (see :func:`mutated_storages`; None: unknown):
         #: which storage an intermediate shares is compared only where it could be observed
         self._written: set[Any] | None = None
 
@@ -169,7 +169,7 @@ class Canonicalizer:
         where no output shares its storage and nothing in the graph writes to it (then
         whether it is a copy or a view cannot be observed)."""
         if isinstance(value, torch.Tensor):
-            key = _storage(value)
+            key = storage_of(value)
             hide = (private and self._written is not None and key not in self._output_storages
                     and key not in self._written)
             if hide and self._values_only:
@@ -217,7 +217,7 @@ class Canonicalizer:
         source = node.args[0] if node.args else None
         if not is_node(source) or source not in index:
             return False
-        mine, theirs = _value(node), _value(source)
+        mine, theirs = value_of(node), value_of(source)
         if not isinstance(mine, torch.Tensor) or not isinstance(theirs, torch.Tensor):
             return False
         probe = list(storages)
@@ -234,10 +234,10 @@ class Canonicalizer:
                 or not self._values_only or not node.args or not is_node(node.args[0])
                 or node.args[0] not in index):
             return False  # (an op that reads a layout could read past a copy's elements)
-        mine, theirs = _value(node), _value(node.args[0])
+        mine, theirs = value_of(node), value_of(node.args[0])
         if not isinstance(mine, torch.Tensor) or not isinstance(theirs, torch.Tensor):
             return False
-        if _storage(mine) in self._output_storages or _storage(theirs) in self._output_storages:
+        if storage_of(mine) in self._output_storages or storage_of(theirs) in self._output_storages:
             return False
         # a copy has its input's values, whatever layout it was given
         return (self.scalar(mine.shape), mine.dtype, mine.device) == (self.scalar(theirs.shape), theirs.dtype,
@@ -254,7 +254,7 @@ class Canonicalizer:
         for a graph output (the caller could see the storage it shares)."""
         if node.target is not torch.ops.aten.slice_scatter.default or node in outputs or not self._functional:
             return False
-        if not isinstance(_value(node), torch.Tensor) or _storage(_value(node)) in self._output_storages:
+        if not isinstance(value_of(node), torch.Tensor) or storage_of(value_of(node)) in self._output_storages:
             return False
         args = list(node.args) + [None] * (6 - len(node.args))
         base, src, dim, start, end, step = args[:6]
@@ -264,7 +264,7 @@ class Canonicalizer:
         step = node.kwargs.get("step", 1 if step is None else step)
         if not is_node(src) or src not in index or not is_node(base):
             return False
-        mine, theirs, whole = _value(node), _value(src), _value(base)
+        mine, theirs, whole = value_of(node), value_of(src), value_of(base)
         if not all(isinstance(t, torch.Tensor) for t in (mine, theirs, whole)) or not isinstance(dim, int):
             return False
 
@@ -283,8 +283,8 @@ class Canonicalizer:
         probe = list(storages)
         if self.tensor_meta(mine, probe)[:-1] != self.tensor_meta(theirs, probe)[:-1]:
             return False
-        src_key = _storage(theirs)
-        self._same_storage[_storage(mine)] = self._same_storage.get(src_key, src_key)
+        src_key = storage_of(theirs)
+        self._same_storage[storage_of(mine)] = self._same_storage.get(src_key, src_key)
         return True
 
     def graph(self, gm: torch.fx.GraphModule) -> Canon:
@@ -296,7 +296,7 @@ class Canonicalizer:
         returned: tuple[Any, ...] = ()
         position = -1
         for node in gm.graph.nodes:
-            value = _value(node)
+            value = value_of(node)
             if node.op == "output" and len(node.args) == 1 and isinstance(node.args[0], (tuple, list)):
                 returned = tuple(self._arg(x, index, folded) for x in node.args[0])
                 entries.append(("output", type(node.args[0]).__name__, self._arg(node.kwargs, index, folded)))
@@ -339,10 +339,10 @@ class Canonicalizer:
         for node in gm.graph.find_nodes(op="output"):
             each_node(node.args, outputs.add)
         self._same_storage = {}
-        self._output_storages = {_storage(v) for n in outputs for v in _flat_tensors(_value(n))}
+        self._output_storages = {storage_of(v) for n in outputs for v in flat_tensors(value_of(n))}
         self._functional = _is_functional(gm)
-        self._written = set() if self._functional else _mutated_storages(gm)
-        self._values_only = self._written is not None and not _reads_layout(gm)
+        self._written = set() if self._functional else mutated_storages(gm)
+        self._values_only = self._written is not None and not reads_layout(gm)
         return outputs
 
     def _same_value_as(self, node: torch.fx.Node, index: dict[torch.fx.Node, int], folded: dict[torch.fx.Node, Any],
@@ -405,7 +405,7 @@ class Canonicalizer:
         metadata are still compared, and a key longer than one position keeps the flag."""
         if "scaled_dot_product" not in target or len(node.args) < 2:
             return node.args, node.kwargs
-        q, k = (_value(a) if is_node(a) else None for a in node.args[:2])
+        q, k = (value_of(a) if is_node(a) else None for a in node.args[:2])
         if not all(isinstance(t, torch.Tensor) and t.dim() >= 2 for t in (q, k)):
             return node.args, node.kwargs
         if not (self.number(q.shape[-2]) == 1 and self.number(k.shape[-2]) == 1):
@@ -455,7 +455,7 @@ def _is_functional(gm: torch.fx.GraphModule) -> bool:
             continue
         if node.op != "call_function":
             return False
-        if node.target is operator.getitem or (is_size_only(_value(node)) and not _has_tensor(_value(node))):
+        if node.target is operator.getitem or (is_size_only(value_of(node)) and not _has_tensor(value_of(node))):
             continue  # a result's item, or size arithmetic (no tensor in or out)
         if not isinstance(node.target, torch._ops.OpOverload) or node.target._schema.is_mutable:
             return False
@@ -477,7 +477,7 @@ _LAYOUT_READERS = ("as_strided", "_reshape_alias", "set_", "storage_offset", "da
                    "_make_dep_token", "view_as_real", "view_as_complex")
 
 
-def _reads_layout(gm: Any) -> bool:
+def reads_layout(gm: Any) -> bool:
     """Some node's values may depend on its input's layout (``as_strided`` and friends)."""
     for node in gm.graph.nodes:
         if node.op in ("call_function", "call_method"):
@@ -491,7 +491,7 @@ def _reads_layout(gm: Any) -> bool:
 _KNOWN_MODULES = ("torch", "operator", "_operator", "math")
 
 
-def _mutated_storages(gm: Any) -> set[Any] | None:
+def mutated_storages(gm: Any) -> set[Any] | None:
     """The storages a Dynamo or AOT graph writes to in place (None: some node's writes are
     not known, so every storage may be).  A write is an in-place method or function (a
     name ending in one underscore: its first argument), an in-place operator or
@@ -501,7 +501,7 @@ def _mutated_storages(gm: Any) -> set[Any] | None:
 
     def storages_of(a: Any) -> set[Any]:
         found: set[Any] = set()
-        each_node(a, lambda n: found.update(_storage(t) for t in _flat_tensors(_value(n))))
+        each_node(a, lambda n: found.update(storage_of(t) for t in flat_tensors(value_of(n))))
         return found
 
     for node in gm.graph.nodes:
@@ -535,15 +535,15 @@ def _mutated_storages(gm: Any) -> set[Any] | None:
     return out
 
 
-def _storage(t: torch.Tensor) -> Any:
+def storage_of(t: torch.Tensor) -> Any:
     return t.untyped_storage()._cdata
 
 
-def _flat_tensors(value: Any) -> list[torch.Tensor]:
+def flat_tensors(value: Any) -> list[torch.Tensor]:
     if isinstance(value, torch.Tensor):
         return [value]
     if isinstance(value, (list, tuple)):
-        return [t for v in value for t in _flat_tensors(v)]
+        return [t for v in value for t in flat_tensors(v)]
     return []
 
 

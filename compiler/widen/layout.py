@@ -24,7 +24,7 @@ from typing import Any
 import sympy
 import torch
 
-from .canon import Canonicalizer, NotWidened, _flat_tensors, _mutated_storages, _reads_layout, _storage, _value
+from .canon import Canonicalizer, NotWidened, flat_tensors, mutated_storages, reads_layout, storage_of, value_of
 from .snapshot import each_node, placeholder_source
 
 #: a canonical tensor input (``reuse._canon_inputs``): ("tensor", sizes, strides, offset)
@@ -84,20 +84,20 @@ def unobserved(gm: torch.fx.GraphModule, names: list[str]) -> None:
     on the Dynamo graph here and on the AOT graph by the caller."""
     by_source = {src.name: node for node in gm.graph.find_nodes(op="placeholder")
                  if (src := placeholder_source(node)) is not None}
-    if _reads_layout(gm):
+    if reads_layout(gm):
         raise NotWidened("an op of the graph reads its input's layout (as_strided and the like): "
                          "an input's layout is not widened")
-    written = _mutated_storages(gm)
+    written = mutated_storages(gm)
     if written is None:
         raise NotWidened("what the graph writes is not known: an input's layout is not widened")
     returned: set[Any] = set()
     for node in gm.graph.find_nodes(op="output"):
-        each_node(node.args, lambda n: returned.update(_storage(t) for t in _flat_tensors(_value(n))))
+        each_node(node.args, lambda n: returned.update(storage_of(t) for t in flat_tensors(value_of(n))))
     for name in names:
         node = by_source.get(name)
         if node is None:
             raise NotWidened(f"input {name} (another layout) is not an argument of the graph")
-        key = _storage(_value(node))
+        key = storage_of(value_of(node))
         if key in written:
             raise NotWidened(f"the graph writes to input {name}: its layout is not widened")
         if key in returned:

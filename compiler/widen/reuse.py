@@ -60,9 +60,8 @@ from verishape.core import torch_seam
 
 from . import calling, layout, limit, verdict
 from .kept import Kept, alive, facts
-from .canon import Canon, Canonicalizer, NotWidened, canonical, first_difference, is_size_only, returned_sizes
-from .canon import _reads_layout as reads_layout
-from .canon import _value
+from .canon import (Canon, Canonicalizer, NotWidened, canonical, first_difference, is_size_only, reads_layout,
+                    returned_sizes, value_of)
 from .binding import Binding, bind
 from .sizes import Group, at_one, bound_sources, group_name, merged_group, source_names
 from .snapshot import placeholder_source
@@ -328,7 +327,7 @@ def _tensor_positions(graph: Any, names: list[str]) -> frozenset[int]:
     """The positions, among the graph's tensor placeholders, of those bound to ``names``."""
     out, position = set(), -1
     for node in graph.graph.find_nodes(op="placeholder"):
-        if isinstance(_value(node), torch.Tensor):
+        if isinstance(value_of(node), torch.Tensor):
             position += 1
             src = placeholder_source(node)
             if src is not None and src.name in names:
@@ -339,7 +338,7 @@ def _tensor_positions(graph: Any, names: list[str]) -> frozenset[int]:
 
 
 def _tensor_count(graph: Any) -> int:
-    return sum(isinstance(_value(n), torch.Tensor) for n in graph.graph.find_nodes(op="placeholder"))
+    return sum(isinstance(value_of(n), torch.Tensor) for n in graph.graph.find_nodes(op="placeholder"))
 
 
 def _relaid_orders(k: Kept, relaid: list[str], generic_rename: Callable[[sympy.Symbol], sympy.Basic]
