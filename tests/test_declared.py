@@ -179,6 +179,40 @@ def test_a_dict_of_masks_where_one_is_declared_carries_the_batch_at_2(broadcast)
     assert added == ([1, 1, 1, 0, 0, 0] if broadcast else [1, 1, 0, 0, 0, 0])
 
 
+class _Window:
+    def __init__(self, width):
+        self.width = width
+
+
+def windowed(x, cache, window):
+    keep = x[:, -window.width:] if x.shape[1] > window.width else x
+    return keep * 2 + cache.sum(1, keepdim=True)
+
+
+def test_an_int_the_new_trace_specializes_binds_the_kept_symbol():
+    """The attempt at 2 gives an int attribute of an argument a symbol (a sliding window:
+    generic recompiles' int policy); stock's trace at 1 specializes it, guarded equal to its
+    value.  That value binds the kept symbol as a size the new trace has as a constant (its
+    equality guard checks the exact type, so it covers the generic trace's type check): the
+    first call compiles once, the batch-3 call reuses (before: 2 and 1 compiles).  Other
+    widths at 1 are proved against the same compile; a width that takes the other branch
+    compiles; every output equals eager's."""
+    b = ShapeVar("batch", min=1, max=8)
+    spec = {"x": TensorSpec([b, None, None]), "cache": TensorSpec([b, None, None])}
+    compiled = verishape.compile(windowed, backend="aot_eager", shapes_spec=spec)
+
+    def compiles():
+        return counters["stats"]["unique_graphs"] - counters["verishape"]["reused"] + counters["verishape"]["candidates"]
+
+    added = []
+    for batch, width in ((1, 4), (3, 4), (1, 4), (1, 2), (2, 2), (1, 6), (1, 7), (3, 5), (1, 4)):
+        args = (torch.randn(batch, 6, 3), torch.randn(batch, 5, 3), _Window(width))
+        before = compiles()
+        torch.testing.assert_close(compiled(*args), windowed(*args))
+        added.append(compiles() - before)
+    assert added == [1, 0, 0, 0, 0, 1, 0, 0, 0]
+
+
 def test_only_a_leading_variable_at_1_is_compiled_at_2():
     """A length at 1 is left to stock's specialization (a decode step is another program
     than a prefill: a candidate at 2 would be thrown away); the batch, the outer dimension of

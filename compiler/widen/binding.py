@@ -10,7 +10,8 @@ new call:
   the generic symbol's first source name on both sides);
 * a size the new trace has as a constant at every one of its sources (a cache whose length a
   static cache fixes, a head count generic recompiles made a symbol in one trace and not in
-  the other): that constant;
+  the other), or an int input it specialized and guards equal to its value (a sliding window
+  generic recompiles made a symbol): that constant;
 * a size the new trace makes one symbol with other generic symbols (it duck-sized two
   sizes that were equal at its call, and installs their equality as a guard): the generic
   symbol of the first source of that new symbol.

@@ -230,6 +230,12 @@ class _CallArguments:
         return True
 
 
+def call_arguments(tx: Trace) -> _CallArguments:
+    """The arguments of the call ``tx`` traces (its root frame's locals and globals)."""
+    root = getattr(tx.output, "root_tx", tx)
+    return _CallArguments(getattr(root, "f_globals", None) or {}, getattr(root, "f_locals", None) or {})
+
+
 def from_arguments(source: Any) -> bool:
     """``source`` is reached from the frame's arguments (a local), not a global."""
     from torch._dynamo.source import LocalSource

@@ -197,6 +197,46 @@ def reuse(env: ShapeEnv, tx: Trace, gm: torch.fx.GraphModule, example_inputs: An
     return None
 
 
+def _constants_now(tx: Trace) -> Callable[[Any], int | None]:
+    """The static value the current trace gives a source the kept compile has a symbol
+    for: a tensor's size, stride or storage offset (:func:`_size_now`), or an int input
+    the trace guards equal to its value (:func:`_int_now`)."""
+    now = {tf.source.name: tf.fake for tf in tx.output.tracked_fakes}
+    matched = {g.name for g in tx.output.guards if _kind(g) in _VALUE_GUARDS}
+    return lambda src: _size_now(now, src) if _size_now(now, src) is not None else _int_now(tx, src, matched)
+
+
+#: Dynamo's guards that pin an input to its value at the trace (an int it specialized)
+_VALUE_GUARDS = ("CONSTANT_MATCH", "EQUALS_MATCH")
+
+
+def _int_now(tx: Trace, source: Any, matched: set[str]) -> int | None:
+    """An int input's value at the call being traced, where the trace specialized it (its
+    guard pins every call of the new entry to that value): a kept compile that made the
+    int a symbol (a generic recompile's ``max_cache_len`` or sliding window) is bound to
+    it as to a size the new trace has as a constant.  None elsewhere."""
+    from torch._dynamo.source import TensorPropertySource
+
+    if isinstance(source, TensorPropertySource) or getattr(source, "name", None) not in matched:
+        return None
+    from .generic_recompile import call_arguments
+
+    value = call_arguments(tx).value(source)
+    return value if type(value) is int else None
+
+
+def _inputs_now(k: Kept, tx: Trace, constant: Callable[[Any], int | None]) -> list[tuple[str, Any]]:
+    """The new trace's tracked inputs, and each int input the kept compile tracks as a
+    symbol where the new trace specialized it (:func:`_int_now`), at its value: both sides
+    then list the same inputs, compared in canonical form."""
+    out = [(tf.source.name, tf.fake) for tf in tx.output.tracked_fakes]
+    names = {name for name, _ in out}
+    for src, (name, fake) in zip(k.sources, k.inputs):
+        if name not in names and isinstance(fake, torch.SymInt) and (value := constant(src)) is not None:
+            out.append((name, value))
+    return out
+
+
 def _size_now(now: dict[str, Any], source: Any) -> int | None:
     """The static value the current trace gives ``source`` (a tensor's size, stride or
     storage offset), or None when it is symbolic, its tensor is not an input, or the source
@@ -223,8 +263,9 @@ def _relaid_only(k: Kept, env: ShapeEnv, tx: Trace) -> bool:
     (:mod:`verishape.compiler.widen.layout`).  Cheap, and silent: any other miss (a
     non-shape guard, another size) is not this module's to report."""
     try:
-        fakes = [(tf.source.name, tf.fake) for tf in tx.output.tracked_fakes]
-        binding = bind(k.env, (), env, lambda src: _size_now(dict(fakes), src))
+        constant = _constants_now(tx)
+        binding = bind(k.env, (), env, constant)
+        fakes = _inputs_now(k, tx, constant)
         generic = _canon_inputs(k.inputs, Canonicalizer(binding.generic_rename(k.env)))
         here = _canon_inputs(fakes, Canonicalizer(binding.nested_rename(env)))
         return bool(layout.differing(generic, here))
@@ -253,8 +294,9 @@ def _prove(k: Kept, group: Group, env: ShapeEnv, tx: Trace, gm: torch.fx.GraphMo
     guards and answers are proved from the size-1 trace's guards as Dynamo left them; the
     AOT trace can only add guards, so the premises used are a subset of those installed."""
     _refuse_if_excluded(k.env, group, 1)
-    fakes = [(tf.source.name, tf.fake) for tf in tx.output.tracked_fakes]
-    binding = bind(k.env, group, env, lambda src: _size_now(dict(fakes), src))
+    constant = _constants_now(tx)
+    binding = bind(k.env, group, env, constant)
+    fakes = _inputs_now(k, tx, constant)
     generic_rename, rename = binding.generic_rename(k.env), binding.nested_rename(env)
     relaid = layout.differing(_canon_inputs(k.inputs, Canonicalizer(generic_rename)),
                               _canon_inputs(fakes, Canonicalizer(rename)))
@@ -405,13 +447,12 @@ def _canon_inputs(inputs: list[tuple[str, Any]], c: Canonicalizer) -> dict[str, 
 
 def _guard_keys(guards: Any) -> set[tuple[str, str]]:
     """The non-shape guards (name and kind; the shape guards are proved)."""
-    out = set()
-    for g in guards:
-        fn = g.create_fn
-        kind = getattr(fn, "__name__", None) or getattr(getattr(fn, "func", None), "__name__", repr(fn))
-        if kind != "SHAPE_ENV":
-            out.add((_BUILTINS_DICT.sub("__builtins_dict__", g.name), kind))
-    return out
+    return {(_BUILTINS_DICT.sub("__builtins_dict__", g.name), _kind(g)) for g in guards if _kind(g) != "SHAPE_ENV"}
+
+
+def _kind(guard: Any) -> str:
+    fn = guard.create_fn
+    return getattr(fn, "__name__", None) or getattr(getattr(fn, "func", None), "__name__", repr(fn))
 
 
 def _not_checked(generic: set[tuple[str, str]], here: set[tuple[str, str]]) -> set[tuple[str, str]]:
@@ -419,9 +460,13 @@ def _not_checked(generic: set[tuple[str, str]], here: set[tuple[str, str]]) -> s
     on an input is checked by a ``TENSOR_MATCH`` on the same input: Dynamo's tensor guard
     compares the value's exact Python type first (``Py_TYPE(value) != pytype`` in
     ``torch/csrc/dynamo/guards.cpp``).  A trace that reads a tensor's symbolic size in Python
-    (``x.shape[0]``) adds that ``TYPE_MATCH``; one where the size is a constant does not."""
+    (``x.shape[0]``) adds that ``TYPE_MATCH``; one where the size is a constant does not.
+    Likewise a value guard (``CONSTANT_MATCH``, ``EQUALS_MATCH``) on an int the new trace
+    specialized, where the generic trace made it a symbol and checks its type: Dynamo's
+    equality guard compares the exact type first (checked: a float ``4.0`` or an ``int``
+    subclass of value 4 fails a guard on ``4``)."""
     return {(name, kind) for name, kind in generic - here
-            if not (kind == "TYPE_MATCH" and (name, "TENSOR_MATCH") in here)}
+            if not (kind == "TYPE_MATCH" and any((name, k) in here for k in ("TENSOR_MATCH", *_VALUE_GUARDS)))}
 
 
 #: the global under which Dynamo installs the frame's builtins dict, numbered by a counter
