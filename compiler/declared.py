@@ -93,8 +93,8 @@ class Declared:
         path = _path(source, code) if code in self.entry_codes else None
         if not path or len(path) < 2 or not isinstance(path[-1], str):
             return None
-        leaf = self._leaf_at(path[:-1])
-        return leaf if isinstance(leaf, tuple) and leaf and leaf[0] not in ("object", "dict", "seq") else None
+        leaf = self._leaf_at(path[:-1])  # (a container's tree is not a leaf)
+        return leaf if isinstance(leaf, tuple) and leaf else None
 
     def _leaf_at(self, path: tuple[Any, ...]) -> Leaf:
         root, rest = path[0], path[1:]
@@ -448,12 +448,12 @@ def symbolic_context(declared: Declared, context: Any, tensor: Any, source: Any,
     from torch.utils._sympy.value_ranges import ValueRanges
 
     leaf = declared.leaf(source, code)
-    held = leaf is None and at_two is not None and declared.tensor_holding(source, code)
+    held = declared.tensor_holding(source, code) if leaf is None and at_two is not None else None
     sizes = getattr(context, "dynamic_sizes", None)
     if not isinstance(leaf or held, tuple) or sizes is None:
         return context
-    if held or len(leaf) != tensor.dim():
-        if not held:
+    if held is not None or len(leaf) != tensor.dim():
+        if held is None:
             _say_once(f"verishape: shapes_spec declares {source.name} with {len(leaf)} dimension(s), the call "
                       f"passes {tensor.dim()}: its sizes are left to stock's choice")
         leaf = held or leaf

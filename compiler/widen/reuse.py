@@ -201,27 +201,32 @@ def _constants_now(tx: Trace) -> Callable[[Any], int | None]:
     """The static value the current trace gives a source the kept compile has a symbol
     for: a tensor's size, stride or storage offset (:func:`_size_now`), or an int input
     the trace guards equal to its value (:func:`_int_now`)."""
+    from .generic_recompile import call_arguments
+
     now = {tf.source.name: tf.fake for tf in tx.output.tracked_fakes}
     matched = {g.name for g in tx.output.guards if _kind(g) in _VALUE_GUARDS}
-    return lambda src: _size_now(now, src) if _size_now(now, src) is not None else _int_now(tx, src, matched)
+    call = call_arguments(tx)
+
+    def constant(src: Any) -> int | None:
+        size = _size_now(now, src)
+        return size if size is not None else _int_now(call, src, matched)
+    return constant
 
 
 #: Dynamo's guards that pin an input to its value at the trace (an int it specialized)
 _VALUE_GUARDS = ("CONSTANT_MATCH", "EQUALS_MATCH")
 
 
-def _int_now(tx: Trace, source: Any, matched: set[str]) -> int | None:
-    """An int input's value at the call being traced, where the trace specialized it (its
-    guard pins every call of the new entry to that value): a kept compile that made the
-    int a symbol (a generic recompile's ``max_cache_len`` or sliding window) is bound to
-    it as to a size the new trace has as a constant.  None elsewhere."""
+def _int_now(call: Any, source: Any, matched: set[str]) -> int | None:
+    """An int input's value at the call being traced (``call``: its arguments), where the
+    trace specialized it (its guard pins every call of the new entry to that value): a kept
+    compile that made the int a symbol (a generic recompile's ``max_cache_len`` or sliding
+    window) is bound to it as to a size the new trace has as a constant.  None elsewhere."""
     from torch._dynamo.source import TensorPropertySource
 
     if isinstance(source, TensorPropertySource) or getattr(source, "name", None) not in matched:
         return None
-    from .generic_recompile import call_arguments
-
-    value = call_arguments(tx).value(source)
+    value = call.value(source)
     return value if type(value) is int else None
 
 
