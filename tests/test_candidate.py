@@ -10,6 +10,7 @@ import torch
 from torch._dynamo.source import LocalSource, TensorProperty, TensorPropertySource
 from torch._dynamo.utils import counters
 from torch.fx.experimental.symbolic_shapes import DimDynamic, guard_or_false, guard_or_true
+from torch.utils._sympy.value_ranges import ValueRanges
 
 import verishape
 from verishape.compiler.widen import candidate
@@ -60,6 +61,35 @@ def test_a_size_kept_symbolic_at_one_gets_a_size_like_symbol_and_defaults_unguar
     # one that sizes from 2 leave open guards at the hint, as stock; this one pins it to 1
     assert bool(b % 2 == 1) is True
     assert env.guards and candidate.pinned(env) is not None
+
+
+def test_an_open_question_is_asked_once_until_the_env_learns(at_one, monkeypatch):
+    """Note [An open question stays open until the env learns]: torch asks a candidate's
+    broadcast question hundreds of times; an open answer is remembered under the env's
+    state, and a fact learned since (a narrowed range, a guard) asks it again."""
+    env, kept = at_one
+    b = _symbol_at_one(env, kept)
+    s = b.node.expr
+    goal = (b // 4 == 0).node.expr  # (a SymBool made, not evaluated)
+    asked = []
+    decide = VeriShapeEnv._decide
+
+    def counted(self, expr, **kw):
+        if expr == goal:
+            asked.append(kw["size_oblivious"])
+        return decide(self, expr, **kw)
+
+    monkeypatch.setattr(VeriShapeEnv, "_decide", counted)
+    assert [guard_or_false(b // 4 == 0) for _ in range(5)] == [False] * 5  # open: the default
+    assert asked == [False, True]  # asked once plainly, once size-oblivious
+    assert guard_or_true(b // 4 == 0) is True  # another kind of question: asked on its own
+    assert len(asked) == 4
+    env._update_var_to_range(s, ValueRanges(0, 100))  # a narrowing: a new state
+    assert guard_or_false(b // 4 == 0) is False and len(asked) == 6
+    assert guard_or_false(b // 4 == 0) is False and len(asked) == 6
+    assert bool(b < 3) is True and env.guards  # a guard at the hint: the env learned s < 3
+    # asked again (a remembered open answer would give the default, False): decided now
+    assert guard_or_false(b // 4 == 0) is True
 
 
 def test_other_sizes_and_plain_envs_are_untouched(at_one):

@@ -39,7 +39,7 @@ def fake_shape_env(static_params: str = FULL_STATIC, drop: tuple[str, ...] = (),
     """A ShapeEnv-like class with exactly the given internals (``_version_counter`` is
     used by its code or not, as asked)."""
     members = ["evaluate_expr", "guard_or_defer_runtime_assert", "produce_guards_verbose", "replace", "_get_sloc",
-               "_set_replacement", "check_equal", "_log_suppressed_dde"]
+               "_set_replacement", "check_equal", "_log_suppressed_dde", "_update_var_to_range"]
     init = "self._version_counter = 0" if counter else "self.other = 0"
     lines = ["class FakeShapeEnv:", "    def __init__(self):", f"        {init}",
              f"    def _maybe_evaluate_static(self, {static_params}): pass"]
@@ -96,6 +96,7 @@ def test_complete_fake_torch_passes_on_any_version_from_2_11():
     (fake_torch(fake_shape_env(drop=("_set_replacement",))), "ShapeEnv._set_replacement"),
     (fake_torch(fake_shape_env(drop=("check_equal",))), "ShapeEnv.check_equal"),
     (fake_torch(fake_shape_env(drop=("_log_suppressed_dde",))), "ShapeEnv._log_suppressed_dde"),
+    (fake_torch(fake_shape_env(drop=("_update_var_to_range",))), "ShapeEnv._update_var_to_range"),
     (fake_torch(fake_shape_env(lru=False)), "ShapeEnv._maybe_evaluate_static.cache_clear (the _lru_cache wrapper)"),
     (fake_torch(fake_shape_env(counter=False)), "ShapeEnv._version_counter"),
     (fake_torch(fake_shape_env("expr, *, unbacked_only=False, compute_hint=False, axioms=None, var_to_range=None")),

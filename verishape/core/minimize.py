@@ -24,8 +24,10 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import sympy
+from torch.fx.experimental.symbolic_shapes import StrictMinMaxConstraint
 from torch.utils._sympy import functions as tf
 
 import verishape.solvers as solvers
@@ -361,3 +363,36 @@ def _interval(x: sympy.Symbol, lower: int, upper: int | None) -> list[sympy.Basi
 def _folds_to_false(x: sympy.Symbol, lower: int, upper: int | None) -> bool:
     """Whether SymPy's declaration of ``x`` contradicts a bound of ``lower..upper``."""
     return sympy.Le(lower, x) is sympy.false or (upper is not None and sympy.Le(x, upper) is sympy.false)
+
+
+def has_strict_constraints(input_contexts: Any) -> bool:
+    """Whether some input carries a min/max constraint (``mark_dynamic(min=, max=)``,
+    export's ``Dim``): stock checks those against the printed ranges and reports
+    violations, so ranges stay exactly stock's there."""
+    for ctx in input_contexts or ():
+        for c in getattr(ctx, "constraint_sizes", None) or ():
+            if isinstance(c, StrictMinMaxConstraint):
+                return True
+    return False
+
+
+def without_repeated_lines(helpers: Any) -> Any:
+    """Drop a guard line that repeats an earlier one word for word (torch prints a
+    specialized float global once per use).  Evaluating the same pure expression twice
+    cannot change the verdict.  The language renderings are parallel lists, so a line is
+    dropped from all of them or from none."""
+    if not isinstance(helpers, list) or not helpers:
+        return helpers
+    lists = [getattr(h, "exprs", None) for h in helpers]
+    if any(not isinstance(e, list) for e in lists) or len({len(e) for e in lists}) != 1:
+        return helpers
+    seen: set[str] = set()
+    repeats = []
+    for i, line in enumerate(lists[0]):
+        if line in seen:
+            repeats.append(i)
+        seen.add(line)
+    for i in reversed(repeats):
+        for e in lists:
+            del e[i]
+    return helpers

@@ -30,7 +30,7 @@ from typing import Any, Protocol
 import sympy
 import torch
 from torch.fx.experimental.recording import ShapeEnvEvent, record_shapeenv_event
-from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, ShapeEnv, StrictMinMaxConstraint
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, ShapeEnv
 from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.value_ranges import ValueRanges
 
@@ -40,8 +40,9 @@ from verishape.proofs.kinds import Asker, Decision
 from . import locations, replacement_asserts, torch_seam
 from .premises import Premises, Verdict, current_prover, newest_unbacked, unbacked_index
 from .decisions import DecisionLog
-from .minimize import Tightening
+from .minimize import Tightening, has_strict_constraints, without_repeated_lines
 from .minimize import minimize as minimize_guards
+from .open_questions import OpenQuestions
 
 FEATURES = torch_seam.features()  # refuses, in one line, a torch whose internals moved
 
@@ -119,6 +120,7 @@ class VeriShapeEnv(ShapeEnv):
         self._vs_questions: AnswerObserver | None = None
         self._vs_last_open: sympy.Basic | None = None
         self._vs_at_one: SymbolicAtOne | None = None  # inside keeping_symbolic_at_one: kept symbolic at 1
+        self._vs_open = OpenQuestions()  # Note [An open question stays open until the env learns]
         self.verishape_budget = solvers.Budget()  # Note [A scope's solver budget]
         if self.events and type(self.events[0]) is ShapeEnvEvent and self.events[0].f is ShapeEnv:
             # Replays (the recorded-events check, translation validation's bisection)
@@ -236,11 +238,11 @@ class VeriShapeEnv(ShapeEnv):
         (Note [A candidate is never run as traced]: only a candidate's trace answers so)."""
         saved, self._vs_kind = self._vs_kind, (expr, default)
         try:
-            static = self._maybe_evaluate_static(expr)
+            static = self._static_unless_open(expr, default, size_oblivious=False)
             if static is not None:
                 return static
             # (a size-oblivious static answer is shown to the observer by the evaluation)
-            generic = self._maybe_evaluate_static(expr, size_oblivious=True)
+            generic = self._static_unless_open(expr, default, size_oblivious=True)
         finally:
             self._vs_kind = saved
         if generic is not None:
@@ -254,6 +256,20 @@ class VeriShapeEnv(ShapeEnv):
             self._vs_questions.observe(self, _base_static, expr, answer, size_oblivious=False, axioms=None,
                                        var_to_range=None)
         return answer
+
+    def _static_unless_open(self, expr: sympy.Basic, default: bool | None, size_oblivious: bool) -> sympy.Basic | None:
+        """The static answer, not asked again where it came back open under the env's
+        state now (Note [An open question stays open until the env learns])."""
+        if self._vs_open.known_open(self, expr, (default, size_oblivious)):
+            return None
+        answer = self._maybe_evaluate_static(expr, size_oblivious=size_oblivious)
+        if answer is None:
+            self._vs_open.note_open(self, expr, (default, size_oblivious))
+        return answer
+
+    def _update_var_to_range(self, *args: Any, **kwargs: Any) -> None:
+        self._vs_open.narrowings += 1  # Note [An open question stays open until the env learns]
+        super()._update_var_to_range(*args, **kwargs)
 
     # Recorded (as stock records its own) so that a replay asks with the same kind:
     # the kind decides which asserts may serve as premises (Note [Asserts see only the past]).
@@ -436,11 +452,11 @@ class VeriShapeEnv(ShapeEnv):
             checks_done: contextlib.AbstractContextManager[None] = self._torch_checks_off()
         else:
             checks_done = contextlib.nullcontext()
-        tighten = not _has_strict_constraints(kwargs.get("input_contexts"))
+        tighten = not has_strict_constraints(kwargs.get("input_contexts"))
         chosen, tightened = self._minimized(self.guards if guards is None else guards, tighten)
         with checks_done, self._ranges_tightened(tightened):
             out = super().produce_guards_verbose(*args, guards=chosen, **kwargs)
-        out = _without_repeated_lines(out)
+        out = without_repeated_lines(out)
         self.verishape_log.log_summary(str(self.co_fields.get("co_name", "?")) if self.co_fields else "?")
         return out
 
@@ -566,35 +582,3 @@ def _is_question(expr: sympy.Basic) -> bool:
         return False
     return not (isinstance(expr, sympy.Symbol) and (expr.is_integer or expr.is_real))
 
-
-def _has_strict_constraints(input_contexts: Any) -> bool:
-    """Whether some input carries a min/max constraint (``mark_dynamic(min=, max=)``,
-    export's ``Dim``): stock checks those against the printed ranges and reports
-    violations, so ranges stay exactly stock's there."""
-    for ctx in input_contexts or ():
-        for c in getattr(ctx, "constraint_sizes", None) or ():
-            if isinstance(c, StrictMinMaxConstraint):
-                return True
-    return False
-
-
-def _without_repeated_lines(helpers: Any) -> Any:
-    """Drop a guard line that repeats an earlier one word for word (torch prints a
-    specialized float global once per use).  Evaluating the same pure expression twice
-    cannot change the verdict.  The language renderings are parallel lists, so a line is
-    dropped from all of them or from none."""
-    if not isinstance(helpers, list) or not helpers:
-        return helpers
-    lists = [getattr(h, "exprs", None) for h in helpers]
-    if any(not isinstance(e, list) for e in lists) or len({len(e) for e in lists}) != 1:
-        return helpers
-    seen: set[str] = set()
-    repeats = []
-    for i, line in enumerate(lists[0]):
-        if line in seen:
-            repeats.append(i)
-        seen.add(line)
-    for i in reversed(repeats):
-        for e in lists:
-            del e[i]
-    return helpers

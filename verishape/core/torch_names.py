@@ -246,7 +246,7 @@ def declared_names() -> frozenset[str]:
 REQUIRED_STATIC_PARAMS = frozenset({"expr", "unbacked_only", "compute_hint", "size_oblivious", "axioms", "var_to_range"})
 #: ShapeEnv members VeriShapeEnv reads or overrides.
 REQUIRED_MEMBERS = ("evaluate_expr", "guard_or_defer_runtime_assert", "produce_guards_verbose", "replace",
-                    "_get_sloc", "_set_replacement", "check_equal", "_log_suppressed_dde")
+                    "_get_sloc", "_set_replacement", "check_equal", "_log_suppressed_dde", "_update_var_to_range")
 #: ``OutputGraph.__init__`` arguments frames.py reads by name.
 OUTPUT_GRAPH_PARAMS = ("code_options", "compiler_fn", "f_code", "local_scope", "global_scope")
 
