@@ -8,8 +8,8 @@ decode step asked 1,633 questions of 51 kinds, and each open one gathered its pr
 (0.47 s of a 15 s compile).
 
 Note [An open question stays open until the env learns]: an answer that came back open
-(None) is remembered under the env's state, everything that answer read: the guards and
-asserts (appended only), the replacements and divisibility facts (torch's version counter),
+(None) is remembered under the env's state, everything that answer read: the guards
+(appended only), the replacements, divisibility facts and asserts (torch's version counter),
 the ranges (every narrowing goes through ``_update_var_to_range``, counted, and every new
 symbol adds an entry), the size-like symbols and the kind of question.  While that state
 holds, the same question is open again without being asked.  Only open answers are
@@ -36,8 +36,8 @@ class OpenQuestions:
         self.narrowings = 0
 
     def _now(self, env: ShapeEnv) -> tuple[Any, ...]:
-        return (env._version_counter, len(env.guards), env.num_deferred_runtime_asserts, len(env.var_to_range),
-                self.narrowings, len(env.size_like))
+        # torch's version counter moves with the replacements, divisibility facts and asserts
+        return env._version_counter, len(env.guards), len(env.var_to_range), self.narrowings, len(env.size_like)
 
     def known_open(self, env: ShapeEnv, expr: sympy.Basic, kind: Any) -> bool:
         """Whether ``expr``, asked for ``kind``'s sake, was found open under the state now."""
