@@ -361,6 +361,31 @@ def test_different_graph_is_not_reused(fn):
     assert any("Dynamo graph at size 1 differs" in why for _, why in _refusals(fn)), _refusals(fn)
 
 
+_SCALE = {"factor": 2}
+
+
+def reads_a_global_past_one(x):
+    if x.size(0) > 1:  # statically True for s >= 2: only the generic trace reads (and guards) the global
+        return x * _SCALE["factor"]
+    return x * 2
+
+
+def test_a_non_shape_guard_the_size_1_trace_does_not_check_refuses():
+    """The graphs are equal at 1 (both multiply by 2), but the generic frame guards a global
+    the size-1 trace never reads: refused, and every later call still equals eager."""
+    compiled = _sweep(reads_a_global_past_one, (2, 3, 1), lambda b: (torch.randn(b, 4),))
+    assert _reused() == 0
+    assert any("checks guards the size-1 trace does not" in why for _, why in _refusals(reads_a_global_past_one)), \
+        _refusals(reads_a_global_past_one)
+    _SCALE["factor"] = 5
+    try:
+        for b in (1, 3):
+            x = torch.randn(b, 4)
+            torch.testing.assert_close(compiled(x), reads_a_global_past_one(x))
+    finally:
+        _SCALE["factor"] = 2
+
+
 def size_returned(x):
     return x * 2, x.shape[0] - 1, x.shape[1]
 

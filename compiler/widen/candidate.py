@@ -1,52 +1,21 @@
 """A recompile at size 1 compiles a candidate generic in that size; stock traces decide its use.
 
-A frame whose batch was 2 and is now 1 (a served decoder's decode step: batch 2, then 1,
-then 3) makes automatic dynamic mark the batch dynamic, but a size of 1 is specialized
-(0/1 specialization): the recompile at 1 is static in the batch, and the next batch, 3,
-compiles a third time.  :mod:`verishape.compiler.widen.reuse` can run a generic artifact at
-1 once one exists; at this recompile none does yet.
+Automatic dynamic marks a size dynamic when it changes, but 0/1 specialization pins a
+size of 1: a served decoder's decode step at batches 2, 1, 3 compiles three times.  So the
+first attempt of such a recompile traces a *candidate*: the dynamic sizes that are 1 keep a
+symbol (:meth:`VeriShapeEnv.keeping_symbolic_at_one`, a scope this module owns for each
+attempt, :class:`KeptAtOne`), and a question its ranges leave open is answered unguarded as
+for sizes from 2, else by a ``guard_or_*`` default.  The user's backend compiles it and it is
+kept; then Dynamo traces the frame again (a restart), and that attempt is stock's trace at 1.
 
-So the first attempt of such a recompile traces a *candidate*: the sizes automatic dynamic
-made dynamic that are 1 keep a symbol (:meth:`VeriShapeEnv.keeping_symbolic_at_one`, a scope
-this module owns for each attempt, :class:`KeptAtOne`: no 0/1
-specialization, size-like, a question its ranges leave open answered unguarded as for sizes
-from 2, else by a ``guard_or_*`` default; torch's global ``backed_size_oblivious`` does much
-the same for every size).  The
-user's backend compiles the candidate and it is kept like any generic compile; then Dynamo
-is asked to trace the frame again (a restart of its analysis), and that second attempt is
-stock's own trace at 1.  The candidate itself never runs as traced: its guards, bytecode and
-unguarded choices are never installed.  It is used only through the reuse proofs, each
-against a stock trace of the call at hand:
-
-* at 1 (this call, and later ones): the size-1 trace's Dynamo and AOT graphs equal the
-  candidate's with the size set to 1, its guards imply the candidate's guards at 1, and
-  every answer the candidate's lowering acted on (its defaulted ``guard_or_*`` choices
-  included) holds at 1 (:func:`verishape.compiler.widen.reuse.reuse`, group of sizes at 1);
-* at another size (batch 3): the stock trace, generic in the batch by automatic dynamic,
-  equals the candidate's graphs with its symbols bound by source, and implies its guards
-  and its lowering's answers (the same proof with no size set: ``reuse`` with an empty
-  group, tried for candidates).
-
-Every way a candidate attempt can end leads to the stock attempt (see
-Note [A candidate is never run as traced]; Dynamo's trace of the
-frame is wrapped, :func:`_restart_after_candidate`): the backend's restart after keeping
-it; a trace that pins the size anyway (a guard false at 2, a replacement by a number),
-restarted before any compile; a graph break (its speculation restart), an error, or a
-trace that ended with no graph for the backend.  Without that wrapper (a torch that lacks
-it) no candidate is traced.  A candidate whose proofs fail later costs its compile; the
-stock trace then compiles as stock would.  Candidates are traced only while nothing
-generic is kept for the frame (:func:`generic_kept`), so their cost is one trace, at most
-one compile, per frame.
-
-Candidates are traced only where the frame takes the same tensors as at its previous
-compile: a decoder's first decode step after its prefill is another program at length 1,
-not the same one at another size.  The walk of the call's arguments says so before the
-trace (:func:`verishape.compiler.widen.input_layouts.other_tensors_than_before`: no
-size is kept at 1, so the attempt is stock's); :func:`other_inputs` checks what Dynamo
-wrapped, for what that walk cannot see.
-
-Measured (Hugging Face's own compile of the static-cache decode step, batches 2, 1, 3):
-LLaMA, GPT-2 and Qwen2 compile twice where stock compiles three times.
+The candidate never runs as traced (Note [A candidate is never run as traced]; every way its
+attempt can end leads to the restart, :func:`_restart_after_candidate`).  It is used only
+through the reuse proofs against stock's own traces: at 1 (the size-1 proof of
+:mod:`verishape.compiler.widen.reuse`, its defaulted answers among the lowering's) and at
+another size (batch 3: the same proof with no size set).  Candidates are traced only while
+nothing generic is kept for the frame (:func:`generic_kept`) and where the frame takes the
+same tensors as at its previous compile (:func:`other_inputs`).  The design and its
+measurements: ``docs/compile.md``, "A candidate at 1".
 """
 
 from __future__ import annotations
@@ -77,11 +46,6 @@ def compile_context() -> Any:
     from torch._guards import CompileContext
 
     return CompileContext.try_get()
-
-
-def is_done() -> bool:
-    ctx = compile_context()
-    return ctx is not None and getattr(ctx, _DONE, False)
 
 
 #: where a candidate attempt is made to end in a restart whatever happens in it
@@ -149,7 +113,7 @@ def _restart_after_candidate(original: Any) -> Any:
             try:
                 result = original(self)
             except TensorifyScalarRestartAnalysis:
-                if not is_candidate(env) or is_done():
+                if not is_candidate(env) or getattr(compile_context(), _DONE, False):
                     raise  # not a candidate, or ours from the backend (restart() cleared the speculation log)
                 _end(self, "a restart inside the candidate's trace")
             except Exception as exc:  # noqa: BLE001 - a graph break's restart, an error: stock's attempt decides
@@ -163,7 +127,6 @@ def _restart_after_candidate(original: Any) -> Any:
             _end(self, "its trace ended without a compile")
 
     _ended_by_restart.add(ATTEMPT)
-    run._verishape_original = original  # type: ignore[attr-defined]
     return run
 
 
@@ -306,22 +269,17 @@ def raise_after_refusal(tx: Trace, at_one: frozenset[str]) -> str | None:
     return f"declared sizes at 1 ({', '.join(sorted(at_one))}) with nothing kept to serve them: traced at 2"
 
 
-def kept_symbols(env: ShapeEnv) -> frozenset[sympy.Symbol]:
-    """The symbols ``env``'s trace keeps symbolic at 1 (none outside a candidate attempt)."""
-    kept = VeriShapeEnv.symbolic_at_one_of(env)
-    return frozenset(kept.symbols) if kept is not None else frozenset()
-
-
 def pinned(env: ShapeEnv) -> str | None:
     """Why the candidate's trace serves no size other than 1 (a guard false with its sizes
     at 2, the others at their hints; a replacement or range fixing one), or None."""
     hints = dict(env.backed_var_to_val)
-    raised = getattr(VeriShapeEnv.symbolic_at_one_of(env), "raised", set())
+    at_one = VeriShapeEnv.symbolic_at_one_of(env)
+    raised = getattr(at_one, "raised", set())
     for s, sources in env.var_to_sources.items():  # a size traced at 2 that the trace pinned
         r = env.replacements.get(s)
         if r is not None and r != s and getattr(r, "is_number", False) and any(src.name in raised for src in sources):
             return f"{s} replaced by {r}"
-    for s in kept_symbols(env):
+    for s in frozenset(at_one.symbols) if at_one is not None else ():
         r = env.replacements.get(s)
         if r is not None and r != s and getattr(r, "is_number", False):
             return f"{s} replaced by {r}"
@@ -339,19 +297,14 @@ def pinned(env: ShapeEnv) -> str | None:
     return None
 
 
-def done() -> None:
-    ctx = compile_context()
-    if ctx is not None:
-        setattr(ctx, _DONE, True)
-
-
 def restart(why: str, compiled: bool, tx: Trace | None = None) -> None:
     """Trace the frame again, as stock (the candidate attempt is over).  Counted:
     ``counters["verishape"]["candidates"]`` (compiled and kept) or ``["candidates_dropped"]``
     (traced, not compiled; Dynamo's ``unique_graphs`` counts its trace all the same)."""
     from torch._dynamo.utils import counters
 
-    done()
+    if (ctx := compile_context()) is not None:
+        setattr(ctx, _DONE, True)
     counters["verishape"]["candidates" if compiled else "candidates_dropped"] += 1
     log.info("verishape: candidate attempt over (%s); tracing again as stock", why)
     retrace(tx, f"verishape candidate: {why}")

@@ -67,16 +67,6 @@ def value_of(node: torch.fx.Node) -> Any:
     return meta["val"] if "val" in meta else meta.get("example_value")
 
 
-def _has_tensor(value: Any) -> bool:
-    if isinstance(value, torch.Tensor):
-        return True
-    if isinstance(value, (list, tuple)):
-        return any(_has_tensor(v) for v in value)
-    if isinstance(value, dict):
-        return any(_has_tensor(v) for v in value.values())
-    return False
-
-
 def is_size_only(value: Any) -> bool:
     """A node whose value is a number or a structure of numbers (``sym_size``, ``size()``,
     arithmetic on sizes).  At size 1 Dynamo folds these into constants, so they are
@@ -307,7 +297,7 @@ class Canonicalizer:
                 index[node] = len(entries)
                 entries.append(("get_attr", node.target, self.constant(gm, node.target, storages)))
                 continue
-            if node.op != "output" and is_size_only(value) and not _has_tensor(value):
+            if node.op != "output" and is_size_only(value):
                 folded[node] = self.scalar(value)
                 continue
             same = self._same_value_as(node, index, folded, storages, outputs)
@@ -455,7 +445,7 @@ def _is_functional(gm: torch.fx.GraphModule) -> bool:
             continue
         if node.op != "call_function":
             return False
-        if node.target is operator.getitem or (is_size_only(value_of(node)) and not _has_tensor(value_of(node))):
+        if node.target is operator.getitem or is_size_only(value_of(node)):
             continue  # a result's item, or size arithmetic (no tensor in or out)
         if not isinstance(node.target, torch._ops.OpOverload) or node.target._schema.is_mutable:
             return False

@@ -291,7 +291,6 @@ def _generic_on_recompile(original: Any) -> Any:
             candidate.mark_sizes(tx.output.shape_env, code, e, source, context)
         return context
 
-    _automatic_dynamic._verishape_original = original  # type: ignore[attr-defined]
     return _automatic_dynamic
 
 
@@ -321,7 +320,6 @@ def _generic_int_on_recompile(original: Any) -> Any:
             declared_sizes.constrain(builder.tx.output.shape_env, getattr(out, "sym_num", None), dim)
         return out
 
-    wrap_symint._verishape_original = original  # type: ignore[attr-defined]
     return wrap_symint
 
 

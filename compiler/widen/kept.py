@@ -18,6 +18,7 @@ import contextlib
 import contextvars
 import dataclasses
 import logging
+import re
 import threading
 import time
 import types
@@ -63,9 +64,10 @@ class Kept:
     questions: questions_.QuestionLog | None
     compiled: Callable[..., Any]
     inputs: list[tuple[str, Any]]
-    guards: Any
+    #: its non-shape guards (:func:`guard_keys`), read when it is kept: Dynamo empties the
+    #: trace's guard set once the frame's entry is built
+    guard_keys: frozenset[tuple[str, str]]
     compile_id: Any
-    code: types.CodeType
     #: seconds the user's backend took to compile it (what a reuse saves)
     compile_s: float = 0.0
     #: served from torch's cache: the key its widening record is stored under
@@ -227,7 +229,7 @@ def keep(rec: _Recording, tx: Trace, compiled: Callable[..., Any], backend_name:
     inputs = [(tf.source.name, tf.fake) for tf in tx.output.tracked_fakes]
     cache_key = _artifact_key(rec, served) if rec.questions is None else None
     kept = Kept(rec.env, rec.candidates, backend_name, rec.dynamo, rec.aot, rec.aot_kwargs, rec.questions,
-                compiled, inputs, tx.output.guards, CompileContext.current_compile_id(), tx.f_code,
+                compiled, inputs, guard_keys(tx.output.guards), CompileContext.current_compile_id(),
                 time.perf_counter() - rec.started, cache_key,
                 _fake_source(rec, detached=candidate) if served else None,
                 candidate=candidate, at_one=VeriShapeEnv.symbolic_at_one_of(rec.env) if candidate else None,
@@ -338,7 +340,6 @@ def _install_key_hook() -> None:
                     rec.keys.append("aot:" + out[0])
                 return out
 
-            autograd_cache_key._verishape_original = original  # type: ignore[attr-defined]
             return autograd_cache_key
 
         if torch_seam.wrap(module, path, make) is None:
@@ -416,3 +417,22 @@ def kept_count() -> int:
         codes = list(_kept.keys())
     return sum(len(alive(code)) for code in codes)
 
+
+def guard_keys(guards: Any) -> frozenset[tuple[str, str]]:
+    """The non-shape guards of a trace, by name and kind (its shape guards are proved)."""
+    return frozenset((_BY_ID.sub(r"\1_c", _BUILTINS_DICT.sub("__builtins_dict__", g.name)), guard_kind(g))
+                     for g in guards if guard_kind(g) != "SHAPE_ENV")
+
+
+def guard_kind(guard: Any) -> str:
+    fn = guard.create_fn
+    return getattr(fn, "__name__", None) or getattr(getattr(fn, "func", None), "__name__", repr(fn))
+
+
+#: the global under which Dynamo installs the frame's builtins dict, numbered by a counter
+#: that runs across traces (``OutputGraph.install_builtins_dict_in_fglobals``): two traces of
+#: one frame name the same dict differently
+_BUILTINS_DICT = re.compile(r"__builtins_dict___\d+")
+#: a global Dynamo installs for an object by its id, suffixed with the compile's number
+#: (``OutputGraph.install_global_by_id``: ``_<id>_c<n>``): two compiles name one object apart
+_BY_ID = re.compile(r"(_\d+)_c\d+\b")

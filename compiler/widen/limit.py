@@ -70,5 +70,4 @@ def _counting_apart(original: Any) -> Any:
             size, num_cache_entries=max(0, size.num_cache_entries - exempt),
             num_cache_entries_with_same_id_matched_objs=max(0, size.num_cache_entries_with_same_id_matched_objs - exempt))
 
-    compute_cache_size._verishape_original = original  # type: ignore[attr-defined]
     return compute_cache_size

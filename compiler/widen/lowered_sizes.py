@@ -37,6 +37,7 @@ from typing import Any
 import sympy
 import torch
 
+from .canon import flat_tensors
 from .sizes import at_one
 
 #: SymPy functions whose arguments after the first divide (divisor, and modulus where given)
@@ -120,7 +121,7 @@ def from_graph(gm: Any, uses: SizeUses, label: str = "the AOT graph") -> None:
     uses.graph_calls = any(n.op == "call_function" for n in gm.graph.nodes)
     for node in gm.graph.nodes:
         value = node.meta.get("val", node.meta.get("example_value"))
-        for t in _tensors(value):
+        for t in flat_tensors(value):
             uses.add_all((_expr_of(n) for n in t.shape), "size", f"{label} node {node.name}")
             for n in t.shape:
                 uses.add_index(_expr_of(n), f"{label} node {node.name}")
@@ -132,14 +133,6 @@ def from_graph(gm: Any, uses: SizeUses, label: str = "the AOT graph") -> None:
             if hasattr(divisor, "meta"):  # an FX node or a snapshot's
                 divisor = divisor.meta.get("val", divisor.meta.get("example_value"))
             uses.add(_expr_of(divisor), "divisor", f"{label} node {node.name} ({target})")
-
-
-def _tensors(value: Any) -> list[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for v in value for t in _tensors(v)]
-    return []
 
 
 # ---------------------------------------------------------------------------- Inductor's scheduled nodes

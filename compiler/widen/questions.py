@@ -178,7 +178,6 @@ class QuestionLog:
 
     candidates: frozenset[sympy.Symbol]
     questions: list[Question] = dataclasses.field(default_factory=list)
-    asked: int = 0
     #: reads of a kept size's optimization hint, per Inductor function: heuristics (torch
     #: documents ``optimization_hint`` as for non-guarding optimizations), counted, not checked
     heuristic_hints: dict[str, int] = dataclasses.field(default_factory=dict)
@@ -201,13 +200,8 @@ class QuestionLog:
         if key in self._seen:
             return
         self._seen.add(key)
-        self.asked += 1
         ranges = dict(var_to_range) if var_to_range is not None else dict(env.var_to_range)
-        widened = dict(ranges)
-        for s in self.candidates:
-            vr = ranges.get(s)
-            if vr is not None and vr.lower == 2:
-                widened[s] = ValueRanges(1, vr.upper)
+        widened = {**ranges, **from_one(ranges, self.candidates)}
         self._busy = True
         try:
             # a size-oblivious question about a candidate that is size-like (a size kept
@@ -433,6 +427,12 @@ def _operands(wanted: Any, local: dict[str, Any]) -> tuple[Any, Any] | None:
     return None
 
 
+def from_one(ranges: dict[sympy.Symbol, ValueRanges], candidates: frozenset[sympy.Symbol]
+             ) -> dict[sympy.Symbol, ValueRanges]:
+    """The candidates' ranges whose lower bound is 2, with the lower bound 1."""
+    return {s: ValueRanges(1, vr.upper) for s in candidates if (vr := ranges.get(s)) is not None and vr.lower == 2}
+
+
 _said: set[str] = set()
 
 
@@ -447,10 +447,6 @@ def recording(env: ShapeEnv, candidates: frozenset[sympy.Symbol]) -> Iterator[Qu
     if refused and refused not in _said:
         _said.add(refused)
         logging.getLogger("verishape").warning(refused)
-    log = QuestionLog(candidates)
-    for s in candidates:
-        vr = env.var_to_range.get(s)
-        if vr is not None and vr.lower == 2:
-            log.widened[s] = ValueRanges(1, vr.upper)
+    log = QuestionLog(candidates, widened=from_one(env.var_to_range, candidates))
     with env.observing(log), recompute.tracking(_on_hint, _on_scheduled, _widened_now):
         yield log

@@ -77,7 +77,7 @@ class ViewStrides:
         try:
             at = [[at_point(e, sub) for e in part] for part in (self.old_size, self.old_stride, self.new_size)]
             generic = [at_point(e, sub) for e in self.result]
-            exact = over_ranges.run(_compute_stride_original(fake_impls), at, self.ranges)
+            exact = over_ranges.run(_unwrapped(fake_impls._compute_stride), at, self.ranges)
         except (NotANumber, over_ranges.Undecided):
             return False
         if exact is None:
@@ -169,7 +169,7 @@ class StrideOrder:
             layout = ir.FixedLayout(torch.device("cpu"), torch.float32, [plain(e) for e in size],
                                     [plain(e) for e in stride])
             try:
-                got = over_ranges.decided(lambda: _is_stride_ordered_original(ir)(layout, list(self.order)))
+                got = over_ranges.decided(lambda: _unwrapped(ir.Layout.is_stride_ordered)(layout, list(self.order)))
             except over_ranges.Undecided:
                 return False
             return got == self.result
@@ -205,7 +205,7 @@ class DenseCheck:
         from torch import _prims_common
 
         fn = _prims_common.is_non_overlapping_and_dense_or_false
-        exact = getattr(fn, "_verishape_original", fn)(torch.empty_strided(size, stride, device="meta"))
+        exact = _unwrapped(fn)(torch.empty_strided(size, stride, device="meta"))
         return bool(exact) == self.result
 
     def _right_over_ranges(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
@@ -226,8 +226,8 @@ class DenseCheck:
         return bool(exact) == self.result
 
 
-def _is_stride_ordered_original(ir: Any) -> Any:
-    fn = ir.Layout.is_stride_ordered
+def _unwrapped(fn: Any) -> Any:
+    """torch's own ``fn``, where a wrapper of the seam's is installed over it."""
     return getattr(fn, "_verishape_original", fn)
 
 
@@ -239,11 +239,6 @@ def current_call() -> Any:
     """The recorded computation a question is being asked in (None outside all of them;
     :data:`UNRECORDED` inside one whose operands could not be recorded)."""
     return _computing.get()
-
-
-def _compute_stride_original(fake_impls: Any) -> Any:
-    fn = fake_impls._compute_stride
-    return getattr(fn, "_verishape_original", fn)
 
 
 #: the torch internals wrapped while a generic compile is lowered, and Inductor's range
@@ -343,7 +338,6 @@ def _tracked_codegen(on_scheduled: ScheduledSink) -> Any:
             on_scheduled(self)
             return out
 
-        codegen._verishape_original = original  # type: ignore[attr-defined]
         return codegen
     return make
 
@@ -377,7 +371,6 @@ def _tracked_hint(kind: str, on_hint: HintSink) -> Any:
                 on_hint(args[0], kind, args[1], out, sys._getframe(1).f_code.co_name)
             return out
 
-        hint._verishape_original = original  # type: ignore[attr-defined]
         return hint
     return make
 
@@ -396,7 +389,6 @@ def _tracked_compute_stride(original: Any) -> Any:
             view.done = True
         return out
 
-    tracked._verishape_original = original  # type: ignore[attr-defined]
     return tracked
 
 
@@ -460,7 +452,6 @@ def _tracked_process_kernel(original: Any) -> Any:
         call.done = True
         return out
 
-    process_kernel._verishape_original = original  # type: ignore[attr-defined]
     return process_kernel
 
 
@@ -478,7 +469,6 @@ def _tracked_predicate(original: Any, record: Callable[..., Any]) -> Any:
             call.result, call.done = bool(out), True
         return out
 
-    check._verishape_original = original  # type: ignore[attr-defined]
     return check
 
 
@@ -523,5 +513,4 @@ def _tracked_conv_layout(original: Any) -> Any:
             call.done = True
         return layout
 
-    conv_layout._verishape_original = original  # type: ignore[attr-defined]
     return conv_layout

@@ -171,8 +171,6 @@ def loads(data: bytes, env: ShapeEnv, candidates: frozenset[sympy.Symbol]) -> An
         raise Dropped("the widening record does not match its digest (truncated or edited)")
     try:
         fmt, version, torch_version, bound, log = _Unpickler(io.BytesIO(payload)).load()
-    except Dropped:
-        raise
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, ImportError) as exc:
         raise Dropped(f"the widening record cannot be read ({type(exc).__name__}: {exc})"[:200]) from None
     if (fmt, version, torch_version) != (FORMAT, __version__, str(torch.__version__)):

@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import re
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -59,7 +58,7 @@ import torch
 from verishape.core import torch_seam
 
 from . import calling, layout, limit, verdict
-from .kept import Kept, alive, facts
+from .kept import Kept, alive, facts, guard_keys, guard_kind
 from .canon import (Canon, Canonicalizer, NotWidened, canonical, first_difference, is_size_only, reads_layout,
                     returned_sizes, value_of)
 from .binding import Binding, bind
@@ -82,7 +81,6 @@ class Evidence:
     the compared graphs, the goals proved at 1 and the solver's proof.  A frozen value,
     built once by :func:`_prove` when every check has passed (a refusal builds none)."""
 
-    symbol: Group
     #: the value the group's sizes take (None: no size moves, only a layout)
     value: int | None
     #: the first input source of each size set to 1 (``group_name`` order)
@@ -204,7 +202,7 @@ def _constants_now(tx: Trace) -> Callable[[Any], int | None]:
     from .generic_recompile import call_arguments
 
     now = {tf.source.name: tf.fake for tf in tx.output.tracked_fakes}
-    matched = {g.name for g in tx.output.guards if _kind(g) in _VALUE_GUARDS}
+    matched = {g.name for g in tx.output.guards if guard_kind(g) in _VALUE_GUARDS}
     call = call_arguments(tx)
 
     def constant(src: Any) -> int | None:
@@ -314,7 +312,7 @@ def _prove(k: Kept, group: Group, env: ShapeEnv, tx: Trace, gm: torch.fx.GraphMo
     positions = _tensor_positions(k.dynamo, relaid)
     dynamo_generic = canonical(k.dynamo, generic_rename, positions)
     keep = _same_graph(dynamo_generic, canonical(gm, rename, _tensor_positions(gm, relaid)), f"Dynamo graph {what}")
-    missing = _not_checked(_guard_keys(k.guards), _guard_keys(tx.output.guards))
+    missing = _not_checked(k.guard_keys, guard_keys(tx.output.guards))
     if missing:
         raise NotWidened(f"the generic frame checks guards the size-1 trace does not: {sorted(missing)[:3]}")
     k.from_cache()
@@ -325,7 +323,7 @@ def _prove(k: Kept, group: Group, env: ShapeEnv, tx: Trace, gm: torch.fx.GraphMo
     proved = prove_at_one(k, binding, env, prover, head(sources, value, tuple(relaid), raised))
     aot = _same_aot_graph(k, env, gm, example_inputs, binding, (generic_rename, rename), positions, what)
     dropped = len(dynamo_generic.outputs) - len(keep)
-    ev = Evidence(group, value, sources, dynamo_generic.fingerprint(), aot, str(k.compile_id), proved,
+    ev = Evidence(value, sources, dynamo_generic.fingerprint(), aot, str(k.compile_id), proved,
                   hints=sum(k.questions.heuristic_hints.values()) if k.questions is not None else 0,
                   dropped_outputs=dropped, restrided=tuple(relaid),
                   install=((line,) if line is not None else ()) + proved.install,
@@ -450,17 +448,7 @@ def _canon_inputs(inputs: list[tuple[str, Any]], c: Canonicalizer) -> dict[str, 
     return out
 
 
-def _guard_keys(guards: Any) -> set[tuple[str, str]]:
-    """The non-shape guards (name and kind; the shape guards are proved)."""
-    return {(_BUILTINS_DICT.sub("__builtins_dict__", g.name), _kind(g)) for g in guards if _kind(g) != "SHAPE_ENV"}
-
-
-def _kind(guard: Any) -> str:
-    fn = guard.create_fn
-    return getattr(fn, "__name__", None) or getattr(getattr(fn, "func", None), "__name__", repr(fn))
-
-
-def _not_checked(generic: set[tuple[str, str]], here: set[tuple[str, str]]) -> set[tuple[str, str]]:
+def _not_checked(generic: frozenset[tuple[str, str]], here: frozenset[tuple[str, str]]) -> set[tuple[str, str]]:
     """The generic frame's non-shape guards the new trace does not check.  A ``TYPE_MATCH``
     on an input is checked by a ``TENSOR_MATCH`` on the same input: Dynamo's tensor guard
     compares the value's exact Python type first (``Py_TYPE(value) != pytype`` in
@@ -474,22 +462,12 @@ def _not_checked(generic: set[tuple[str, str]], here: set[tuple[str, str]]) -> s
             if not (kind == "TYPE_MATCH" and any((name, k) in here for k in ("TENSOR_MATCH", *_VALUE_GUARDS)))}
 
 
-#: the global under which Dynamo installs the frame's builtins dict, numbered by a counter
-#: that runs across traces (``OutputGraph.install_builtins_dict_in_fglobals``): two traces of
-#: one frame name the same dict differently
-_BUILTINS_DICT = re.compile(r"__builtins_dict___\d+")
-
-
 def _refuse_if_excluded(env: ShapeEnv, symbols: Group, value: int) -> None:
     """A generic guard that is False at ``value`` makes reuse impossible (checked before
     any graph is compared)."""
     sub = {s: sympy.Integer(value) for s in merged_group(env, symbols)}
     for g in env.guards:
         if at_one(env.replace(g.expr), sub, f"the generic frame's guard {env.replace(g.expr)}") is sympy.false:
+            sloc = getattr(g, "sloc", None)
             raise NotWidened(f"the generic frame's guard {env.replace(g.expr)} excludes {value} (added at "
-                             f"{_where(g)})")
-
-
-def _where(guard: Any) -> str:
-    sloc = getattr(guard, "sloc", None)
-    return str(sloc).strip()[:120] if sloc is not None else "?"
+                             f"{str(sloc).strip()[:120] if sloc is not None else '?'})")

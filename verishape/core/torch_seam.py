@@ -61,7 +61,7 @@ def wrap(module_name: str, path: str, make: Callable[[Any], Any]) -> Callable[[]
     """Replace ``module_name.path`` (a function, method, classmethod or staticmethod) by
     ``make(original)`` and return the undo, or None where the module or name is absent.
     ``original`` is torch's own function even when a wrapper is already installed (the
-    ``_verishape_original`` attribute each wrapper carries), so wrappers never stack."""
+    ``_verishape_original`` attribute this sets on each wrapper), so wrappers never stack."""
     import sys
 
     module = sys.modules.get(module_name)
@@ -76,7 +76,9 @@ def wrap(module_name: str, path: str, make: Callable[[Any], Any]) -> Callable[[]
         return None
     kind = type(raw) if isinstance(raw, (classmethod, staticmethod)) else None
     fn = raw.__func__ if kind is not None else raw
-    wrapped = make(getattr(fn, "_verishape_original", fn))
+    original = getattr(fn, "_verishape_original", fn)
+    wrapped = make(original)
+    wrapped._verishape_original = original
     setattr(owner, name, kind(wrapped) if kind is not None else wrapped)
     return lambda: setattr(owner, name, raw)
 
