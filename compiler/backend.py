@@ -148,8 +148,13 @@ class VerishapeBackend:
 
     def __init__(self, backend: str | Callable[..., Any], *, mode: str | None, options: dict[str, Any] | None,
                  dynamic: bool | None, widen_specializations: bool = True,
-                 generic_recompiles: bool = True, declared: declared_sizes.Declared | None = None) -> None:
+                 generic_recompiles: bool = True, declared: declared_sizes.Declared | None = None,
+                 owner: object = None) -> None:
         setattr(self, MARKER, True)
+        #: the backend Dynamo files this frame's entries under: this object, or under
+        #: ``verishape.enable()`` (one of these per trace) the frame's own backend; a kept
+        #: compile runs only for calls its owner compiles (``Kept.owner``)
+        self.owner = self if owner is None else owner
         self._widen = widen_specializations
         #: read by :func:`verishape.compiler.widen.generic_recompile.wants_generic`
         self.generic_recompiles = bool(widen_specializations and generic_recompiles)
@@ -212,7 +217,7 @@ class VerishapeBackend:
         if candidate.is_candidate(env):
             return self._compile_candidate(env, tx, gm, example_inputs, **kwargs)
         candidate.note_inputs(tx)
-        reused = widen.reuse(env, tx, gm, example_inputs, self.__name__, current_prover())
+        reused = widen.reuse(env, tx, gm, example_inputs, self.__name__, current_prover(), self.owner)
         if reused is not None:
             return reused
         why = self._raise_declared_ones(tx) or generic_recompile.retrace_after_refusal(tx)
@@ -222,7 +227,7 @@ class VerishapeBackend:
         with kept.recording(env, self.__name__, gm) as rec:
             compiled = self._inner(gm, example_inputs, **kwargs)
         if rec is not None:
-            kept.keep(rec, tx, compiled, self.__name__)
+            kept.keep(rec, tx, compiled, self.__name__, self.owner)
         return compiled
 
     def _raise_declared_ones(self, tx: Any) -> str | None:
@@ -247,7 +252,7 @@ class VerishapeBackend:
             with kept.recording(env, self.__name__, gm) as rec:
                 compiled = self._inner(gm, example_inputs, **kwargs)
             if rec is not None:
-                kept.keep(rec, tx, compiled, self.__name__, candidate=True)
+                kept.keep(rec, tx, compiled, self.__name__, self.owner, candidate=True)
         except torch._dynamo.exc.RestartAnalysis:
             raise  # the backend's own restart (a tensorified scalar): the candidate attempt again
         except Exception as exc:  # noqa: BLE001 - the stock attempt compiles again and fails as stock would

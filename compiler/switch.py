@@ -89,7 +89,7 @@ def _declaring(original: Callable[..., Any], widen: bool, generic: bool) -> Call
 def _wrapper(widen: bool, generic: bool) -> Callable[[Any], VerishapeBackend]:
     def wrap(compiler_fn: Any) -> VerishapeBackend:
         return VerishapeBackend(compiler_fn, mode=None, options=None, dynamic=None, widen_specializations=widen,
-                                generic_recompiles=generic)
+                                generic_recompiles=generic, owner=compiler_fn)
 
     return wrap
 

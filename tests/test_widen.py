@@ -79,9 +79,8 @@ def test_batch_one_runs_the_generic_artifact():
 def test_only_the_pattern_that_arrived_is_proved():
     """The columns are dynamic too: nothing is traced at 1 until a call has a size 1, and
     then only the sizes that are 1 in it."""
-    _sweep(same_at_one, (2, 3), lambda b: (torch.randn(b, 5),))
+    compiled = _sweep(same_at_one, (2, 3), lambda b: (torch.randn(b, 5),))
     assert _widened(same_at_one) == [] and _reused() == 0
-    compiled = verishape.compile(same_at_one, backend="aot_eager", dynamic=True, widen_specializations=True)
     x = torch.randn(4, 1)
     torch.testing.assert_close(compiled(x), same_at_one(x))
     assert _widened(same_at_one) == ["L['x'].size()[1]"]
@@ -384,6 +383,57 @@ def test_a_non_shape_guard_the_size_1_trace_does_not_check_refuses():
             torch.testing.assert_close(compiled(x), reads_a_global_past_one(x))
     finally:
         _SCALE["factor"] = 2
+
+
+def accumulates(x, idx, v):
+    return x.index_put((idx,), v, accumulate=True) * 2
+
+
+def _accumulate_args(b: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(b)
+    return torch.randn(b, 8, generator=g), torch.randint(0, b, (64,), generator=g), torch.randn(64, 8, generator=g)
+
+
+def test_an_artifact_lowered_under_another_global_state_is_not_reused():
+    """Inductor lowers an accumulating ``index_put`` to an atomic-add kernel, or, under
+    ``use_deterministic_algorithms``, to aten's deterministic kernel: a generic artifact
+    lowered without it must not serve a size-1 call made with it (stock compiles anew)."""
+    compiled = verishape.compile(accumulates, widen_specializations=True)
+    for b in (2, 3):
+        compiled(*_accumulate_args(b))
+    torch.use_deterministic_algorithms(True)
+    try:
+        torch.testing.assert_close(compiled(*_accumulate_args(1)), accumulates(*_accumulate_args(1)))
+    finally:
+        torch.use_deterministic_algorithms(False)
+    assert _reused() == 0
+    assert any("another global state (deterministic_algorithms)" in why for _, why in _refusals(accumulates)), \
+        _refusals(accumulates)
+    compiled(*_accumulate_args(1))  # the same state as the generic compile's again: that one reuses
+    assert _reused() == 1
+
+
+def adds_noise(x):
+    return x + torch.rand_like(x)
+
+
+def test_a_compile_of_another_backend_object_is_not_reused():
+    """Two wrappers of one function share its code and Dynamo's frame, but Dynamo serves each
+    entry only to the backend that made it: a size-1 call through the wrapper whose Inductor
+    options ask for eager's random numbers (``fallback_random``) must not run the other
+    wrapper's generic artifact (Inductor's own random numbers), and equals eager, as stock's."""
+    plain = verishape.compile(adds_noise, widen_specializations=True)
+    eager_rng = verishape.compile(adds_noise, widen_specializations=True, options={"fallback_random": True})
+    for b in (2, 3):
+        plain(torch.zeros(b, 4))
+    x = torch.zeros(1, 4)
+    torch.manual_seed(0)
+    got = eager_rng(x)
+    torch.manual_seed(0)
+    assert torch.equal(got, adds_noise(x))
+    assert _reused() == 0
+    plain(x)  # the wrapper that compiled the generic artifact runs it at 1
+    assert _reused() == 1
 
 
 def size_returned(x):

@@ -523,7 +523,8 @@ def _binding(value=1):
 
 def test_a_verdicts_key_names_what_the_new_aot_graph_and_the_renaming_depend_on():
     """Note [A record belongs to its artifact], for verdicts: another input size, dtype or
-    grad mode, another binding, another option or relaid input is another key."""
+    grad mode, another binding, another option or relaid input, another global state the
+    kept compile was made under is another key."""
     from types import SimpleNamespace
 
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
@@ -536,7 +537,8 @@ def test_a_verdicts_key_names_what_the_new_aot_graph_and_the_renaming_depend_on(
             env.guards.append(SimpleNamespace(expr=guard))
         return env
 
-    kept, env = SimpleNamespace(env=env_with()), env_with()
+    state = torch._C._dynamo.guards.GlobalStateGuard().__getstate__()
+    kept, env = SimpleNamespace(env=env_with(), global_state=state), env_with()
     opts = {"keep_inference_input_mutations": True}
 
     def key(gm=None, options=opts, binding=None, relaid=frozenset(), k=kept, e=env):
@@ -553,7 +555,8 @@ def test_a_verdicts_key_names_what_the_new_aot_graph_and_the_renaming_depend_on(
         key(binding=_binding(2)),
         key(relaid=frozenset({0})),
         # the facts either trace decided by (torch files entries with other guards under one key)
-        key(k=SimpleNamespace(env=env_with(sympy.Symbol("s0") > 5))),
+        key(k=SimpleNamespace(env=env_with(sympy.Symbol("s0") > 5), global_state=state)),
+        key(k=SimpleNamespace(env=kept.env, global_state=state.replace('"num_threads":', '"num_threads":1'))),
         key(e=env_with(sympy.Symbol("s1") > 5)),
     ]
     with torch.enable_grad():

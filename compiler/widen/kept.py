@@ -91,6 +91,14 @@ class Kept:
     #: Dynamo's context of the compile that kept it (weakly): a candidate lives as long as
     #: that compile's later attempts, whose entry it is proved for
     context: Any = None
+    #: the global state its trace ran under, as Dynamo's global-state guard serializes it
+    #: (grad mode, autocast, deterministic algorithms, default dtype, threads; None where
+    #: this torch keeps no such guard): what its lowering was made under
+    global_state: str | None = None
+    #: the backend object that compiled it (weakly): Dynamo serves a frame's entries only to
+    #: the backend that made them, and that backend's options (``fallback_random``, a mode)
+    #: are part of what its artifact computes, so no other backend's call may run it
+    owner: Any = None
 
     def from_cache(self) -> None:
         """An artifact torch's cache served: read its lowering's answers from the record
@@ -210,7 +218,8 @@ def recording(env: ShapeEnv, backend_name: str, gm: torch.fx.GraphModule) -> Ite
         _recording.reset(token)
 
 
-def keep(rec: _Recording, tx: Trace, compiled: Callable[..., Any], backend_name: str, candidate: bool = False) -> None:
+def keep(rec: _Recording, tx: Trace, compiled: Callable[..., Any], backend_name: str, owner: object,
+         candidate: bool = False) -> None:
     """After the user's backend compiled the generic graph: keep it for a size-1 call."""
     from torch._guards import CompileContext
 
@@ -234,7 +243,8 @@ def keep(rec: _Recording, tx: Trace, compiled: Callable[..., Any], backend_name:
                 _fake_source(rec, detached=candidate) if served else None,
                 candidate=candidate, at_one=VeriShapeEnv.symbolic_at_one_of(rec.env) if candidate else None,
                 artifact_keys=tuple(rec.keys), sources=tuple(tf.source for tf in tx.output.tracked_fakes),
-                context=weakref.ref(context) if context is not None else None)
+                context=weakref.ref(context) if context is not None else None, global_state=global_state(tx),
+                owner=_weakly(owner))
     kept_count()  # drops what Dynamo no longer holds (a reset, an evicted entry)
     with _kept_lock:
         _kept.setdefault(tx.f_code, []).append(kept)
@@ -416,6 +426,21 @@ def kept_count() -> int:
     with _kept_lock:
         codes = list(_kept.keys())
     return sum(len(alive(code)) for code in codes)
+
+
+def _weakly(owner: object) -> Callable[[], object]:
+    """A reference to ``owner`` that does not keep it alive where it can be weak."""
+    try:
+        return weakref.ref(owner)
+    except TypeError:  # (an object without weak references: held)
+        return lambda: owner
+
+
+def global_state(tx: Trace) -> str | None:
+    """The global state ``tx`` was traced under, serialized by Dynamo's global-state guard
+    (the guard every entry of the frame checks), or None where this torch has none."""
+    guard = getattr(tx.output, "global_state_guard", None)
+    return guard.__getstate__() if guard is not None else None
 
 
 def guard_keys(guards: Any) -> frozenset[tuple[str, str]]:

@@ -22,7 +22,9 @@ batch-1 trace computes.  The proof is made lazily, when size 1 arrives:
      added included), the generic ranges of the other sizes, and every recorded answer of
      the lowering at 1 (a broadcast's "not size 1" is harmless where the two sizes it
      compares are equal at 1);
-   * the size-1 trace checks every non-shape guard the generic frame checks.
+   * the size-1 trace checks every non-shape guard the generic frame checks, and runs under
+     the global state the generic artifact was lowered under (grad mode, autocast,
+     deterministic algorithms: Dynamo's global-state guard).
 
    Then the size-1 cache entry (its own guards, its own bytecode) calls the generic
    artifact, its arguments rebuilt from the size-1 call's (a size set to 1 is passed as
@@ -47,6 +49,7 @@ Only eligible symbols are kept: backed, bound to input tensor sizes, range exact
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -58,7 +61,7 @@ import torch
 from verishape.core import torch_seam
 
 from . import calling, layout, limit, verdict
-from .kept import Kept, alive, facts, guard_keys, guard_kind
+from .kept import Kept, alive, facts, global_state, guard_keys, guard_kind
 from .canon import (Canon, Canonicalizer, NotWidened, canonical, first_difference, is_size_only, reads_layout,
                     returned_sizes, value_of)
 from .binding import Binding, bind
@@ -150,10 +153,11 @@ def head(sources: tuple[str, ...], value: int | None, restrided: tuple[str, ...]
 
 
 def reuse(env: ShapeEnv, tx: Trace, gm: torch.fx.GraphModule, example_inputs: Any, backend_name: str,
-          prover: Any) -> Callable[..., Any] | None:
+          prover: Any, owner: object) -> Callable[..., Any] | None:
     """At a compile of a frame with a kept generic compile: when the sizes that miss are
     kept sizes at 1, prove and return the generic artifact adapted to this trace's
-    arguments; None (compile as stock) when there is nothing to reuse or it is refused."""
+    arguments; None (compile as stock) when there is nothing to reuse or it is refused.
+    ``owner``: the backend compiling this trace; only its own kept compiles are run."""
     from torch._dynamo.utils import counters
 
     kept = alive(tx.f_code)
@@ -161,8 +165,8 @@ def reuse(env: ShapeEnv, tx: Trace, gm: torch.fx.GraphModule, example_inputs: An
         return None
     now = {tf.source.name: tf.fake for tf in tx.output.tracked_fakes}
     for k in reversed(kept):
-        if k.backend != backend_name:
-            continue
+        if k.backend != backend_name or k.owner is None or k.owner() is not owner:
+            continue  # another backend's compile (Kept.owner): never this call's to run
         group = _arrived(k, now)
         if group is None or (not group and not k.candidate and not _relaid_only(k, env, tx)):
             continue
@@ -297,6 +301,7 @@ def _prove(k: Kept, group: Group, env: ShapeEnv, tx: Trace, gm: torch.fx.GraphMo
     guards and answers are proved from the size-1 trace's guards as Dynamo left them; the
     AOT trace can only add guards, so the premises used are a subset of those installed."""
     _refuse_if_excluded(k.env, group, 1)
+    _same_global_state(k, tx)
     constant = _constants_now(tx)
     binding = bind(k.env, group, env, constant)
     fakes = _inputs_now(k, tx, constant)
@@ -330,6 +335,22 @@ def _prove(k: Kept, group: Group, env: ShapeEnv, tx: Trace, gm: torch.fx.GraphMo
                   from_cache=k.cache_key is not None, candidate=k.candidate, raised=raised)
     install(env, list(ev.install))
     return calling.calling(k.compiled, args, keep if dropped else None), ev
+
+
+def _same_global_state(k: Kept, tx: Trace) -> None:
+    """The generic artifact was lowered under the global state the new trace runs under
+    (Dynamo's global-state guard: grad mode, autocast and its dtypes, deterministic
+    algorithms, default dtype, threads).  The generic entry checks that guard, and a
+    lowering reads that state (Inductor falls back to deterministic kernels under
+    ``use_deterministic_algorithms``), so an artifact made under another state is not what
+    stock would compile for this call: refused."""
+    now = global_state(tx)
+    if k.global_state is None or now is None:
+        raise NotWidened("this torch's Dynamo keeps no global-state guard: the generic artifact's global state is unknown")
+    if now != k.global_state:
+        before, after = json.loads(k.global_state), json.loads(now)
+        differ = sorted(name for name in before.keys() | after.keys() if before.get(name) != after.get(name))
+        raise NotWidened(f"the generic artifact was compiled under another global state ({', '.join(differ)})")
 
 
 def _same_graph(generic: Canon, here: Canon, what: str) -> tuple[int, ...]:

@@ -37,6 +37,8 @@ class TraceOutput(Protocol):
     shape_env: ShapeEnv
     root_tx: Any
     compiler_fn: Any
+    #: Dynamo's guard on the global state the trace ran under (``__getstate__``: its JSON)
+    global_state_guard: Any
 
 
 class Trace(Protocol):

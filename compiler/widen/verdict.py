@@ -50,14 +50,14 @@ _MAGIC = b"verishape-aot-verdict\n"
 def key(k: Kept, env: ShapeEnv, gm: torch.fx.GraphModule, aot_kwargs: dict[str, Any], binding: Binding,
         relaid: frozenset[int]) -> str:
     """The digest of everything the new trace's AOT graph and the renaming depend on, and
-    of the facts both traces were made under (the kept graph's own part is the artifact key
-    a verdict is filed under, :func:`_filed`: torch files entries with other guards under
-    one key, and a trace decides by its env's facts)."""
+    of the facts and the global state both traces were made under (the kept graph's own
+    part is the artifact key a verdict is filed under, :func:`_filed`: torch files entries
+    with other guards under one key, and a trace decides by its env's facts)."""
     placeholders = [_describe(n.meta.get("example_value", n.meta.get("val"))) for n in
                     gm.graph.find_nodes(op="placeholder")]
     attributes = [(n.target, _describe(_attribute(gm, n.target))) for n in gm.graph.find_nodes(op="get_attr")]
     text = repr((gm.code, placeholders, attributes, _options(aot_kwargs), _binding(binding), sorted(relaid),
-                 record.binding(k.env), record.binding(env), _state()))
+                 record.binding(k.env), record.binding(env), k.global_state, _state()))
     return hashlib.sha256(text.encode()).hexdigest()
 
 
