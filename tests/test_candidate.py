@@ -164,6 +164,71 @@ def test_batch_two_one_three_compiles_twice_where_stock_compiles_three_times(bac
     assert counters["verishape"]["reused_generic"] == 1
 
 
+def _generic_reuses():
+    from verishape.compiler import frames
+
+    with frames._envs_lock:
+        return [ev for es in frames._envs_by_code.values() for e in es for ev in e.verishape_log.widened
+                if ev.value is None and not ev.restrided]
+
+
+@pytest.fixture
+def aot_traces(monkeypatch):
+    """How many AOT graphs the reuse proofs traced to compare."""
+    from verishape.compiler.widen import reuse
+
+    calls = []
+    traced = reuse._aot_inference_graph
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return traced(*args, **kwargs)
+
+    monkeypatch.setattr(reuse, "_aot_inference_graph", counted)
+    return calls
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_a_candidate_at_another_batch_is_proved_without_tracing_the_aot_graph_again(backend, aot_traces):
+    """Note [A candidate's answers stand in for its AOT trace]: at batch 3 the candidate's
+    unguarded answers (the broadcast's "is the batch 1?", answered as for batches from 2)
+    are proved at the call, and only the size-1 proof traces an AOT graph.  (Torch's caches
+    off: a candidate served from them is compared through a verdict or a trace, as before.)"""
+    torch._inductor.config.fx_graph_cache = False
+    torch._functorch.config.enable_autograd_cache = False
+    compiled = verishape.compile(served, backend=backend)
+    _run(compiled, served, batches=(2, 1))
+    assert counters["verishape"]["reused_at_size_1"] == 1
+    at_one = len(aot_traces)  # (0 where a verdict filed earlier answered the size-1 comparison)
+    assert _run(compiled, served, batches=(3,)) == 2
+    assert counters["verishape"]["reused_generic"] == 1 and len(aot_traces) == at_one
+    (ev,) = _generic_reuses()
+    assert ev.at_one.unguarded and ev.aot is None
+    assert "its AOT graph not traced again" in ev.describe()
+    assert ev.proof is not None and ev.proof.result.proved
+
+
+def same_either_way(x, mask, w):
+    """An unguarded answer false at batch 3 (the candidate's ``guard_or_false`` default),
+    whose branches trace the same graph."""
+    if guard_or_false(x.shape[0] == 3):
+        return ((x * w) * mask[:, :, None]).sum(1)
+    return ((x * w) * mask[:, :, None]).sum(1)
+
+
+def test_an_unguarded_answer_false_at_the_call_leaves_the_aot_graph_to_compare(aot_traces):
+    """The stock trace at batch 3 guards the batch equal to 3, so the candidate's default
+    (not 3) is false there: its answers do not stand in, and the AOT graphs are traced and
+    compared (equal: the branches trace the same graph), outputs equal eager's."""
+    compiled = verishape.compile(same_either_way, backend="aot_eager")
+    _run(compiled, same_either_way, batches=(2, 1))
+    at_one = len(aot_traces)
+    assert _run(compiled, same_either_way, batches=(3,)) == 2
+    assert counters["verishape"]["reused_generic"] == 1 and len(aot_traces) == at_one + 1
+    (ev,) = _generic_reuses()
+    assert ev.at_one.unguarded is None and ev.aot is not None
+
+
 def branchy(x, mask, w):
     """Python code that branches on the batch being 1: the candidate takes the general
     branch (as for batches from 2), the stock trace at 1 the other."""

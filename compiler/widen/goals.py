@@ -72,15 +72,21 @@ class AtOne:
     carried: tuple[str, ...] = ()
     #: those guards in the new trace's symbols, for the new entry to install once the reuse holds
     install: tuple[sympy.Basic, ...] = ()
+    #: how many of a candidate's unguarded answers were proved with the rest, standing in for
+    #: a trace of its AOT graph (Note [A candidate's answers stand in for its AOT trace]);
+    #: None where they were not asked for or not proved (the AOT graph is then compared)
+    unguarded: int | None = None
 
 
-def prove_at_one(k: Kept, binding: Binding, nested_env: ShapeEnv, prover: Any, what: str) -> AtOne:
+def prove_at_one(k: Kept, binding: Binding, nested_env: ShapeEnv, prover: Any, what: str,
+                 unguarded: bool = False) -> AtOne:
     """Prove: the new trace's guards and input ranges (its symbols renamed to the generic
     ones by source) imply the generic guards, the generic ranges of the other input symbols
     and every recorded lowering answer, all at the binding's point (the widened sizes at 1,
     the sizes the new trace fixes at their values).  Returns what was proved (``what``
     names the reuse in the proof record); raises :class:`NotWidened` naming the first goal
-    not proved."""
+    not proved.  ``unguarded``: also try the candidate's unguarded answers with them
+    (:func:`unguarded_goals`; :attr:`AtOne.unguarded` says whether they held)."""
     from verishape.core.premises import Premises
 
     env = k.env
@@ -96,9 +102,12 @@ def prove_at_one(k: Kept, binding: Binding, nested_env: ShapeEnv, prover: Any, w
     for g, why in goals:
         if g is sympy.false:
             raise NotWidened(f"false at size 1: {why}")
+    stand_in = unguarded_goals(k, replaced) if unguarded else None
     # what the new entry checks, once, over plain symbols covering every goal and extra premise
-    premises = Premises.of_trace(nested_env, to_generic,
-                                 [*(g for g, _ in goals), *(e for goal, extra, _ in answers for e in (goal, *extra))])
+    covered = [*(g for g, _ in goals), *(e for goal, extra, _ in answers for e in (goal, *extra))]
+    premises = Premises.of_trace(nested_env, to_generic, [*covered, *(stand_in or ())])
+    if premises is None and stand_in is not None:
+        stand_in, premises = None, Premises.of_trace(nested_env, to_generic, covered)
     if premises is None:
         raise NotWidened("the new trace's facts cannot be stated over plain symbols (two would merge)")
     # answers with premises of their own (index-variable bounds) are proved one by one; the
@@ -106,7 +115,33 @@ def prove_at_one(k: Kept, binding: Binding, nested_env: ShapeEnv, prover: Any, w
     for goal, extra, why in answers:
         if extra and goal is not sympy.true and _prove_one(prover, premises, goal, why, extra) is None:
             raise NotWidened(f"a shape answer the lowering acted on is not proved at 1: {why}")
-    return _proved(goals, {id(g) for g, _ in guard_goals}, premises, to_generic, prover, what, len(answers))
+    proved = _proved(goals, {id(g) for g, _ in guard_goals}, premises, to_generic, prover, what, len(answers))
+    if stand_in is None or proved.carried or sympy.false in stand_in:
+        return proved
+    together = (*proved.goals, *stand_in)
+    record = _prove_one(prover, premises, sympy.And(*together), what) if stand_in else proved.record
+    if stand_in and record is None:
+        return proved
+    return dataclasses.replace(proved, record=record, goals=together, unguarded=len(stand_in))
+
+
+def unguarded_goals(k: Kept, sub: dict[sympy.Symbol, sympy.Basic]) -> tuple[sympy.Basic, ...] | None:
+    """Note [A candidate's answers stand in for its AOT trace]: at the point ``sub``, every
+    answer the candidate's trace gave unguarded (its ``defaulted`` answers: Dynamo's,
+    AOTAutograd's and the lowering's) and the lower bound 2 of each size it kept symbolic at
+    1, the region over which its size-oblivious answers are facts.  None where one cannot be
+    stated there (a division by a size that is 0): the AOT graph is compared instead."""
+    at = k.at_one
+    if at is None:
+        return None
+    env = k.env
+    asked = [sympy.Ge(env.replace(s), 2) for s in sorted(at.symbols, key=str)]
+    asked += [goal_of(env.replace(e), sympy.true if a else sympy.false) for e, a in dict.fromkeys(at.defaulted)]
+    try:
+        goals = [at_one(g, sub, "a candidate's unguarded answer") for g in asked]
+    except NotWidened:
+        return None
+    return tuple(dict.fromkeys(g for g in goals if g is not sympy.true))
 
 
 def _to_generic(env: ShapeEnv, names: dict[str, str], nested_env: ShapeEnv) -> dict[sympy.Symbol, sympy.Symbol]:

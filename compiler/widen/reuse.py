@@ -120,7 +120,9 @@ class Evidence:
         return self.at_one.record
 
     def describe(self, timed: bool = True) -> str:
-        graphs = f"dynamo graph {self.dynamo}" + (f", aot graph {self.aot}" if self.aot else "")
+        graphs = f"dynamo graph {self.dynamo}" + (f", aot graph {self.aot}" if self.aot else "") + (
+            f"; its AOT graph not traced again: the candidate's {self.at_one.unguarded} unguarded answer(s) implied"
+            if self.at_one.unguarded is not None else "")
         relaid = (f"{len(self.restrided)} input(s) copied into the generic layout ({', '.join(self.restrided[:2])}"
                   + (", ..." if len(self.restrided) > 2 else "") + ")") if self.restrided else ""
         return (f"{head(self.sources, self.value, self.restrided, self.raised)} ({graphs}) and runs the artifact "
@@ -325,8 +327,14 @@ def _prove(k: Kept, group: Group, env: ShapeEnv, tx: Trace, gm: torch.fx.GraphMo
     sources = tuple(source_names(k.env, s)[0] for s in group)
     value = 1 if group else None
     raised = bool(getattr(k.at_one, "raised", None))
-    proved = prove_at_one(k, binding, env, prover, head(sources, value, tuple(relaid), raised))
-    aot = _same_aot_graph(k, env, gm, example_inputs, binding, (generic_rename, rename), positions, what)
+    # Note [A candidate's answers stand in for its AOT trace]: only with no size set and no
+    # layout moved, and only where the candidate's AOT graph was traced in this process
+    # (inside its scope, so that its unguarded answers were all seen)
+    stand_in = (not group and not relaid and k.at_one is not None and k.aot is not None
+                and k.cache_key is None and k.aot_source is None)
+    proved = prove_at_one(k, binding, env, prover, head(sources, value, tuple(relaid), raised), stand_in)
+    aot = (None if proved.unguarded is not None else
+           _same_aot_graph(k, env, gm, example_inputs, binding, (generic_rename, rename), positions, what))
     dropped = len(dynamo_generic.outputs) - len(keep)
     ev = Evidence(value, sources, dynamo_generic.fingerprint(), aot, str(k.compile_id), proved,
                   hints=sum(k.questions.heuristic_hints.values()) if k.questions is not None else 0,
