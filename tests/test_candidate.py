@@ -202,6 +202,7 @@ def test_a_candidate_at_another_batch_is_proved_without_tracing_the_aot_graph_ag
     at_one = len(aot_traces)  # (0 where a verdict filed earlier answered the size-1 comparison)
     assert _run(compiled, served, batches=(3,)) == 2
     assert counters["verishape"]["reused_generic"] == 1 and len(aot_traces) == at_one
+    assert counters["verishape"]["aot_trace_stood_in"] == 1
     (ev,) = _generic_reuses()
     assert ev.at_one.unguarded and ev.aot is None
     assert "its AOT graph not traced again" in ev.describe()
@@ -225,6 +226,7 @@ def test_an_unguarded_answer_false_at_the_call_leaves_the_aot_graph_to_compare(a
     at_one = len(aot_traces)
     assert _run(compiled, same_either_way, batches=(3,)) == 2
     assert counters["verishape"]["reused_generic"] == 1 and len(aot_traces) == at_one + 1
+    assert counters["verishape"]["aot_trace_stood_in"] == 0
     (ev,) = _generic_reuses()
     assert ev.at_one.unguarded is None and ev.aot is not None
 

@@ -127,16 +127,17 @@ def prove_at_one(k: Kept, binding: Binding, nested_env: ShapeEnv, prover: Any, w
 
 def unguarded_goals(k: Kept, sub: dict[sympy.Symbol, sympy.Basic]) -> tuple[sympy.Basic, ...] | None:
     """Note [A candidate's answers stand in for its AOT trace]: at the point ``sub``, every
-    answer the candidate's trace gave unguarded (its ``defaulted`` answers: Dynamo's,
-    AOTAutograd's and the lowering's) and the lower bound 2 of each size it kept symbolic at
-    1, the region over which its size-oblivious answers are facts.  None where one cannot be
-    stated there (a division by a size that is 0): the AOT graph is compared instead."""
-    at = k.at_one
-    if at is None:
+    answer the candidate's trace gave unguarded before its lowering (:attr:`Kept.unguarded`:
+    Dynamo's and AOTAutograd's; the lowering's are among the recorded answers, proved or
+    moot like the rest) and the lower bound 2 of each size it kept symbolic at 1, the region
+    over which its size-oblivious answers are facts.  None where there are none to state
+    (not a candidate lowered here) or one cannot be stated there (a division by a size that
+    is 0): the AOT graph is compared instead."""
+    if k.unguarded is None or k.at_one is None:
         return None
     env = k.env
-    asked = [sympy.Ge(env.replace(s), 2) for s in sorted(at.symbols, key=str)]
-    asked += [goal_of(env.replace(e), sympy.true if a else sympy.false) for e, a in dict.fromkeys(at.defaulted)]
+    asked = [sympy.Ge(env.replace(s), 2) for s in sorted(k.at_one.symbols, key=str)]
+    asked += [goal_of(env.replace(e), sympy.true if a else sympy.false) for e, a in k.unguarded]
     try:
         goals = [at_one(g, sub, "a candidate's unguarded answer") for g in asked]
     except NotWidened:

@@ -91,6 +91,10 @@ class Kept:
     #: Dynamo's context of the compile that kept it (weakly): a candidate lives as long as
     #: that compile's later attempts, whose entry it is proved for
     context: Any = None
+    #: a candidate lowered here: the answers its trace gave without a guard before the
+    #: lowering (Dynamo's and AOTAutograd's; the lowering's are in ``questions``), which may
+    #: stand in for an AOT trace (Note [A candidate's answers stand in for its AOT trace])
+    unguarded: tuple[tuple[sympy.Basic, bool], ...] | None = None
     #: the global state its trace ran under, as Dynamo's global-state guard serializes it
     #: (grad mode, autocast, deterministic algorithms, default dtype, threads; None where
     #: this torch keeps no such guard): what its lowering was made under
@@ -144,6 +148,8 @@ class _Recording:
     keys: list[str] = dataclasses.field(default_factory=list)
     #: the graph and inputs AOTAutograd was given (kept for an artifact its cache serves)
     aot_source: tuple[Any, list[Any]] | None = None
+    #: a candidate's answers given without a guard before its lowering (:attr:`Kept.unguarded`)
+    unguarded: tuple[tuple[sympy.Basic, bool], ...] | None = None
 
 
 _recording: contextvars.ContextVar[_Recording | None] = contextvars.ContextVar("verishape_widen_rec", default=None)
@@ -169,6 +175,9 @@ def observe_aot(mod: Any, args: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
         from torch._dynamo.utils import counters
 
         rec.aot = Snapshot(gm)  # before lowering rewrites gm
+        at_one = VeriShapeEnv.symbolic_at_one_of(rec.env)
+        if at_one is not None:  # Note [A candidate's answers stand in for its AOT trace]
+            rec.unguarded = tuple(dict.fromkeys(at_one.defaulted))
         hits = counters["inductor"]["fxgraph_cache_hit"]
         with questions_.recording(rec.env, rec.candidates) as qlog:
             out = inner(gm, example_inputs, *args, **kw)
@@ -244,7 +253,7 @@ def keep(rec: _Recording, tx: Trace, compiled: Callable[..., Any], backend_name:
                 candidate=candidate, at_one=VeriShapeEnv.symbolic_at_one_of(rec.env) if candidate else None,
                 artifact_keys=tuple(rec.keys), sources=tuple(tf.source for tf in tx.output.tracked_fakes),
                 context=weakref.ref(context) if context is not None else None, global_state=global_state(tx),
-                owner=_weakly(owner))
+                owner=_weakly(owner), unguarded=rec.unguarded if candidate and rec.questions is not None else None)
     kept_count()  # drops what Dynamo no longer holds (a reset, an evicted entry)
     with _kept_lock:
         _kept.setdefault(tx.f_code, []).append(kept)

@@ -192,6 +192,8 @@ def reuse(env: ShapeEnv, tx: Trace, gm: torch.fx.GraphModule, example_inputs: An
         ev = dataclasses.replace(ev, time_s=time.perf_counter() - start)
         counters["verishape"]["reused"] += 1
         counters["verishape"]["reused_at_size_1" if group else "reused_relaid" if ev.restrided else "reused_generic"] += 1
+        if ev.at_one.unguarded is not None:  # Note [A candidate's answers stand in for its AOT trace]
+            counters["verishape"]["aot_trace_stood_in"] += 1
         limit.note()
         env.verishape_log.widened.append(ev)
         if ev.proof is not None:
@@ -328,10 +330,8 @@ def _prove(k: Kept, group: Group, env: ShapeEnv, tx: Trace, gm: torch.fx.GraphMo
     value = 1 if group else None
     raised = bool(getattr(k.at_one, "raised", None))
     # Note [A candidate's answers stand in for its AOT trace]: only with no size set and no
-    # layout moved, and only where the candidate's AOT graph was traced in this process
-    # (inside its scope, so that its unguarded answers were all seen)
-    stand_in = (not group and not relaid and k.at_one is not None and k.aot is not None
-                and k.cache_key is None and k.aot_source is None)
+    # layout moved, for a candidate lowered in this process (its unguarded answers all seen)
+    stand_in = not group and not relaid and k.unguarded is not None
     proved = prove_at_one(k, binding, env, prover, head(sources, value, tuple(relaid), raised), stand_in)
     aot = (None if proved.unguarded is not None else
            _same_aot_graph(k, env, gm, example_inputs, binding, (generic_rename, rename), positions, what))
