@@ -204,8 +204,8 @@ def test_a_candidate_at_another_batch_is_proved_without_tracing_the_aot_graph_ag
     assert counters["verishape"]["reused_generic"] == 1 and len(aot_traces) == at_one
     assert counters["verishape"]["aot_trace_stood_in"] == 1
     (ev,) = _generic_reuses()
-    assert ev.at_one.unguarded and ev.aot is None
-    assert "its AOT graph not traced again" in ev.describe()
+    assert ev.at_one.unguarded and ev.aot is not None  # the candidate's AOT graph, by fingerprint
+    assert "the call's AOT graph not traced" in ev.describe()
     assert ev.proof is not None and ev.proof.result.proved
 
 

@@ -133,6 +133,30 @@ def test_a_warm_process_reuses_by_looking_the_comparison_up(warm, monkeypatch):
 
 
 @pytest.mark.slow
+def test_a_warm_process_reuses_a_candidate_at_a_later_batch_by_the_verdict_its_answers_filed(
+        tmp_path, monkeypatch):
+    """Batches 2, 1, 3: a candidate at 1, reused at 1 and, at 3, by its unguarded answers
+    proved in place of an AOT trace (Note [A candidate's answers stand in for its AOT
+    trace]).  That reuse files a verdict as a comparison does: a restarted process, whose
+    candidate comes from torch's cache with no answers of its AOT stage to prove, reuses at
+    1 and at 3 tracing no AOT graph."""
+    from verishape.compiler.widen import kept, reuse
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    lowered, reused, refusals = _sweep(broadcasts, (2, 1, 3))
+    assert (lowered, reused, counters["verishape"]["aot_trace_stood_in"]) == (2, 1, 1), refusals
+
+    def never(*a, **k):
+        raise AssertionError("traced again where a verdict answers")
+
+    monkeypatch.setattr(reuse, "_aot_inference_graph", never)
+    monkeypatch.setattr(kept, "_traced_again", never)
+    lowered, reused, refusals = _sweep(broadcasts, (2, 1, 3))
+    assert (lowered, reused, counters["verishape"]["reused_generic"]) == (0, 1, 1), refusals
+    assert counters["verishape"]["aot_trace_stood_in"] == 0  # from torch's cache: the verdict answered
+
+
+@pytest.mark.slow
 def test_a_retrace_that_adds_facts_spoils_the_kept_compile(warm, monkeypatch):
     """Where tracing the cached artifact's AOT graph again changes its env's facts (a guard,
     a range, a replacement the cache entry does not check), no proof uses that env: stock

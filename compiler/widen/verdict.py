@@ -23,7 +23,10 @@ their symbols; a verdict is filed under a digest of what determines each:
   entries with other guards under one key).
 
 Only a comparison that held *and added no fact to the new trace's env* is kept: skipping it
-then changes nothing the new entry checks.  A verdict is checked by its digest when read
+then changes nothing the new entry checks.  A candidate's answers proved in place of the
+comparison (Note [A candidate's answers stand in for its AOT trace]) are filed as one that
+held: they depend on nothing the key does not name (the candidate's artifact and facts, the
+new trace's facts).  A verdict is checked by its digest when read
 and names its own key; a missing, unreadable or foreign one is a miss, and the comparison
 runs as before.  It holds no proof of the sizes: the goals at 1 are proved at every reuse.
 """
