@@ -34,6 +34,8 @@ each side's best and median and the ratio of the medians (verishape over stock):
 * ``hf_decode``: Hugging Face's own compile of the static-cache decode step
   (``serve_loop.py --variants hf-stock,hf-enable``: ``generate()`` compiles it, stock, or under
   ``verishape.enable()``), the same families and mix (issue 49's goal: at most 0.85x).
+* ``hf_decode_1b``: the same on Llama 3.2 1B's widths (``serve_loop.py --size 1b``: 16 layers,
+  width 2048, random weights), about 25 s a compile on 2 cores.
 
 verishape's bytecode is written first (:func:`_bytecode_as_installed`), as an installed copy
 has it, so no child compiles verishape's modules from source where torch's come compiled.
@@ -65,7 +67,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 SIDES = ("stock", "verishape")
 ROWS = ("warm_mlp", "warm_mlp_never_one", "warm_gpt2", "cold_mlp_never_one", "cold_mlp", "float_sizes",
-        "conv1d_padding", "hf_sweeps", "hf_sweeps_1b", "served_loop", "hf_decode")
+        "conv1d_padding", "hf_sweeps", "hf_sweeps_1b", "served_loop", "hf_decode", "hf_decode_1b")
 SWEEPS = {"mlp": (4, 6, 1, 3, 1), "mlp_never_one": (4, 6, 3, 5), "gpt2": (4, 6, 1, 3, 1)}
 
 
@@ -220,12 +222,14 @@ def hf_sweeps(rounds: int, models: str, work: Path) -> dict[str, Any]:
                           "reused_calls": f["reused_calls"]} for k, f in cells.items()}}
 
 
-def served_loop(families: str, work: Path, hf: bool = False) -> dict[str, Any]:
+def served_loop(families: str, work: Path, hf: bool = False, size: str = "tiny") -> dict[str, Any]:
     """``serve_loop.py`` on ``families``, both caches (``hf``: Hugging Face's own compile of
-    the static cache's decode step): compile seconds per stream and side."""
-    out = work / ("hf_decode.json" if hf else "served_loop.json")
+    the static cache's decode step), at ``size`` (``tiny`` or ``1b``): compile seconds per
+    stream and side."""
+    out = work / (f"hf_decode_{size}.json" if hf else "served_loop.json")
     names = {"hf-stock": "stock", "hf-enable": "verishape"} if hf else {v: v for v in SIDES}
     extra = ["--caches", "static", "--variants", "hf-stock,hf-enable"] if hf else ["--caches", "dynamic,static"]
+    extra += ["--size", size]
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "serve_loop.py"), "--families", families,
                            *extra, "--json", str(out)], capture_output=True, text=True, cwd=ROOT, timeout=3600)
     if not out.exists():
@@ -243,7 +247,7 @@ def served_loop(families: str, work: Path, hf: bool = False) -> dict[str, Any]:
     if not cells:
         raise SystemExit(f"compile_cost: {out.stem} measured no stream on both sides")
     ratios = [c["ratio"] for c in cells.values()]
-    return {"row": "hf_decode" if hf else "served_loop", "rounds": 1,
+    return {"row": ("hf_decode" + ("_1b" if size == "1b" else "")) if hf else "served_loop", "rounds": 1,
             "measure": "compile seconds per stream, both sides in one run",
             "stock": {"median_s": statistics.median(c["compile_s"]["stock"] for c in cells.values())},
             "verishape": {"median_s": statistics.median(c["compile_s"]["verishape"] for c in cells.values())},
@@ -257,8 +261,8 @@ def measure(row: str, rounds: int, work: Path, models: str = "gpt2,llama", famil
         return hf_sweeps(rounds, models, work)
     if row == "hf_sweeps_1b":
         return {**hf_sweeps(rounds, "llama1b", work), "row": row}
-    if row in ("served_loop", "hf_decode"):
-        return served_loop(families, work, hf=row == "hf_decode")
+    if row in ("served_loop", "hf_decode", "hf_decode_1b"):
+        return served_loop(families, work, hf=row.startswith("hf_decode"), size="1b" if row.endswith("_1b") else "tiny")
     folders = {side: work / f"{row}_{side}" for side in SIDES}
     base = {**os.environ, "PYTHONUNBUFFERED": "1"}
 
