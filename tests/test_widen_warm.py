@@ -136,8 +136,9 @@ def test_a_warm_process_reuses_by_looking_the_comparison_up(warm, monkeypatch):
 def test_a_warm_process_reuses_a_candidate_at_a_later_batch_by_the_verdict_its_answers_filed(
         tmp_path, monkeypatch):
     """Batches 2, 1, 3: a candidate at 1, reused at 1 and, at 3, by its unguarded answers
-    proved in place of an AOT trace (Note [A candidate's answers stand in for its AOT
-    trace]).  That reuse files a verdict as a comparison does: a restarted process, whose
+    proved in place of an AOT trace
+    (Note [A candidate's answers stand in for its AOT trace]).
+    That reuse files a verdict as a comparison does: a restarted process, whose
     candidate comes from torch's cache with no answers of its AOT stage to prove, reuses at
     1 and at 3 tracing no AOT graph."""
     from verishape.compiler.widen import kept, reuse
