@@ -14,10 +14,14 @@ each promise and fails on any drop against ``benchmarks/reference/widen_gate.jso
 * ``serve``: ``benchmarks/serve_loop.py``'s served loop (``generate()`` over its request
   mix, ``verishape.compile``) on three families with the dynamic and the static cache, and one
   more mix of requests on each: Inductor compiles, recompile-limit hits, tokens equal to eager's.
+  And Hugging Face's own compile of the static cache's decode step under ``verishape.enable()``
+  (``--variants hf-enable``, LLaMA, the ``/hf`` row): the candidate at 1, reused at 1 and at a
+  later batch (2 compiles where stock makes 3).
 * ``corpus``: the adversarial corpus (``tests/widen_corpus.py``) with Inductor: programs
   reused, and wrong calls (a reuse that differs from eager where stock does not).
 * ``fuzz``: the widening fuzzer (``benchmarks/widen_fuzz.py``, seed 0, 60 programs, Inductor):
-  programs reused, wrong calls.
+  programs reused, wrong calls; and the same programs with size 1 right after the first size
+  (``--one-early``, the ``fuzz/one_early`` row: a candidate at 1, proved at later sizes).
 
 A drop: a row that ran and now does not, a reuse lost, a compile more, a recompile-limit hit
 more, tokens no longer equal, a corpus or fuzz program that reused and now does not; any wrong
@@ -58,6 +62,8 @@ FAST_ROWS = (("phi3", "decode"), ("llama", "decode"))
 SERVE_FAMILIES = ("llama", "gpt2", "qwen2")
 #: serve_loop's own mix, and one of ours (batches 1 to 4, a batch-1 request first)
 SERVE_MIXES = {"issue38": None, "ours": "1x9,3x6,1x14,4x5,2x11,1x7"}
+#: Hugging Face's own decode compile under verishape.enable() (the candidate's path), static cache
+HF_FAMILIES = ("llama",)
 FUZZ_PROGRAMS = 60
 #: the largest difference from eager that still counts as equal (float32 logits of tiny models)
 TOLERANCE = 1e-3
@@ -90,15 +96,17 @@ def sweeps(rows: tuple[tuple[str, str], ...], jobs: int) -> dict[str, dict[str, 
     return out
 
 
-def _serve_one(cache: str, mix_name: str, families: tuple[str, ...]) -> list[dict[str, Any]]:
+def _serve_one(cache: str, mix_name: str, families: tuple[str, ...], variant: str = "verishape"
+               ) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory(prefix="widen-gate-") as tmp:
         path = Path(tmp) / "serve.json"
         mix = SERVE_MIXES[mix_name]
         proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "serve_loop.py"), "--families",
-                               ",".join(families), "--caches", cache, "--variants", "verishape", "--json", str(path),
+                               ",".join(families), "--caches", cache, "--variants", variant, "--json", str(path),
                                *(["--mix", mix] if mix else [])], capture_output=True, text=True, cwd=ROOT)
         if not path.exists():
-            return [{"family": f, "cache": cache, "mix": mix_name, "error": proc.stderr.strip()[-300:]} for f in families]
+            return [{"family": f, "cache": cache, "mix": mix_name, "variant": variant, "error": proc.stderr.strip()[-300:]}
+                    for f in families]
         rows = json.loads(path.read_text())["rows"]
     for r in rows:
         r["mix"] = mix_name
@@ -108,11 +116,12 @@ def _serve_one(cache: str, mix_name: str, families: tuple[str, ...]) -> list[dic
 def serve(jobs: int) -> dict[str, dict[str, Any]]:
     """The served loop per (cache, mix), ``jobs`` of them at a time."""
     out: dict[str, dict[str, Any]] = {}
-    todo = [(c, m) for m in SERVE_MIXES for c in ("dynamic", "static")]
+    todo = [(c, m, SERVE_FAMILIES, "verishape") for m in SERVE_MIXES for c in ("dynamic", "static")]
+    todo.append(("static", "issue38", HF_FAMILIES, "hf-enable"))
     with cf.ThreadPoolExecutor(max_workers=jobs) as pool:
-        for rows in pool.map(lambda cm: _serve_one(cm[0], cm[1], SERVE_FAMILIES), todo):
+        for rows in pool.map(lambda job: _serve_one(*job), todo):
             for r in rows:
-                key = f"serve/{r['family']}/{r['cache']}/{r['mix']}"
+                key = f"serve/{r['family']}/{r['cache']}/{r['mix']}" + ("/hf" if r.get("variant") == "hf-enable" else "")
                 ok = "error" not in r
                 out[key] = {"ran": ok, "compiles": r.get("inductor_compiles"),
                             "limit_hits": r.get("recompile_limit_hits"), "reused": r.get("reused"),
@@ -124,9 +133,10 @@ def serve(jobs: int) -> dict[str, dict[str, Any]]:
 
 
 def _program_part(name: str, argv: list[str]) -> dict[str, dict[str, Any]]:
-    """Run a corpus or fuzz benchmark, read its JSON: per backend, reused and wrong."""
+    """Run a corpus or fuzz benchmark, read its JSON: per backend, reused and wrong
+    (``name``: the rows' prefix, ``fuzz`` or ``fuzz/one_early``)."""
     with tempfile.TemporaryDirectory(prefix="widen-gate-") as tmp:
-        path = Path(tmp) / f"{name}.json"
+        path = Path(tmp) / "part.json"
         proc = subprocess.run([sys.executable, *argv, "--json", str(path)], capture_output=True, text=True, cwd=ROOT)
         if not path.exists():
             return {f"{name}/inductor": {"ran": False, "why": proc.stderr.strip()[-300:]}}
@@ -153,8 +163,9 @@ def corpus() -> dict[str, dict[str, Any]]:
 
 
 def fuzz(jobs: int) -> dict[str, dict[str, Any]]:
-    return _program_part("fuzz", [str(ROOT / "benchmarks" / "widen_fuzz.py"), "--programs", str(FUZZ_PROGRAMS),
-                                  "--seed", "0", "--max-ops", "7", "--backend", "inductor", "--jobs", str(jobs)])
+    argv = [str(ROOT / "benchmarks" / "widen_fuzz.py"), "--programs", str(FUZZ_PROGRAMS), "--seed", "0",
+            "--max-ops", "7", "--backend", "inductor", "--jobs", str(jobs)]
+    return {**_program_part("fuzz", argv), **_program_part("fuzz/one_early", [*argv, "--one-early"])}
 
 
 # ------------------------------------------------------------------ comparing with the reference

@@ -56,7 +56,8 @@ def test_the_committed_reference_holds_every_row_the_gate_runs(gate):
     expected = {f"sweep/{f}/{s}" for f, s in gate.SWEEP_ROWS}
     expected |= {f"serve/{f}/{c}/{m}" for f in gate.SERVE_FAMILIES for c in ("dynamic", "static")
                  for m in gate.SERVE_MIXES}
-    expected |= {"corpus/inductor", "fuzz/inductor"}
+    expected |= {"corpus/inductor", "fuzz/inductor", "fuzz/one_early/inductor"}
+    expected |= {f"serve/{f}/static/issue38/hf" for f in gate.HF_FAMILIES}
     assert expected <= ref.keys(), sorted(expected - ref.keys())
     assert not [k for k, r in ref.items() if r.get("wrong")], "the reference holds no wrong call"
     decode = [k for k in ref if k.endswith("/decode")]
