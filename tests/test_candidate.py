@@ -208,6 +208,49 @@ def test_a_candidate_at_another_batch_is_proved_without_tracing_the_aot_graph_ag
     assert ev.proof is not None and ev.proof.result.proved
 
 
+def written_through_a_view(x, mask, w):
+    """An in-place write to the input through a view of it, a view returned."""
+    y = x.view(x.shape[0], 40)
+    y.mul_(2)
+    return y[:, :3], (x * w * mask[:, :, None]).sum(1)
+
+
+def empty_at_zero(x, mask, w):
+    """A mean over the batch (NaN at batch 0) and the batch as a number."""
+    return (x * w).mean(0) + x.shape[0], mask.sum(0)
+
+
+def expanded_bias(x, mask, w):
+    """A parameter expanded along the batch (stride 0), and a transpose returned."""
+    return w[None, None].expand(x.shape[0], -1, -1) * x, (mask[:, :, None] * x).transpose(0, 1)
+
+
+def _same(got, want):
+    got, want = (got if isinstance(got, tuple) else (got,)), (want if isinstance(want, tuple) else (want,))
+    for g, e in zip(got, want, strict=True):
+        torch.testing.assert_close(g, e, equal_nan=True)
+        assert [st for n, st in zip(g.shape, g.stride()) if n > 1] == [st for n, st in zip(e.shape, e.stride()) if n > 1]
+
+
+@pytest.mark.parametrize("fn", [written_through_a_view, empty_at_zero, expanded_bias])
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_programs_written_against_the_stand_in_equal_eager(backend, fn):
+    """Note [A candidate's answers stand in for its AOT trace], tried to be broken: writes
+    through views, empty reductions and a batch of 0, stride-0 and transposed outputs; every
+    call's values, strides and inputs afterwards equal eager's, and the later sizes are
+    served by the candidate through the stand-in."""
+    torch._inductor.config.fx_graph_cache = False
+    torch._functorch.config.enable_autograd_cache = False
+    compiled = verishape.compile(fn, backend=backend)
+    w = torch.randn(8)
+    for b in (2, 1, 0, 3, 1, 5):
+        x, mask = torch.randn(b, 5, 8), torch.rand(b, 5)
+        x_eager, x_compiled = x.clone(), x.clone()
+        _same(compiled(x_compiled, mask, w), fn(x_eager, mask, w))
+        assert torch.equal(x_compiled, x_eager)
+    assert counters["verishape"]["aot_trace_stood_in"] >= 1
+
+
 def same_either_way(x, mask, w):
     """An unguarded answer false at batch 3 (the candidate's ``guard_or_false`` default),
     whose branches trace the same graph."""
