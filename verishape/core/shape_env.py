@@ -38,7 +38,7 @@ import verishape.solvers as solvers
 from verishape.proofs.kinds import Asker, Decision
 
 from . import locations, replacement_asserts, torch_seam
-from .premises import Premises, Verdict, current_prover, newest_unbacked, unbacked_index
+from .premises import Premises, Verdict, current_prover, newest_unbacked, unbacked_index, witness_value
 from .decisions import DecisionLog
 from .minimize import Tightening, has_strict_constraints, without_repeated_lines
 from .minimize import minimize as minimize_guards
@@ -489,9 +489,10 @@ class VeriShapeEnv(ShapeEnv):
                 # Only input symbols get a range check in the installed guard code, so only
                 # their ranges may serve as premises.
                 installed_ranges = {s: r for s, r in self.var_to_range.items() if self.var_to_sources.get(s)}
-                # The real sizes satisfy every guard (a symbol they leave out: no shortcut).
-                hints = {s: int(v) for s, v in self.backed_var_to_val.items()
-                         if isinstance(v, (int, sympy.Integer))}
+                # The real inputs satisfy every guard (a symbol they leave out: no shortcut);
+                # a float's value too (a scale factor), as Premises.gather's witness has it.
+                hints = {s: witness_value(v) for s, v in self.backed_var_to_val.items()
+                         if isinstance(v, (int, float, sympy.Integer, sympy.Float))}
                 with solvers.spending(solvers.Budget()):  # its own: Note [A scope's solver budget]
                     result = minimize_guards(exprs, installed_ranges, current_prover(), size_like=self.size_like,
                                              witness=hints, tighten_ranges=tighten)
