@@ -18,6 +18,11 @@ UNKNOWN: Status = "unknown"
 NEAR_WITNESS = "refuted at a point near the witness"
 AT_BOUNDS = "refuted at a point within the premises' bounds"
 FIRST_TIER = (NEAR_WITNESS, AT_BOUNDS)
+#: ``SolveResult.reason`` of a proof the prover's proving tier gave without the solver
+#: (:mod:`verishape.solvers.implied`): the goal is a premise, or the premises' bounds show it.
+BY_BOUNDS = "proved by the premises' own bounds"
+#: the reasons of answers given without the solver: never stored, never a store hit
+WITHOUT_SOLVER = (*FIRST_TIER, BY_BOUNDS)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -43,9 +43,9 @@ import z3
 
 from verishape.proofs.record import Obligation, ProofRecord
 from verishape.proofs.kinds import Asker
-from verishape.proofs.result import AT_BOUNDS, NEAR_WITNESS, PROVED, REFUTED, UNKNOWN, Limits, SolveResult, Value
+from verishape.proofs.result import AT_BOUNDS, BY_BOUNDS, NEAR_WITNESS, PROVED, REFUTED, UNKNOWN, Limits, SolveResult, Value
 
-from . import classes, concrete, refute
+from . import classes, concrete, implied, refute
 from .contexts import fresh_context
 from .query import Query, as_boolean, build_query, to_smtlib
 
@@ -155,6 +155,8 @@ class Stats:
     refuted_concretely: int = 0
     #: answered unknown without the solver, the asking scope's budget spent
     over_budget: int = 0
+    #: proved from the premises' own bounds (:mod:`verishape.solvers.implied`), no solver call
+    proved_by_bounds: int = 0
 
     @property
     def hit_rate(self) -> float:
@@ -217,6 +219,10 @@ class Prover:
                 self._cache.move_to_end(key)
                 self.stats.cache_hits += 1
                 return dataclasses.replace(hit, cached=True)
+            shown = self._implied(goal_b, assumptions_b, witness)
+            if shown is not None:
+                self._remember(key, shown)
+                return shown
             refuted = self._refuted_near(goal_b, assumptions_b, witness)
             if refuted is not None:
                 self._remember(key, refuted)
@@ -246,6 +252,16 @@ class Prover:
                 store.note_solver_call()
                 self._to_store(store, goal_b, texts, limits, result, script)
             return result
+
+    def _implied(self, goal: sympy.Basic, assumptions: tuple[sympy.Basic, ...],
+                 witness: dict[sympy.Symbol, Value] | None) -> SolveResult | None:
+        """The proving tier (:mod:`verishape.solvers.implied`): a goal the premises state or
+        bound (Note [A bound the premises state]), proved without the store or the solver."""
+        start = time.perf_counter()
+        if not implied.implied(goal, assumptions, witness):
+            return None
+        self.stats.proved_by_bounds += 1
+        return SolveResult(PROVED, reason=BY_BOUNDS, time_s=time.perf_counter() - start)
 
     def _refuted_near(self, goal: sympy.Basic, assumptions: tuple[sympy.Basic, ...],
                       witness: dict[sympy.Symbol, Value] | None) -> SolveResult | None:

@@ -52,8 +52,19 @@ class _Raises(solvers.Prover):
         raise RuntimeError("injected solver crash")
 
 
+class _TimesOut(solvers.Prover):
+    """Z3 stopped at once, and no proving tier before it (Note [A bound the premises state]
+    proves ``a * b <= 64`` from ``0 <= a, b <= 8`` without any solver: not a fault)."""
+
+    def __init__(self) -> None:
+        super().__init__(solvers.Limits(rlimit=1, timeout_ms=1))
+
+    def _implied(self, goal, assumptions, witness):
+        return None
+
+
 FAULTS = {
-    "timeout": lambda: solvers.Prover(solvers.Limits(rlimit=1, timeout_ms=1)),
+    "timeout": _TimesOut,
     "unknown": _Unknown,
     "raises": _Raises,
 }
@@ -69,6 +80,17 @@ def test_faulty_solver_behaves_exactly_like_stock(fault):
             got = vs(program.fn, program.inputs)
         assert got.results == want.results, (program.name, got.results, want.results)
         assert [guard_fingerprint(e) for e in got.envs] == [guard_fingerprint(e) for e in want.envs], program.name
+
+
+def test_a_bound_the_premises_state_is_proved_where_z3_gives_up_at_once():
+    """``a * b <= 64`` from ``0 <= a, b <= 8``: the proving tier's interval product, no solver."""
+    program = next(p for p in PROGRAMS if p.name == "product_bound")
+    assert "DDE" in stock(program.fn, program.inputs).kinds
+    prover = solvers.Prover(solvers.Limits(rlimit=1, timeout_ms=1))
+    with use_prover(prover):
+        got = vs(program.fn, program.inputs)
+    assert got.kinds == {"ok"}, got.results
+    assert prover.stats.proved_by_bounds >= 1
 
 
 def test_decisions_are_recorded_with_kinds_and_sources():

@@ -19,6 +19,8 @@ from verishape.solvers.prover import Prover
 
 x = sympy.Symbol("x", integer=True)
 y = sympy.Symbol("y", integer=True)
+#: an easy question only the solver answers (a square: no bound rule, Note [A bound the premises state])
+EASY = (sympy.Gt(x * x, 5), [sympy.Gt(x, 6)])
 s0 = sympy.Symbol("s0", integer=True, positive=True)
 
 
@@ -86,7 +88,7 @@ def test_every_check_gets_its_own_context(monkeypatch):
 
     monkeypatch.setattr(z3.Solver, "__init__", spy)
     p = Prover(store=None)
-    p.prove(sympy.Gt(x, 5), [sympy.Gt(x, 6)])       # proved, plus a vacuity check
+    p.prove(*EASY)                                  # proved, plus a vacuity check
     p.prove(sympy.Gt(x, 5), [sympy.Gt(x, 4)])       # refuted
     p.prove(sympy.Ge(x * y, x), [sympy.Ge(y, 1), sympy.Ge(x, 0)])
     assert len(seen) >= 4
@@ -99,7 +101,7 @@ def test_solver_exception_is_unknown(monkeypatch):
         raise z3.Z3Exception("injected failure")
 
     monkeypatch.setattr(z3.Solver, "check", boom)
-    r = Prover(store=None).prove(sympy.Gt(x, 5), [sympy.Gt(x, 6)])
+    r = Prover(store=None).prove(*EASY)
     assert r.status == "unknown" and "injected failure" in r.reason
 
 
@@ -217,7 +219,7 @@ def test_shared_context_work_is_never_concurrent(monkeypatch):
 
     def work(p, offset):
         for k in range(10):
-            p.prove(sympy.Gt(x, k + offset), [sympy.Gt(x, k + offset + 1)])
+            p.prove(sympy.Gt(x * x, k + offset), [sympy.Gt(x, k + offset + 1)])
 
     threads = [threading.Thread(target=work, args=(Prover(store=None), 100 * i)) for i in range(2)]
     for t in threads:
@@ -293,12 +295,12 @@ def test_a_spent_budget_answers_unknown_without_the_solver():
     budget = solvers.Budget(2)
     with solvers.spending(budget):
         first = [p.prove(g) for g in hard]
-        easy = p.prove(sympy.Gt(x, 5), [sympy.Gt(x, 6)])
+        easy = p.prove(*EASY)
         again = p.prove(hard[0])
     assert [r.reason for r in first[:2]] == ["solver: canceled"] * 2 and budget.stops == 2 and budget.spent
     assert first[2].status == "unknown" and first[2].reason == solvers.OVER_BUDGET
     assert easy.reason == solvers.OVER_BUDGET  # the budget is spent: even an easy question is stock's
     assert again.cached and again.reason == "solver: canceled"  # a cached answer costs nothing
     assert budget.declined == 2 and p.stats.solver_calls == 2 and p.stats.over_budget == 2
-    assert p.prove(sympy.Gt(x, 5), [sympy.Gt(x, 6)]).proved  # outside the scope: asked
+    assert p.prove(*EASY).proved  # outside the scope: asked
     assert p.prove(hard[2]).reason == "solver: canceled"  # a declined answer is not cached

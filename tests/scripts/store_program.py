@@ -10,6 +10,7 @@ import torch
 from verishape import solvers
 import verishape
 from verishape.compiler.frames import envs_for
+from verishape.proofs.result import BY_BOUNDS
 
 logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
 
@@ -52,6 +53,7 @@ def describe(fn):
             "installed": [[str(g) for g in (m.kept if m.applied else m.stock)] for m in log.minimizations],
             "decisions": [[str(r.obligation.goal), r.decided, r.result.status] for r in log.records],
             "from_store": [r.result.from_store for r in log.proofs()],
+            "by_bounds": [r.result.reason == BY_BOUNDS for r in log.proofs()],
             "summary": log.summary(),
         })
     return out

@@ -72,7 +72,7 @@ import dataclasses
 import re
 from typing import Any
 
-from verishape.proofs.result import FIRST_TIER
+from verishape.proofs.result import WITHOUT_SOLVER
 
 from .records import Check, FrameAudit
 
@@ -140,14 +140,15 @@ def _calls(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _answers(frame: dict[str, Any]) -> list[dict[str, Any]]:
     """Every solver answer of a frame, as SolveResult JSON: the audit's own proofs, the
     decisions made while compiling and the minimization's equivalence proofs (each says
-    whether it came from the proof store).  A refutation the prover's first tier found
-    (``FIRST_TIER``) is no solver answer: the store never holds one."""
+    whether it came from the proof store).  An answer the prover's cheap tiers gave
+    (``WITHOUT_SOLVER``: a refutation at a point, a proof by bounds) is no solver answer: the
+    store never holds one."""
     out = [c[key] for c in (*frame["guards"], *frame["runtime_asserts"])
            for key in ("proof", "isolation_proof") if c.get(key)]
     out += [d["result"] for d in frame["decisions"]]
     out += [m["equivalence"]["result"] for m in frame["minimizations"] if m.get("equivalence")]
     out += [w["record"]["result"] for w in frame.get("widened_specializations", []) if w.get("record")]
-    return [r for r in out if r.get("reason") not in FIRST_TIER]
+    return [r for r in out if r.get("reason") not in WITHOUT_SOLVER]
 
 
 def _cex(c: dict[str, Any] | None) -> str:
