@@ -8,7 +8,11 @@ import itertools
 import random
 
 import sympy
+import torch
+import torch.nn.functional as F
 from torch.utils._sympy import functions as tf
+
+import verishape
 
 from verishape.proofs.result import BY_BOUNDS, PROVED, REFUTED
 from verishape.solvers import concrete
@@ -136,5 +140,39 @@ def test_differential_against_every_point_of_a_box_and_against_z3():
                 checked += 1
                 assert concrete.holds([goal], point), (goal, premises, point)
         assert prover._solve(goal, tuple(premises), prover.limits).status != REFUTED, (goal, premises)
-    print("FUZZ", proved, checked)
     assert proved >= 100 and checked > 0, (proved, checked)  # the fuzzer reaches the tier
+
+
+def _interpolate_stock(image, scale_factor):
+    return F.interpolate(image[None], scale_factor=scale_factor, mode="bilinear", recompute_scale_factor=True,
+                         align_corners=False)[0]
+
+
+def _interpolate_vs(image, scale_factor):  # the same body: a code object of its own, so a cache entry of its own
+    return F.interpolate(image[None], scale_factor=scale_factor, mode="bilinear", recompute_scale_factor=True,
+                         align_corners=False)[0]
+
+
+def test_a_float_scaled_size_keeps_only_the_guards_no_bound_implies():
+    """PyTorch's ``test_unspec_float_precision`` (an unspecialized float scale factor): stock
+    installs 22 guards, among them ``trunc(scale * h) >= 0``, ``!= 0``, ``!= 1``, ``!= -1`` beside
+    ``trunc(scale * h) >= 2``, and products and ``max(1, ...)`` of those sizes.  Every one of
+    them follows from the two ``>= 2`` guards by bounds; verishape installs 9, and both guard
+    sets accept and reject the same inputs (sizes 0 to 9, scales of every sign, NaN, inf)."""
+    managers = {}
+    with torch._dynamo.config.patch(specialize_float=False, assume_static_by_default=False):
+        for fn, compile_fn in ((_interpolate_stock, torch.compile), (_interpolate_vs, verishape.compile)):
+            compile_fn(fn, backend="eager")(torch.rand(3, 427, 640), 1.873536229133606)
+            [entry] = torch._dynamo.eval_frame._debug_get_cache_entry_list(fn.__code__)
+            managers[fn] = entry.guard_manager
+    counts = [str(m).count("LAMBDA_GUARD") for m in managers.values()]
+    assert counts[1] <= counts[0] - 10, counts  # 22 and 9 on torch 2.13
+    rng = random.Random(0)
+    accepted = 0
+    for _ in range(300):
+        image = torch.empty(rng.randint(1, 4), rng.randint(0, 9), rng.randint(0, 9))
+        scale = rng.choice([0.0, -1.0, -2.5, 0.1, 0.5, 1.0, 1.5, 1.873536229133606, 3.0, float("nan"), float("inf")])
+        stock_ok, vs_ok = (m.check({"image": image, "scale_factor": scale}) for m in managers.values())
+        assert stock_ok == vs_ok, (image.shape, scale)
+        accepted += stock_ok
+    assert 0 < accepted < 300
