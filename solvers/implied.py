@@ -13,6 +13,9 @@ Why an answer here is the solver's answer (Note [A bound the premises state]):
 * Each side of a comparison is an integer-valued sum ``p + c``; the premises bound such
   sums (``p >= k``, ``p <= k``, ``p == k``), keyed by ``p`` itself, so a bound on a term Z3
   cannot look into (a float truncated to an integer) is as good as one on a symbol.
+* A symbol's least and greatest bound move past values that a premise over that symbol
+  alone makes false or undefined (``Eq(CeilToInt((s % 2 + 4) / 2), 3)`` rules out ``s = 2``):
+  the premises hold, so the symbol never takes them.
 * The goal's range is computed from those bounds by exact interval arithmetic over the
   integers (sums, products, floor division and Python's modulo by a positive constant,
   ``Max`` and ``Min``); a ``Max`` or ``Min`` whose arguments' ranges do not overlap is
@@ -59,15 +62,25 @@ def implied(goal: sympy.Basic, premises: Sequence[sympy.Basic],
     known = _Known.of(premises)
     if not known.shows(goal):
         return False
-    return _consistent(goal, premises, witness)
+    return _consistent(goal, premises, witness, known)
 
 
-def _consistent(goal: sympy.Basic, premises: Sequence[sympy.Basic], witness: Mapping[sympy.Symbol, Any] | None) -> bool:
-    """A point satisfying every premise: the witness, or the premises' least bounds."""
+def _consistent(goal: sympy.Basic, premises: Sequence[sympy.Basic], witness: Mapping[sympy.Symbol, Any] | None,
+                known: _Known) -> bool:
+    """A point satisfying every premise: the witness, the premises' least bounds, or each
+    symbol's least value past the ends the premises rule out."""
     if witness is not None and concrete.holds(premises, witness):
         return True
     bounded = refute.from_bounds(goal, premises)
-    return bounded is not None and concrete.holds(premises, bounded[0])
+    if bounded is not None and concrete.holds(premises, bounded[0]):
+        return True
+    point = {}
+    for symbol in goal.free_symbols.union(*(p.free_symbols for p in premises)):
+        r = known.range(symbol)
+        if r is None or all(math.isinf(v) for v in r):
+            return False
+        point[symbol] = r[1] if math.isinf(r[0]) else r[0]
+    return concrete.holds(premises, point)
 
 
 class _Known:
@@ -91,7 +104,34 @@ class _Known:
         known = cls()
         for premise in premises:
             known._add(premise)
+        known._exclude_ends()
         return known
+
+    def _exclude_ends(self) -> None:
+        """Move a symbol's least and greatest bound past values a premise over that symbol
+        alone rules out (false or undefined there: ``Eq(CeilToInt((s % 2 + 4) / 2), 3)``
+        rules out ``s = 2``), a few steps each way: the premises hold, so the symbol never
+        takes such a value.  A premise with no exact semantics here stops the walk."""
+        alone: dict[sympy.Symbol, list[sympy.Basic]] = {}
+        for premise in self.stated:
+            free = premise.free_symbols
+            if len(free) == 1:
+                alone.setdefault(next(iter(free)), []).append(premise)
+        for symbol, premises in alone.items():
+            r = _range(self, symbol)
+            if r is None:
+                continue
+            lo, hi = r
+            for _ in range(_END_STEPS):
+                if math.isinf(lo) or lo > hi or not _rules_out(premises, symbol, lo):
+                    break
+                lo += 1
+            for _ in range(_END_STEPS):
+                if math.isinf(hi) or lo > hi or not _rules_out(premises, symbol, hi):
+                    break
+                hi -= 1
+            if (lo, hi) != r:
+                self.bounds[symbol] = (lo, hi)
 
     def _add(self, premise: sympy.Basic) -> None:
         if isinstance(premise, sympy.And):
@@ -158,6 +198,25 @@ class _Known:
         """The least and greatest integer value of ``e`` where the premises hold; None where
         ``e`` is not known integer-valued and defined."""
         return _range(self, e)
+
+
+#: values tried past each end of a symbol's bounds (:meth:`_Known._exclude_ends`)
+_END_STEPS = 4
+
+
+def _rules_out(premises: Sequence[sympy.Basic], symbol: sympy.Symbol, value: int) -> bool:
+    """Whether one of ``premises`` (over ``symbol`` alone) is false or undefined at ``value``;
+    False where one cannot be evaluated exactly (nothing is concluded from it)."""
+    ruled_out = False
+    for premise in premises:
+        try:
+            if concrete.evaluate(premise, {symbol: value}) is not True:
+                ruled_out = True
+        except concrete.Undefined:
+            ruled_out = True
+        except concrete.Unevaluable:
+            return False
+    return ruled_out
 
 
 def _range(known: _Known, e: sympy.Basic) -> Range | None:

@@ -39,6 +39,8 @@ def test_what_pytorchs_own_tests_ask_is_proved_without_the_solver():
         (sympy.Ne(L, 1), [s <= 20480, L >= 2, s >= 2]),  # a bound on a sum, keyed by the sum
         (L >= 2, [s <= 20480, sympy.Eq(C, 3), s >= 2]),  # an equality substituted, then s // 2 >= 1
         (sympy.And(s >= 2, s <= 20480, sympy.Eq(C, 3), L >= 2), [sympy.Eq(C, 3), s >= 2, s <= 20480]),
+        # a range tightened: Eq(C, 3) is false at s = 2, the least value the bounds allow
+        (sympy.And(s >= 3, s <= 20480), [s >= 2, s <= 20480, sympy.Eq(C, 3)]),
     ]
     for goal, premises in proved:
         assert implied(goal, premises, HINTS), goal
@@ -53,10 +55,12 @@ def test_what_the_bounds_do_not_show_is_left_to_the_solver():
         (s >= 3, [s >= 2]),
         (sympy.Ne(L, 1), [L >= 1, s >= 2]),
         (sympy.Ne(U, 0), [U >= 0, s >= 2]),
-        (sympy.And(s >= 3, s <= 20480), [s >= 2, s <= 20480, sympy.Eq(C, 3)]),  # true (s is odd), not by bounds
+        (s >= 4, [s >= 2, s <= 20480, sympy.Eq(C, 3)]),  # true (s is odd), not by bounds: s = 3 is allowed
+        (sympy.Ne(s, 9), [s >= 2, s <= 20480, sympy.Eq(C, 3)]),
         (sympy.Eq(tf.PythonMod(s, 2), 0), [s >= 2]),
         (sympy.Or(s >= 1, t >= 5), [s >= 1]),  # a disjunction: the solver's
         (zf > 0, [zf > 1]),  # floats: the solver's
+        (s >= 3, [s >= 2, sympy.Eq(sympy.Function("f")(s), 1)]),  # an opaque premise rules nothing out
     ]
     for goal, premises in open_:
         assert not implied(goal, premises, HINTS), goal
