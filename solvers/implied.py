@@ -77,9 +77,9 @@ def _consistent(goal: sympy.Basic, premises: Sequence[sympy.Basic], witness: Map
     point = {}
     for symbol in goal.free_symbols.union(*(p.free_symbols for p in premises)):
         r = known.range(symbol)
-        if r is None or all(math.isinf(v) for v in r):
+        if r is None or all(_infinite(v) for v in r):
             return False
-        point[symbol] = r[1] if math.isinf(r[0]) else r[0]
+        point[symbol] = r[1] if _infinite(r[0]) else r[0]
     return concrete.holds(premises, point)
 
 
@@ -123,11 +123,11 @@ class _Known:
                 continue
             lo, hi = r
             for _ in range(_END_STEPS):
-                if math.isinf(lo) or lo > hi or not _rules_out(premises, symbol, lo):
+                if _infinite(lo) or lo > hi or not _rules_out(premises, symbol, lo):
                     break
                 lo += 1
             for _ in range(_END_STEPS):
-                if math.isinf(hi) or lo > hi or not _rules_out(premises, symbol, hi):
+                if _infinite(hi) or lo > hi or not _rules_out(premises, symbol, hi):
                     break
                 hi -= 1
             if (lo, hi) != r:
@@ -284,13 +284,28 @@ def _kind(e: sympy.Basic) -> str:
     return "max" if isinstance(e, (sympy.Max, tf.Max)) else "min"
 
 
+def _infinite(v: float | int) -> bool:
+    """A bound is an exact int or one of the float infinities; ``math.isinf`` would convert
+    an int past a double's range (``2**1100``) and raise."""
+    return isinstance(v, float)
+
+
 def _div(v: float | int, b: int) -> float | int:
-    return v if math.isinf(v) else v // b
+    return v if _infinite(v) else v // b
+
+
+def _plus(x: float | int, y: float | int) -> float | int:
+    """A sum of two least (or two greatest) bounds: an infinity wins (never both signs)."""
+    return x if _infinite(x) else y if _infinite(y) else x + y
 
 
 def _times(x: float | int, y: float | int) -> float | int:
     """A product of bounds where ``0 * inf`` is 0 (the values themselves are finite)."""
-    return 0 if x == 0 or y == 0 else x * y
+    if x == 0 or y == 0:
+        return 0
+    if _infinite(x) or _infinite(y):
+        return math.inf if (x > 0) == (y > 0) else -math.inf
+    return x * y
 
 
 def _mul(a: Range, b: Range) -> Range:
@@ -299,7 +314,7 @@ def _mul(a: Range, b: Range) -> Range:
 
 
 _COMBINE = {
-    "add": lambda a, b: (a[0] + b[0], a[1] + b[1]),
+    "add": lambda a, b: (_plus(a[0], b[0]), _plus(a[1], b[1])),
     "mul": _mul,
     "max": lambda a, b: (max(a[0], b[0]), max(a[1], b[1])),
     "min": lambda a, b: (min(a[0], b[0]), min(a[1], b[1])),

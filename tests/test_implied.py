@@ -180,3 +180,13 @@ def test_a_float_scaled_size_keeps_only_the_guards_no_bound_implies():
         assert stock_ok == vs_ok, (image.shape, scale)
         accepted += stock_ok
     assert 0 < accepted < 300
+
+
+def test_bounds_past_a_doubles_range_stay_exact():
+    """A bound of ``2**1100`` is an exact int: sums, products and ends never turn it into a
+    float (which would raise), and the goal is still decided."""
+    big = 2**1100
+    assert implied(s + t > big, [s > big, t >= 1], {s: big + 1, t: 1})
+    assert implied(sympy.Ne(s * t, big), [s > big, t >= 2], {s: big + 1, t: 2})
+    assert implied(a - s < 0, [a <= big, s > big], {a: 0, s: big + 1})
+    assert not implied(s > big + 1, [s > big], None)
