@@ -22,7 +22,7 @@ from torch.utils._sympy import functions as tf
 
 from verishape import solvers
 from verishape.proofs import store as store_mod
-from verishape.proofs.result import WITHOUT_SOLVER
+from verishape.proofs.result import BY_BOUNDS, WITHOUT_SOLVER
 from verishape.proofs.store import StoredProof, open_store
 from verishape.proofs import encoding
 from verishape.core.decisions import DecisionLog
@@ -439,6 +439,10 @@ def test_decision_log_counts_answers_from_the_store():
                         solvers.SolveResult("proved", from_store=True), True))
     assert log.from_store() == (1, 2)
     assert "1 of 2 answers from the proof store" in log.summary()
+    assert "proved by the premises' bounds" not in log.summary()
+    log.add(ProofRecord(Obligation(sympy.Gt(s0, -2), (), "guard_avoided"),
+                        solvers.SolveResult("proved", reason=BY_BOUNDS), True))
+    assert "1 of 3 proved by the premises' bounds (no solver call)" in log.summary()
     assert "from store" in str(log.records[1]) and "from store" not in str(log.records[0])
 
 

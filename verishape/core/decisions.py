@@ -8,6 +8,7 @@ import logging
 
 from verishape.proofs import ProofRecord
 from verishape.proofs.kinds import Decision
+from verishape.proofs.result import BY_BOUNDS
 
 log = logging.getLogger("verishape")
 
@@ -71,6 +72,9 @@ class DecisionLog:
         stored, total = self.from_store()
         if stored:
             text += f"; {stored} of {total} answers from the proof store"
+        bounded = sum(p.result.reason == BY_BOUNDS for p in self.proofs())
+        if bounded:  # Note [A bound the premises state]
+            text += f"; {bounded} of {total} proved by the premises' bounds (no solver call)"
         if self.errors:
             text += f"; {len(self.errors)} solver failures fell back to stock"
         if self.vacuous:
