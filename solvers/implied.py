@@ -92,6 +92,7 @@ class _Known:
         self.bounds: dict[sympy.Basic, Range] = {}
         self.values: dict[sympy.Basic, sympy.Integer] = {}
         self._relations: list[sympy.Basic] = []
+        self._symbol_ranges: dict[sympy.Symbol, Range | None] = {}
 
     @functools.cached_property
     def defined(self) -> frozenset[sympy.Basic]:
@@ -104,23 +105,29 @@ class _Known:
         known = cls()
         for premise in premises:
             known._add(premise)
-        known._exclude_ends()
         return known
 
-    def _exclude_ends(self) -> None:
-        """Move a symbol's least and greatest bound past values a premise over that symbol
-        alone rules out (false or undefined there: ``Eq(CeilToInt((s % 2 + 4) / 2), 3)``
-        rules out ``s = 2``), a few steps each way: the premises hold, so the symbol never
-        takes such a value.  A premise with no exact semantics here stops the walk."""
+    @functools.cached_property
+    def _alone(self) -> dict[sympy.Symbol, list[sympy.Basic]]:
+        """The premises over one symbol only, by symbol."""
         alone: dict[sympy.Symbol, list[sympy.Basic]] = {}
         for premise in self.stated:
             free = premise.free_symbols
             if len(free) == 1:
                 alone.setdefault(next(iter(free)), []).append(premise)
-        for symbol, premises in alone.items():
-            r = _range(self, symbol)
-            if r is None:
-                continue
+        return alone
+
+    def symbol_range(self, symbol: sympy.Symbol) -> Range | None:
+        """A symbol's range: its bounds and sign, each end moved past values a premise over
+        that symbol alone rules out (false or undefined there: ``Eq(CeilToInt((s % 2 + 4) / 2),
+        3)`` rules out ``s = 2``), a few steps each way: the premises hold, so the symbol never
+        takes such a value.  A premise with no exact semantics here stops the walk.  Worked
+        out only for the symbols a goal reaches, once per question."""
+        if symbol in self._symbol_ranges:
+            return self._symbol_ranges[symbol]
+        r = _merge(_structural(self, symbol), self.bounds.get(symbol))
+        premises = self._alone.get(symbol)
+        if r is not None and premises:
             lo, hi = r
             for _ in range(_END_STEPS):
                 if _infinite(lo) or lo > hi or not _rules_out(premises, symbol, lo):
@@ -130,8 +137,9 @@ class _Known:
                 if _infinite(hi) or lo > hi or not _rules_out(premises, symbol, hi):
                     break
                 hi -= 1
-            if (lo, hi) != r:
-                self.bounds[symbol] = (lo, hi)
+            r = (lo, hi)
+        self._symbol_ranges[symbol] = r
+        return r
 
     def _add(self, premise: sympy.Basic) -> None:
         if isinstance(premise, sympy.And):
@@ -200,7 +208,7 @@ class _Known:
         return _range(self, e)
 
 
-#: values tried past each end of a symbol's bounds (:meth:`_Known._exclude_ends`)
+#: values tried past each end of a symbol's bounds (:meth:`_Known.symbol_range`)
 _END_STEPS = 4
 
 
@@ -220,14 +228,19 @@ def _rules_out(premises: Sequence[sympy.Basic], symbol: sympy.Symbol, value: int
 
 
 def _range(known: _Known, e: sympy.Basic) -> Range | None:
+    if isinstance(e, sympy.Symbol):
+        return known.symbol_range(e)
     stated = known.bounds.get(e)
     own = _structural(known, e)
-    if own is None:
-        if stated is None or e.is_integer is not True or not _defined(known, e):
-            return None
-        return stated
-    if stated is None:
-        return own
+    if own is None and (stated is None or e.is_integer is not True or not _defined(known, e)):
+        return None
+    return _merge(own, stated)
+
+
+def _merge(own: Range | None, stated: Range | None) -> Range | None:
+    """A term's range from its form (None: no rule) narrowed by the premises' bounds on it."""
+    if own is None or stated is None:
+        return own or stated
     return max(own[0], stated[0]), min(own[1], stated[1])
 
 
