@@ -82,7 +82,7 @@ def current_asker() -> str:
 # compile) binds a Budget over them with ``spending``: once the resource limit has stopped
 # ``stops_allowed`` solver calls made in its scopes, every later question that would reach
 # the solver is answered ``unknown`` (OVER_BUDGET) at once, stock's answer, as from a solver
-# that gives up. The cache, the first tier and the proof store still answer (they cost
+# that gives up. The cache, the proving and refuting tiers and the proof store still answer (they cost
 # nothing). The budget counts answers, not seconds, so the same program still gets the
 # same answers (Note [Same program, same answer]).
 
