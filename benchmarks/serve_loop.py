@@ -16,6 +16,7 @@ copy's.  JSON output.
 
     python benchmarks/serve_loop.py --families llama,gpt2,qwen2 --caches dynamic,static --json benchmarks/results/serve_loop.json
     python benchmarks/serve_loop.py --families llama --size 1b --layers 4 --device cuda --mode reduce-overhead --mix 2x7,3x5,1x11
+    python benchmarks/serve_loop.py --families gemma2 --caches dynamic,static --sliding-window 8   # past the window
 """
 
 from __future__ import annotations
@@ -38,7 +39,13 @@ ROOT = Path(__file__).resolve().parents[1]
 MIX = ((2, 7), (1, 11), (3, 5), (1, 9), (4, 13), (1, 6), (2, 10))
 NEW_TOKENS = 5
 VOCAB = 128
-FAMILIES = ("llama", "gpt2", "qwen2", "mistral", "gpt_neox", "phi3")
+FAMILIES = ("llama", "gpt2", "qwen2", "mistral", "gpt_neox", "phi3", "gemma2")
+#: a family's own settings over ``_CONFIG``: Gemma 2 alternates sliding-window and full
+#: layers, at its own default window (4096: no request of a mix here slides past it;
+#: ``--sliding-window`` sets a smaller one)
+_FAMILY_CONFIG = {"gemma2": dict(sliding_window=4096)}
+#: the attention a family is built with: SDPA, except where transformers has none for it
+_ATTENTION = {"gemma2": "eager"}
 VARIANTS = ("stock", "verishape", "enable", "hf-stock", "hf-enable", "declared", "stock-spec", "vllm",
             "declared-filter", "enable-spec")
 #: the declared space of issue 50's measurement (``declared``: ``verishape.compile(shapes_spec=...)``,
@@ -74,15 +81,19 @@ def build(family: str, size: str = "tiny", layers: int | None = None, device: st
     from transformers import AutoConfig, AutoModelForCausalLM
 
     config_class = type(AutoConfig.for_model(family))
-    chosen = {**_CONFIG, **(_1B if size == "1b" else {})}
+    chosen = {**_CONFIG, **_FAMILY_CONFIG.get(family, {}), **(_1B if size == "1b" else {})}
+    window = os.environ.get("SERVE_LOOP_SLIDING_WINDOW")  # ``--sliding-window``: a family that has one
+    if window and "sliding_window" in _FAMILY_CONFIG.get(family, {}):
+        chosen["sliding_window"] = int(window)
     if layers is not None:
         chosen.update(num_hidden_layers=layers, n_layer=layers)
     wanted = {k: v for k, v in chosen.items()
               if not isinstance(getattr(config_class, k, None), property) or getattr(config_class, k).fset}
     cfg = AutoConfig.for_model(family, **wanted)
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa").eval().to(device)
-    reference = AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa").eval().to(device)
+    attention = _ATTENTION.get(family, "sdpa")
+    model = AutoModelForCausalLM.from_config(cfg, attn_implementation=attention).eval().to(device)
+    reference = AutoModelForCausalLM.from_config(cfg, attn_implementation=attention).eval().to(device)
     reference.load_state_dict(model.state_dict())
     return model, reference
 
@@ -308,6 +319,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--variants", default="stock,verishape",
                     help="comma-separated: stock (torch.compile), verishape (verishape.compile), enable "
                          "(torch.compile under verishape.enable())")
+    ap.add_argument("--sliding-window", type=int,
+                    help="the attention window of a family built with one (gemma2; default: its own, 4096), small enough "
+                         "that a mix's requests slide past it")
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     mix = MIX[:args.requests]
@@ -320,6 +334,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"serve_loop: --mix {args.mix!r}: expected BATCHxPROMPT pairs of positive integers, "
                   f"comma-separated (e.g. 2x7,3x5)", file=sys.stderr)
             return 2
+    if args.sliding_window is not None and args.sliding_window < 2:
+        print(f"serve_loop: --sliding-window {args.sliding_window}: must be at least 2", file=sys.stderr)
+        return 2
     if args.layers is not None and args.layers < 1:
         print(f"serve_loop: --layers {args.layers}: must be at least 1", file=sys.stderr)
         return 2
@@ -347,7 +364,8 @@ def main(argv: list[str] | None = None) -> int:
         for cache in caches:
             for variant, start in [(v, s) for v in variants if cache == "static" or v not in HF_VARIANTS
                                    for s in (("cold", "warm") if args.torch_caches == "on" else ("off",))]:
-                env = dict(os.environ, SERVE_LOOP_TORCH_CACHES=args.torch_caches)
+                env = dict(os.environ, SERVE_LOOP_TORCH_CACHES=args.torch_caches,
+                           SERVE_LOOP_SLIDING_WINDOW=str(args.sliding_window or ""))
                 if start == "cold":
                     cache_dir = tempfile.mkdtemp(prefix="serve-loop-")
                 if start != "off":
@@ -383,7 +401,8 @@ def main(argv: list[str] | None = None) -> int:
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"mix": mix, "new_tokens": NEW_TOKENS, "device": args.device, "mode": args.mode,
                                      "torch_caches": args.torch_caches,
-                                     "size": args.size, "layers": args.layers, "rows": rows}, indent=1))
+                                     "size": args.size, "layers": args.layers, "sliding_window": args.sliding_window,
+                                     "rows": rows}, indent=1))
     return 1 if any("error" in r or not r["tokens_equal"] for r in rows) else 0
 
 

@@ -12,7 +12,8 @@ each promise and fails on any drop against ``benchmarks/reference/widen_gate.jso
   (a causal LM at batch 2, lengths 12, 17, 1, 20, 1, with an attention mask), three encoders
   on the batch and sequence sweeps.  Per row: compiles, whether size 1 reused, wrong.
 * ``serve``: ``benchmarks/serve_loop.py``'s served loop (``generate()`` over its request
-  mix, ``verishape.compile``) on three families with the dynamic and the static cache, and one
+  mix, ``verishape.compile``) on four families (Gemma 2's sliding-window layers among them,
+  at its own window) with the dynamic and the static cache, and one
   more mix of requests on each: Inductor compiles, recompile-limit hits, tokens equal to eager's.
   And Hugging Face's own compile of the static cache's decode step under ``verishape.enable()``
   (``--variants hf-enable``, LLaMA, the ``/hf`` row): the candidate at 1, reused at 1 and at a
@@ -59,7 +60,7 @@ SWEEP_ROWS = tuple([(f, s) for f in DECODERS for s in ("batch", "decode")]
                    + [(f, s) for f in ENCODERS for s in ("batch", "seq")])
 #: CI's subset: the sweep that broke in wave 5, on two families
 FAST_ROWS = (("phi3", "decode"), ("llama", "decode"))
-SERVE_FAMILIES = ("llama", "gpt2", "qwen2")
+SERVE_FAMILIES = ("llama", "gpt2", "qwen2", "gemma2")
 #: serve_loop's own mix, and one of ours (batches 1 to 4, a batch-1 request first)
 SERVE_MIXES = {"issue38": None, "ours": "1x9,3x6,1x14,4x5,2x11,1x7"}
 #: Hugging Face's own decode compile under verishape.enable() (the candidate's path), static cache

@@ -47,6 +47,7 @@ def test_the_summary_counts_reuse_wrong_and_reasons(fuzz):
     ("serve_loop", ["--mix", "2x"], "BATCHxPROMPT"),
     ("serve_loop", ["--mix", "0x3"], "BATCHxPROMPT"),
     ("serve_loop", ["--layers", "0"], "must be at least 1"),
+    ("serve_loop", ["--sliding-window", "1"], "must be at least 2"),
     ("triton_questions", ["--gpu-json", "/no/such.json"], "is not a file"),
     ("layout_copy_cost", ["--lengths", "2"], "must be integers >= 4"),
     ("warm_restart", ["--workloads", "gpt5"], "unknown workload or start"),
@@ -129,3 +130,21 @@ def test_compile_cost_runs_a_pytorch_test_on_both_sides_and_says_the_ratio(tmp_p
     assert row["outputs_equal"] and row["ratio_median"] > 0
     (ours,) = row["verishape"]["runs"]
     assert ours["solver_calls"] <= 8 and "solver_calls" not in row["stock"]["runs"][0]
+
+
+def test_the_served_loop_builds_gemma_2_at_its_own_window_or_the_one_asked_for(monkeypatch):
+    """Gemma 2's sliding-window layers: built with eager attention (transformers has no SDPA
+    path for it), at its own window of 4096 (no request of a mix slides past it), or at
+    ``--sliding-window``'s (passed to each child in ``SERVE_LOOP_SLIDING_WINDOW``); the eager
+    copy has the same weights."""
+    import torch
+
+    module = next(load_benchmark("serve_loop"))
+    model, reference = module.build("gemma2")
+    assert model.config.sliding_window == 4096 and model.config._attn_implementation == "eager"
+    ids = torch.tensor([[3, 5, 7]])
+    with torch.no_grad():
+        assert torch.equal(model(ids).logits, reference(ids).logits)
+    monkeypatch.setenv("SERVE_LOOP_SLIDING_WINDOW", "8")
+    assert module.build("gemma2")[0].config.sliding_window == 8
+    assert module.build("llama")[0].config.sliding_window is None  # a family without one keeps none
