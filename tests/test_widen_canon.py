@@ -130,6 +130,47 @@ def test_intermediates_compare_by_value_where_nothing_observes_their_layout():
             != canon.canonical(strided(lambda x: x.permute(1, 0, 2).view(4, -1)), rename))
 
 
+def test_a_graph_that_writes_elsewhere_still_compares_a_copy_by_value_but_never_one_it_writes():
+    """A static cache's decode step writes the cache and reads the attention's values: at 1
+    a reshape there is a view where the generic graph copies first (Gemma 2's eager
+    attention).  Where the writes miss both the copy and its source, the two graphs are one
+    reshape by value; where the graph writes the source (after the read, or between the view
+    and its read, where a view sees the write and a copy does not), they differ."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    rename = lambda s: s  # noqa: E731
+
+    def two(fn):
+        return make_fx(fn, tracing_mode="fake")(torch.randn(1, 4, 2), torch.randn(3))
+
+    def copied(x):
+        return x.permute(1, 0, 2).clone(memory_format=torch.contiguous_format).view(4, -1)
+
+    def viewed(x):
+        return x.permute(1, 0, 2).view(4, -1)
+
+    def cache_written(reshape):
+        return two(lambda x, cache: (cache.add_(1), reshape(x).sum(0))[1])
+
+    assert canon.mutated_storages(cache_written(copied))  # the graph writes (the cache)
+    assert canon.canonical(cache_written(copied), rename) == canon.canonical(cache_written(viewed), rename)
+
+    def source_written_after(reshape):
+        return two(lambda x, cache: (reshape(x).sum(0), x.add_(1))[0])
+
+    assert canon.canonical(source_written_after(copied), rename) != canon.canonical(source_written_after(viewed), rename)
+
+    def source_written_between(reshape):
+        def f(x, cache):
+            r = reshape(x)
+            x.add_(1)
+            return r.sum(0)
+        return two(f)
+
+    assert canon.canonical(source_written_between(copied), rename) != canon.canonical(source_written_between(viewed),
+                                                                                     rename)
+
+
 def test_the_storages_a_graph_writes_are_known_or_it_is_said_they_are_not():
     x = torch.randn(3)
     writes = _aten(lambda t: t.add_(1).sum(), 3)

@@ -200,6 +200,23 @@ def mutates_first_row(x):
     return x * 2
 
 
+@case("aliasing", cube, (lambda n: (3,)))
+def writes_a_buffer_reads_a_reshape(x, buf):
+    # the graph writes a buffer (a static cache) and reads a reshape of another input, a
+    # view at 1 and a copy otherwise (Gemma 2's decode step): by value the same
+    buf.add_(1)
+    return x.transpose(0, 1).reshape(3, -1).sum(0)
+
+
+@case("aliasing", cube)
+def reshape_then_write_its_source(x):
+    # a reshape that is a view at 1 and a copy otherwise, read after its source is written:
+    # at 1 eager's result sees the write, so the generic artifact (a copy) must not serve it
+    r = x.transpose(0, 1).reshape(3, -1)
+    x.add_(1)
+    return r.sum(0)
+
+
 @case("aliasing", rows)
 def clone_then_fill(x):
     y = x.clone()
@@ -511,8 +528,8 @@ REUSES = {
                  "sdpa_tril_mask", "padding_mask_from_lengths", "last_token", "gather_argmax", "bmm_self",
                  "interpolate", "two_inputs", "gram", "linear", "layer_norm", "seq_softmax_sum", "full_sum_wide",
                  "transpose_contiguous", "contiguous_of_contiguous", "kv_cache_step", "relaid_reduction",
-                 "relaid_flatten"),
+                 "relaid_flatten", "writes_a_buffer_reads_a_reshape"),
     "aot_eager": ("slice_max", "slice_sum", "batch_max", "batch_std", "layer_norm", "gram", "last_token",
                   "returns_size_minus_one", "mutates_input", "scale_by_size", "shift_labels", "kv_cache_step",
-                  "relaid_reduction", "relaid_flatten"),
+                  "relaid_reduction", "relaid_flatten", "writes_a_buffer_reads_a_reshape"),
 }

@@ -215,20 +215,21 @@ class Canonicalizer:
 
     def _copy_of_input(self, node: torch.fx.Node, index: dict[torch.fx.Node, int], storages: list[Any],
                        outputs: set[torch.fx.Node]) -> bool:
-        """``aten.clone(x)``, neither returned nor sharing storage with an output, in a
-        graph that mutates nothing and where no op reads a layout: the same value as ``x``,
-        whatever layout the copy was given.  At 1 ``contiguous()`` or ``reshape`` of an input
-        that is contiguous there returns it, where the generic graph copies (T5's decoder);
-        in such a graph a copy and the original cannot be told apart."""
-        if (node.target is not torch.ops.aten.clone.default or node in outputs or not self._functional
-                or not self._values_only or not node.args or not is_node(node.args[0])
-                or node.args[0] not in index):
-            return False  # (an op that reads a layout could read past a copy's elements)
+        """``aten.clone(x)``, neither returned nor sharing storage with an output, where
+        nothing writes to either storage and no op reads a layout (:meth:`_unobserved`): the
+        same value as ``x``, whatever layout the copy was given.  At 1 ``contiguous()`` or
+        ``reshape`` of an input that is contiguous there returns it, where the generic graph
+        copies (T5's decoder; the attention of a static cache's decode step, whose graph
+        writes the cache and nothing else); there a copy and the original cannot be told
+        apart."""
+        if (node.target is not torch.ops.aten.clone.default or node in outputs or not node.args
+                or not is_node(node.args[0]) or node.args[0] not in index):
+            return False
         mine, theirs = value_of(node), value_of(node.args[0])
         if not isinstance(mine, torch.Tensor) or not isinstance(theirs, torch.Tensor):
             return False
-        if storage_of(mine) in self._output_storages or storage_of(theirs) in self._output_storages:
-            return False
+        if not self._unobserved(mine, theirs):
+            return False  # (an op that reads a layout could read past a copy's elements)
         # a copy has its input's values, whatever layout it was given
         return (self.scalar(mine.shape), mine.dtype, mine.device) == (self.scalar(theirs.shape), theirs.dtype,
                                                                       theirs.device)
@@ -305,15 +306,17 @@ class Canonicalizer:
                 index[node] = index[same]
                 continue
             target = node.target if isinstance(node.target, str) else _target_name(node.target)
-            if self._functional and self._values_only and target in _RESHAPES:
+            args, kwargs = self._moot_causal(node, target)
+            if target in _RESHAPES and self._values_only and isinstance(value, torch.Tensor) and (
+                    self._functional or self._unobserved(value, *(value_of(a) for a in args[:1] if is_node(a)))):
                 # by value, a view, a view of a fresh copy and a reshape are one thing: the
-                # row-major reshape of the input's values
-                target = "reshape"
+                # row-major reshape of the input's values (where no write can tell them apart),
+                # to the sizes it gives (a shape asked with -1 or as a product: one reshape)
+                target, args, kwargs = "reshape", (args[0], tuple(value.shape)), {}
             if node.op == "placeholder":
                 position += isinstance(value, torch.Tensor)
                 entry = self._placeholder(node, value, storages, position in self._relaid)
             else:
-                args, kwargs = self._moot_causal(node, target)
                 entry = (node.op, target, self._arg(args, index, folded), self._arg(kwargs, index, folded),
                          self.meta(value, storages, loose=node not in outputs, private=node not in outputs)
                          if node.op != "output" else None)
@@ -334,6 +337,16 @@ class Canonicalizer:
         self._written = set() if self._functional else mutated_storages(gm)
         self._values_only = self._written is not None and not reads_layout(gm)
         return outputs
+
+    def _unobserved(self, *values: Any) -> bool:
+        """Only these tensors' values can be observed, not which storage they are in: every
+        op computes values from values (none reads a layout), the graph's writes are known
+        and none is to their storages, and no output shares them.  A functional graph
+        writes nothing; an AOT graph of a static cache writes the cache alone."""
+        if not self._values_only or self._written is None:
+            return False
+        return all(isinstance(v, torch.Tensor) and storage_of(v) not in self._written
+                   and storage_of(v) not in self._output_storages for v in values)
 
     def _same_value_as(self, node: torch.fx.Node, index: dict[torch.fx.Node, int], folded: dict[torch.fx.Node, Any],
                        storages: list[Any], outputs: set[torch.fx.Node]) -> torch.fx.Node | None:
