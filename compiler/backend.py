@@ -219,6 +219,7 @@ class VerishapeBackend:
         candidate.note_inputs(tx)
         reused = widen.reuse(env, tx, gm, example_inputs, self.__name__, current_prover(), self.owner)
         if reused is not None:
+            generic_recompile.reused(tx)
             return reused
         why = self._raise_declared_ones(tx) or generic_recompile.retrace_after_refusal(tx)
         if why is not None:

@@ -122,6 +122,21 @@ def test_a_refused_trace_at_one_is_traced_again_with_the_generic_policy():
     assert _compiles(compiled, branches_at_one, ((1, 12),), prefill=False) == 3
 
 
+def test_a_frame_whose_arrivals_at_one_keep_being_refused_stops_its_generic_policy():
+    """The refused arrival is traced again with the generic policy once; a second arrival at
+    1 in a row that every kept compile refuses (in double precision: no graph is the same)
+    says the frame's generic compiles do not pay: that trace, stock's, compiles as it is,
+    and the frame's later recompiles take stock's choices (Gemma 2 past its sliding window)."""
+    compiled = verishape.compile(branches_at_one, backend="aot_eager")
+    assert _compiles(compiled, branches_at_one, ((2, 8), (3, 8), (1, 8))) == 3
+    assert counters["verishape"]["arrivals_retraced"] == 1
+    x, mask, w, kv = (torch.randn(*shape, dtype=torch.float64) for shape in ((1, 9, 16), (1, 9), (16, 4), (1, 9)))
+    torch.testing.assert_close(compiled(x, mask, w, kv), branches_at_one(x, mask, w, kv))
+    assert counters["stats"]["unique_graphs"] - counters["verishape"]["reused"] == 4
+    assert counters["verishape"]["arrivals_retraced"] == 1 and counters["verishape"]["generic_policy_stopped"] == 1
+    assert counters["verishape"]["reused"] == 0
+
+
 class _StaticCache:
     """A static KV cache in small: its length is an int, and the prefill makes its tensor;
     a cache that served a request before holds its keys (the first request's does not

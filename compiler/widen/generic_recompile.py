@@ -26,6 +26,13 @@ stock's does.  An int argument of such a recompile (>= 2, beside tensors that sh
 gets a symbol too (:func:`_int_gets_symbol`): a static cache's length is an int that the
 prefill turns into tensors, carried by no input yet.
 
+A frame whose generic compiles do not pay stops making them: once every kept compile has
+refused :data:`FRUITLESS_ARRIVALS` arrivals at 1 in a row (no reuse of the frame between
+them; :func:`retrace_after_refusal` counts, :func:`reused` resets), the frame's later
+recompiles take stock's choices and a refused arrival is not traced again.  Gemma 2 past its
+sliding window: every decode step's generic compile is refused (its keys become a slice of
+the cache), and each cost twice stock's compile of the same step.
+
 What is left alone: the first compile (static, as stock); tensors Dynamo keeps static
 (parameters and buffers, ``dynamic=False``, ``torch._dynamo.mark_static``); tensors that are
 not reached from the frame's arguments (globals); a frame of a backend other than
@@ -115,6 +122,24 @@ def shared_sizes(f_locals: dict[str, Any]) -> frozenset[int]:
     return input_layouts.walk(f_locals)[0]
 
 
+#: arrivals at 1 in a row that every kept compile of a frame refused before its generic
+#: policy stops (the frame's recompiles then take stock's choices): the first refusal is
+#: traced again with the generic policy, a second in a row says its generic compiles do not pay
+FRUITLESS_ARRIVALS = 2
+#: per frame (its code): the arrivals at 1 every kept compile refused since its last reuse
+_refused_arrivals: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+
+
+def reused(tx: Trace) -> None:
+    """A kept compile of the frame served this call: its generic compiles pay."""
+    _refused_arrivals.pop(getattr(tx.output, "root_tx", tx).f_code, None)
+
+
+def _fruitless(code: Any) -> bool:
+    """The frame's arrivals at 1 were refused :data:`FRUITLESS_ARRIVALS` times in a row."""
+    return _refused_arrivals.get(code, 0) >= FRUITLESS_ARRIVALS
+
+
 #: on the compile's own context (kept across its attempts): "attempt" while an attempt
 #: takes stock's choices for a reuse at 1 (:func:`arrives_at_one`), "refused" once every
 #: reuse refused it (the next attempt takes the generic policy, :func:`retrace_after_refusal`)
@@ -134,11 +159,13 @@ def _call_of(tx: Trace) -> _Call:
         f_locals = getattr(root, "f_locals", {}) or {}
         shared, layout = input_layouts.walk(f_locals)
         vary = input_layouts.inputs_vary(root.f_code, layout)
+        if not is_recompile():  # a frame's first compile (again, after a reset): nothing refused yet
+            _refused_arrivals.pop(root.f_code, None)
         raising = bool(candidate.raising())
         found = frozenset()
         # a candidate at 2 is traced as the frame's later compiles will be, so that they
         # are proved against it (Note [A declared size at 1 is compiled at 2])
-        if raising or (is_recompile() and vary):
+        if raising or (is_recompile() and vary and not _fruitless(root.f_code)):
             ctx = candidate.compile_context()
             arrives = (ctx is not None and getattr(ctx, _ARRIVAL, None) != "refused" and not raising
                        and arrives_at_one(root.f_code, getattr(root, "f_globals", {}) or {}, f_locals))
@@ -154,8 +181,10 @@ def retrace_after_refusal(tx: Trace) -> str | None:
     """Every reuse refused an attempt that took stock's choices for a reuse at 1: why the
     frame is to be traced again with the generic policy (the caller restarts Dynamo's
     analysis), so that what compiles is as generic as it would have been and later calls
-    reuse from it; None where the attempt was no such attempt, or the generic policy
-    would give no symbol here anyway.  Counted: ``counters["verishape"]["arrivals_retraced"]``."""
+    reuse from it; None where the attempt was no such attempt, the generic policy would
+    give no symbol here anyway, or this refusal makes the frame's arrivals fruitless
+    (:data:`FRUITLESS_ARRIVALS`).  Counted: ``counters["verishape"]["arrivals_retraced"]``,
+    ``["generic_policy_stopped"]``."""
     from torch._dynamo.utils import counters
 
     ctx = candidate.compile_context()
@@ -163,6 +192,10 @@ def retrace_after_refusal(tx: Trace) -> str | None:
         return None
     setattr(ctx, _ARRIVAL, "refused")
     root = getattr(tx.output, "root_tx", tx)
+    _refused_arrivals[root.f_code] = _refused_arrivals.get(root.f_code, 0) + 1
+    if _fruitless(root.f_code):
+        counters["verishape"]["generic_policy_stopped"] += 1
+        return None  # its generic compiles do not pay: this trace, stock's, compiles
     if not shared_sizes(getattr(root, "f_locals", {}) or {}):
         return None
     counters["verishape"]["arrivals_retraced"] += 1
