@@ -56,6 +56,8 @@ def test_the_committed_reference_holds_every_row_the_gate_runs(gate):
     expected = {f"sweep/{f}/{s}" for f, s in gate.SWEEP_ROWS}
     expected |= {f"serve/{f}/{c}/{m}" for f in gate.SERVE_FAMILIES for c in ("dynamic", "static")
                  for m in gate.SERVE_MIXES}
+    expected |= {f"serve/{f}/{c}/{gate.HELDOUT_MIX[0]}" for f in gate.HELDOUT_FAMILIES for c in ("dynamic", "static")}
+    assert not set(gate.HELDOUT_FAMILIES) & set(gate.SERVE_FAMILIES), "held out: run by no other serve row"
     expected |= {"corpus/inductor", "fuzz/inductor", "fuzz/one_early/inductor"}
     expected |= {f"serve/{f}/static/issue38/hf" for f in gate.HF_FAMILIES}
     assert expected <= ref.keys(), sorted(expected - ref.keys())
