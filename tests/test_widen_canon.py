@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from verishape.compiler.widen import canon, snapshot, reuse as widen
+from verishape.compiler.widen import canon, effects, snapshot, reuse as widen
 
 
 def test_canonical_folds_size_nodes_and_substitutes():
@@ -95,6 +95,9 @@ def test_a_snapshot_reads_as_the_graph_it_was_taken_from():
     before = canon.canonical(gm, rename)
     assert canon.canonical(snap, rename) == before
     assert [n.op for n in snap.graph.find_nodes(op="placeholder")] == ["placeholder"]
+    # who uses each node, as FX says (the canonical form's folds read it)
+    assert {n.name: [u.name for u in n.users] for n in snap.nodes} == {
+        n.name: [u.name for u in n.users] for n in gm.graph.nodes}
     for node in list(gm.graph.nodes):  # rewrite the original: the snapshot does not move
         if node.target is torch.ops.aten.sum.dim_IntList:
             node.target = torch.ops.aten.amax.default
@@ -152,7 +155,7 @@ def test_a_graph_that_writes_elsewhere_still_compares_a_copy_by_value_but_never_
     def cache_written(reshape):
         return two(lambda x, cache: (cache.add_(1), reshape(x).sum(0))[1])
 
-    assert canon.mutated_storages(cache_written(copied))  # the graph writes (the cache)
+    assert effects.mutated_storages(cache_written(copied))  # the graph writes (the cache)
     assert canon.canonical(cache_written(copied), rename) == canon.canonical(cache_written(viewed), rename)
 
     def source_written_after(reshape):
@@ -171,17 +174,41 @@ def test_a_graph_that_writes_elsewhere_still_compares_a_copy_by_value_but_never_
                                                                                      rename)
 
 
+def test_a_value_whose_leading_ones_indexing_dropped_compares_as_the_value_index_put_broadcasts():
+    """``y[:, :, i] = v`` with a ``v`` of batch 1: torch's indexing reshapes (1, 2, 1, 4) to
+    (2, 1, 4) before ``index_put``, which broadcasts it back; the generic graph passes ``v``
+    itself.  The reshape folds into ``v`` only where index_put's values are its one use."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    rename = lambda s: s  # noqa: E731
+    put = torch.ops.aten.index_put.default
+
+    def traced(fn):
+        gm = make_fx(fn, tracing_mode="fake")(torch.randn(1, 2, 5, 4), torch.randn(1, 2, 1, 4), torch.tensor([1]))
+        graph = canon.canonical(gm, rename)
+        assert canon.canonical(snapshot.Snapshot(gm), rename) == graph  # a kept compile's copy reads the same
+        return graph
+
+    generic = traced(lambda y, v, i: put(y, [None, None, i], v) * 2)
+    assert traced(lambda y, v, i: put(y, [None, None, i], v.view(2, 1, 4)) * 2) == generic
+    # the reshape read elsewhere too: kept
+    assert traced(lambda y, v, i: (lambda r: (put(y, [None, None, i], r), r * 3))(v.view(2, 1, 4))) != traced(
+        lambda y, v, i: (put(y, [None, None, i], v), v.view(2, 1, 4) * 3))
+    # a size-1 dimension dropped that is not leading: kept
+    assert traced(lambda y, v, i: put(y, [None, None, i], v.view(1, 2, 4).unsqueeze(2)) * 2) != generic
+
+
 def test_the_storages_a_graph_writes_are_known_or_it_is_said_they_are_not():
     x = torch.randn(3)
     writes = _aten(lambda t: t.add_(1).sum(), 3)
     (placeholder,) = writes.graph.find_nodes(op="placeholder")
-    assert canon.mutated_storages(writes) == {canon.storage_of(placeholder.meta["val"])}
-    assert canon.mutated_storages(_aten(lambda t: t.sin().sum(), 3)) == set()
+    assert effects.mutated_storages(writes) == {effects.storage_of(placeholder.meta["val"])}
+    assert effects.mutated_storages(_aten(lambda t: t.sin().sum(), 3)) == set()
     graph = torch.fx.Graph()
     p = graph.placeholder("x")
     p.meta["val"] = x
     graph.output(graph.call_module("m", (p,)))
-    assert canon.mutated_storages(torch.fx.GraphModule({"m": torch.nn.ReLU()}, graph)) is None
+    assert effects.mutated_storages(torch.fx.GraphModule({"m": torch.nn.ReLU()}, graph)) is None
 
     def writes_inside(t):  # Python code kept as one node: what it writes is not known
         t.add_(1)
@@ -191,7 +218,7 @@ def test_the_storages_a_graph_writes_are_known_or_it_is_said_they_are_not():
     p = graph.placeholder("x")
     p.meta["val"] = x
     graph.output(graph.call_function(writes_inside, (p,)))
-    assert canon.mutated_storages(torch.fx.GraphModule(torch.nn.Module(), graph)) is None
+    assert effects.mutated_storages(torch.fx.GraphModule(torch.nn.Module(), graph)) is None
 
 
 def test_the_size_1_trace_keeps_a_matrix_product_its_specialization_would_rewrite():

@@ -208,6 +208,41 @@ def writes_a_buffer_reads_a_reshape(x, buf):
     return x.transpose(0, 1).reshape(3, -1).sum(0)
 
 
+@case("aliasing", lambda n: (n, 2, 5, 4), lambda n: (n, 2, 1, 4))
+def writes_a_batch_value_at_an_index(x, v):
+    # torch's indexing drops a value's leading dimensions of size 1 before index_put (a
+    # static sliding-window cache's update at batch 1): index_put broadcasts them back
+    y = x.clone()
+    y[:, :, torch.tensor([1])] = v
+    return y * 2
+
+
+@case("aliasing", lambda n: (n, 2, 5, 4), lambda n: (n, 2, 1, 4))
+def adds_a_batch_value_at_an_index_then_reads_it(x, v):
+    # the same dropped dimensions under an accumulating update, and the value read again
+    y = x.clone()
+    y[:, :, torch.tensor([3])] += v
+    return y.sum(2), v.squeeze(2) + y[:, :, 3]
+
+
+@case("aliasing", cube, lambda n: (3, 4))
+def writes_a_buffer_and_a_slice_of_a_copy(x, buf):
+    # ``y[:, 1:] = ...`` goes through a whole dim-0 slice and a scatter back in the generic
+    # graph, through none at 1; the graph writes a buffer too (a static cache's update)
+    buf.add_(1)
+    y = x.clone()
+    y[:, 1:] = 0.5
+    return y.sum(0)
+
+
+@case("aliasing", cube)
+def writes_a_slice_of_its_input_then_reads_a_copy(x):
+    # the same scatter, where the graph's write reaches the scattered tensor's source
+    y = x.clone()
+    x[:, 1:] = 0.5
+    return y.sum(0) + x.sum(0)
+
+
 @case("aliasing", cube)
 def reshape_then_write_its_source(x):
     # a reshape that is a view at 1 and a copy otherwise, read after its source is written:
@@ -528,8 +563,12 @@ REUSES = {
                  "sdpa_tril_mask", "padding_mask_from_lengths", "last_token", "gather_argmax", "bmm_self",
                  "interpolate", "two_inputs", "gram", "linear", "layer_norm", "seq_softmax_sum", "full_sum_wide",
                  "transpose_contiguous", "contiguous_of_contiguous", "kv_cache_step", "relaid_reduction",
-                 "relaid_flatten", "writes_a_buffer_reads_a_reshape"),
+                 "relaid_flatten", "writes_a_buffer_reads_a_reshape", "writes_a_batch_value_at_an_index",
+                 "adds_a_batch_value_at_an_index_then_reads_it", "writes_a_buffer_and_a_slice_of_a_copy",
+                 "writes_a_slice_of_its_input_then_reads_a_copy"),
     "aot_eager": ("slice_max", "slice_sum", "batch_max", "batch_std", "layer_norm", "gram", "last_token",
                   "returns_size_minus_one", "mutates_input", "scale_by_size", "shift_labels", "kv_cache_step",
-                  "relaid_reduction", "relaid_flatten", "writes_a_buffer_reads_a_reshape"),
+                  "relaid_reduction", "relaid_flatten", "writes_a_buffer_reads_a_reshape",
+                  "writes_a_batch_value_at_an_index", "adds_a_batch_value_at_an_index_then_reads_it",
+                  "writes_a_buffer_and_a_slice_of_a_copy", "writes_a_slice_of_its_input_then_reads_a_copy"),
 }

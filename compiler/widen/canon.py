@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import operator
-import types
 from collections.abc import Callable
 from typing import Any
 
 import sympy
 import torch
 
-from .snapshot import each_node, is_node, placeholder_source
+from .effects import flat_tensors, is_functional, mutated_storages, reads_layout, storage_of, target_name
+from .snapshot import each_node, is_node, is_size_only, placeholder_source, value_of
 
 
 class NotWidened(Exception):
@@ -62,22 +61,6 @@ def returned_sizes(generic: Canon, other: Canon) -> tuple[int, ...] | None:
     return tuple(keep) if j == len(other.outputs) else None
 
 
-def value_of(node: torch.fx.Node) -> Any:
-    meta = node.meta
-    return meta["val"] if "val" in meta else meta.get("example_value")
-
-
-def is_size_only(value: Any) -> bool:
-    """A node whose value is a number or a structure of numbers (``sym_size``, ``size()``,
-    arithmetic on sizes).  At size 1 Dynamo folds these into constants, so they are
-    replaced by their value everywhere they are used."""
-    if isinstance(value, (torch.SymInt, torch.SymBool, torch.SymFloat, int, float, bool)):
-        return True
-    if isinstance(value, (list, tuple, torch.Size)):
-        return len(value) > 0 and all(is_size_only(v) for v in value)
-    return False
-
-
 class Canonicalizer:
     """Turns a graph into :class:`Canon` with ``rename`` applied to every symbol.
 
@@ -95,7 +78,7 @@ class Canonicalizer:
         self._same_storage: dict[Any, Any] = {}
         #: storages some graph output uses (a scatter writing one is never folded)
         self._output_storages: set[Any] = set()
-        #: the graph only calls ATen ops that mutate nothing (see :func:`_is_functional`)
+        #: the graph only calls ATen ops that mutate nothing (see :func:`~verishape.compiler.widen.effects.is_functional`)
         self._functional = False
         #: intermediates that no write or output can observe compare by value alone (sizes,
         #: dtype, device; not strides): every op of the graph computes its values from its
@@ -240,10 +223,11 @@ class Canonicalizer:
         ``dim`` (``end >= base.size(dim)``, step 1) and whose ``src`` has its result's
         sizes and strides: every element comes from ``src``, so the result *is* ``src``'s
         value.  Generic traces write ``t[:, 1:] = v`` through a full dim-0 slice and scatter
-        it back; at size 1 ATen drops that slice.  Only in functional (AOT) graphs, where no
-        intermediate is mutated, so a fresh copy and ``src`` cannot be told apart; never
-        for a graph output (the caller could see the storage it shares)."""
-        if node.target is not torch.ops.aten.slice_scatter.default or node in outputs or not self._functional:
+        it back; at size 1 ATen drops that slice.  Only where a fresh copy and ``src`` cannot
+        be told apart: a functional (AOT) graph, or neither written nor output
+        (:meth:`_unobserved`: a static cache's update, whose graph writes the cache alone);
+        never for a graph output (the caller could see the storage it shares)."""
+        if node.target is not torch.ops.aten.slice_scatter.default or node in outputs:
             return False
         if not isinstance(value_of(node), torch.Tensor) or storage_of(value_of(node)) in self._output_storages:
             return False
@@ -257,6 +241,8 @@ class Canonicalizer:
             return False
         mine, theirs, whole = value_of(node), value_of(src), value_of(base)
         if not all(isinstance(t, torch.Tensor) for t in (mine, theirs, whole)) or not isinstance(dim, int):
+            return False
+        if not (self._functional or self._unobserved(mine, theirs)):
             return False
 
         def number(a: Any) -> Any:
@@ -305,7 +291,7 @@ class Canonicalizer:
             if same is not None:
                 index[node] = index[same]
                 continue
-            target = node.target if isinstance(node.target, str) else _target_name(node.target)
+            target = node.target if isinstance(node.target, str) else target_name(node.target)
             args, kwargs = self._moot_causal(node, target)
             if target in _RESHAPES and self._values_only and isinstance(value, torch.Tensor) and (
                     self._functional or self._unobserved(value, *(value_of(a) for a in args[:1] if is_node(a)))):
@@ -333,7 +319,7 @@ class Canonicalizer:
             each_node(node.args, outputs.add)
         self._same_storage = {}
         self._output_storages = {storage_of(v) for n in outputs for v in flat_tensors(value_of(n))}
-        self._functional = _is_functional(gm)
+        self._functional = is_functional(gm)
         self._written = set() if self._functional else mutated_storages(gm)
         self._values_only = self._written is not None and not reads_layout(gm)
         return outputs
@@ -357,9 +343,38 @@ class Canonicalizer:
             return node.args[0]
         if self._full_scatter(node, index, folded, storages, outputs):
             return node.args[1]
-        if self._copy_of_input(node, index, storages, outputs):
+        if self._copy_of_input(node, index, storages, outputs) or self._unbroadcast_values(node, index, outputs):
             return node.args[0]
         return None
+
+    def _unbroadcast_values(self, node: torch.fx.Node, index: dict[torch.fx.Node, int],
+                            outputs: set[torch.fx.Node]) -> bool:
+        """A reshape that only drops leading dimensions of size 1, used only as the values of
+        ``index_put``, which broadcasts its values to the indexed shape: there the dropped
+        dimensions change nothing.  torch's indexing drops them before it calls
+        ``index_put`` (``y[:, :, i] = v`` with a ``v`` of batch 1: (1, 2, 1, 8) becomes
+        (2, 1, 8)), so the graph at batch 1 has a reshape the generic graph has not (Gemma
+        2's static sliding-window cache).  The reshape must view its input, or its input and
+        it must be unobserved (:meth:`_unobserved`): a copy taken before a write to its
+        input is not the input."""
+        if node.op != "call_function" or node in outputs or target_name(node.target) not in _RESHAPES:
+            return False
+        source = node.args[0] if node.args else None
+        if not is_node(source) or source not in index:
+            return False
+        mine, theirs = value_of(node), value_of(source)
+        if not isinstance(mine, torch.Tensor) or not isinstance(theirs, torch.Tensor):
+            return False
+        dropped = theirs.dim() - mine.dim()
+        if dropped <= 0 or self.scalar(theirs.shape[dropped:]) != self.scalar(mine.shape) \
+                or any(self.number(d) != 1 for d in theirs.shape[:dropped]):
+            return False
+        if storage_of(mine) != storage_of(theirs) and not self._unobserved(mine, theirs):
+            return False
+        users = list(node.users)
+        return bool(users) and all(
+            u.target in _BROADCAST_VALUES and len(u.args) >= 3 and u.args[2] is node and u.args[0] is not node
+            and not _mentions(u.args[1], node) and not _mentions(u.kwargs, node) for u in users)
 
     def _arg(self, a: Any, index: dict[torch.fx.Node, int], folded: dict[torch.fx.Node, Any]) -> Any:
         """A node's argument in comparable form: another node by position (or the value a
@@ -447,115 +462,15 @@ def first_difference(generic: Canon, other: Canon, width: int = 160) -> str:
     return ""
 
 
-def _is_functional(gm: torch.fx.GraphModule) -> bool:
-    """Every call is an ATen op that mutates nothing (or ``getitem`` of a result, or
-    arithmetic on sizes): then no value changes after it is made, and a fresh copy of a
-    value reads as the value."""
-    import operator
-
-    for node in gm.graph.nodes:
-        if node.op in ("placeholder", "output", "get_attr"):
-            continue
-        if node.op != "call_function":
-            return False
-        if node.target is operator.getitem or is_size_only(value_of(node)):
-            continue  # a result's item, or size arithmetic (no tensor in or out)
-        if not isinstance(node.target, torch._ops.OpOverload) or node.target._schema.is_mutable:
-            return False
-    return True
-
-
-#: Python operators that update their left operand in place
-_INPLACE_OPERATORS = tuple(getattr(operator, n) for n in (
-    "setitem", "delitem", "iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "iand", "ior", "ixor",
-    "ilshift", "irshift", "imatmul"))
-
-
 #: ATen ops that compute the same values (the row-major reshape of the input's), whether
 #: they view the input or a fresh copy of it
 _RESHAPES = ("aten.view.default", "aten._unsafe_view.default", "aten.reshape.default")
-#: ops whose values depend on their input's layout (strides, offset, storage), not only on
-#: its values
-_LAYOUT_READERS = ("as_strided", "_reshape_alias", "set_", "storage_offset", "data_ptr", "untyped_storage",
-                   "_make_dep_token", "view_as_real", "view_as_complex")
-
-
-def reads_layout(gm: Any) -> bool:
-    """Some node's values may depend on its input's layout (``as_strided`` and friends)."""
-    for node in gm.graph.nodes:
-        if node.op in ("call_function", "call_method"):
-            name = node.target if isinstance(node.target, str) else _target_name(node.target)
-            if any(r in name for r in _LAYOUT_READERS):
-                return True
-    return False
-
-
-#: modules whose Python functions in a graph follow torch's naming of in-place ops
-_KNOWN_MODULES = ("torch", "operator", "_operator", "math")
-
-
-def mutated_storages(gm: Any) -> set[Any] | None:
-    """The storages a Dynamo or AOT graph writes to in place (None: some node's writes are
-    not known, so every storage may be).  A write is an in-place method or function (a
-    name ending in one underscore: its first argument), an in-place operator or
-    ``setitem`` (its first argument), ``out=``, ``inplace=True``, or an ATen overload's
-    argument its schema marks written; a submodule or higher-order op is not looked into."""
-    out: set[Any] = set()
-
-    def storages_of(a: Any) -> set[Any]:
-        found: set[Any] = set()
-        each_node(a, lambda n: found.update(storage_of(t) for t in flat_tensors(value_of(n))))
-        return found
-
-    for node in gm.graph.nodes:
-        if node.op in ("placeholder", "output", "get_attr"):
-            continue
-        if node.op not in ("call_function", "call_method"):
-            return None
-        target = node.target
-        if isinstance(target, torch._ops.HigherOrderOperator):
-            return None
-        if "out" in node.kwargs:
-            out |= storages_of(node.kwargs["out"])
-        if isinstance(target, torch._ops.OpOverload):
-            written = [i for i, a in enumerate(target._schema.arguments)
-                       if a.alias_info is not None and a.alias_info.is_write]
-            for i in written:
-                arg = node.args[i] if i < len(node.args) else node.kwargs.get(target._schema.arguments[i].name)
-                out |= storages_of(arg)
-            continue
-        name = target if isinstance(target, str) else getattr(target, "__name__", "")
-        if not isinstance(name, str):
-            return None
-        module = "" if isinstance(target, str) else (getattr(target, "__module__", None) or "")
-        if isinstance(target, types.FunctionType) and not module.startswith(_KNOWN_MODULES):
-            return None  # Python code Dynamo kept as one node: what it writes is not known
-        in_place = (target in _INPLACE_OPERATORS or node.kwargs.get("inplace") is True
-                    or (name.endswith("_") and not name.endswith("__"))
-                    or name.startswith("__i") or name in ("__setitem__", "__delitem__"))
-        if in_place and node.args:
-            out |= storages_of(node.args[0])
-    return out
-
-
-def storage_of(t: torch.Tensor) -> Any:
-    return t.untyped_storage()._cdata
-
-
-def flat_tensors(value: Any) -> list[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for v in value for t in flat_tensors(v)]
-    return []
-
-
-def _target_name(target: Any) -> str:
-    if isinstance(target, torch._ops.OpOverload | torch._ops.OpOverloadPacket | torch._ops.HigherOrderOperator):
-        return str(target)
-    module = getattr(target, "__module__", None) or ""
-    name = getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or repr(target)
-    return f"{module}.{name}"
+#: ATen ops that broadcast their third argument (the values) to the shape they index
+_BROADCAST_VALUES = (torch.ops.aten.index_put.default, torch.ops.aten.index_put_.default)
+def _mentions(a: Any, node: torch.fx.Node) -> bool:
+    found: list[bool] = []
+    each_node(a, lambda n: found.append(n is node))
+    return any(found)
 
 
 def canonical(gm: torch.fx.GraphModule, rename: Callable[[sympy.Symbol], sympy.Basic],

@@ -24,8 +24,9 @@ from typing import Any
 import sympy
 import torch
 
-from .canon import Canonicalizer, NotWidened, flat_tensors, mutated_storages, reads_layout, storage_of, value_of
-from .snapshot import each_node, placeholder_source
+from .canon import Canonicalizer, NotWidened
+from .effects import flat_tensors, mutated_storages, reads_layout, storage_of
+from .snapshot import each_node, placeholder_source, value_of
 
 #: a canonical tensor input (``reuse._canon_inputs``): ("tensor", sizes, strides, offset)
 _TAG, _SIZES = 0, 1

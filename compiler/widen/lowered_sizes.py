@@ -37,7 +37,7 @@ from typing import Any
 import sympy
 import torch
 
-from .canon import flat_tensors
+from .effects import flat_tensors
 from .sizes import at_one
 
 #: SymPy functions whose arguments after the first divide (divisor, and modulus where given)

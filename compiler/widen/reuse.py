@@ -62,11 +62,11 @@ from verishape.core import torch_seam
 
 from . import calling, layout, limit, verdict
 from .kept import Kept, alive, facts, global_state, guard_keys, guard_kind
-from .canon import (Canon, Canonicalizer, NotWidened, canonical, first_difference, is_size_only, reads_layout,
-                    returned_sizes, value_of)
+from .canon import Canon, Canonicalizer, NotWidened, canonical, first_difference, returned_sizes
+from .effects import reads_layout
 from .binding import Binding, bind
 from .sizes import Group, at_one, bound_sources, group_name, merged_group, source_names
-from .snapshot import placeholder_source
+from .snapshot import is_size_only, placeholder_source, value_of
 from .goals import AtOne, install, prove_at_one
 from .traces import aot_inference_graph
 

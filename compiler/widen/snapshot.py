@@ -15,12 +15,14 @@ class SnapNode:
     """One node of a :class:`Snapshot`: what :func:`canonical` and the widening checks read
     of an FX node (its arguments point at other snapshot nodes)."""
 
-    __slots__ = ("op", "target", "args", "kwargs", "meta", "name")
+    __slots__ = ("op", "target", "args", "kwargs", "meta", "name", "users")
 
     def __init__(self, op: str, target: Any, meta: dict[str, Any], name: str) -> None:
         self.op, self.target, self.meta, self.name = op, target, meta, name
         self.args: tuple[Any, ...] = ()
         self.kwargs: dict[str, Any] = {}
+        #: the nodes whose arguments name this one, in graph order (as FX's ``Node.users``)
+        self.users: dict[SnapNode, None] = {}
 
     def __repr__(self) -> str:
         return f"SnapNode({self.name})"
@@ -41,6 +43,7 @@ class Snapshot:
             s = SnapNode(n.op, n.target, dict(n.meta), n.name)
             s.args = _remap(n.args, mapping)
             s.kwargs = _remap(n.kwargs, mapping)
+            each_node((s.args, s.kwargs), lambda used, s=s: used.users.setdefault(s, None))
             mapping[n] = s
             nodes.append(s)
         self.nodes = nodes
@@ -96,3 +99,20 @@ def placeholder_source(node: Any) -> Any:
     graph's placeholders have none)."""
     grapharg = node.meta.get("grapharg")
     return grapharg.source if grapharg is not None else None
+
+
+def value_of(node: Any) -> Any:
+    """The fake value Dynamo or AOTAutograd recorded for a node."""
+    meta = node.meta
+    return meta["val"] if "val" in meta else meta.get("example_value")
+
+
+def is_size_only(value: Any) -> bool:
+    """A node whose value is a number or a structure of numbers (``sym_size``, ``size()``,
+    arithmetic on sizes).  At size 1 Dynamo folds these into constants, so they are
+    replaced by their value everywhere they are used."""
+    if isinstance(value, (torch.SymInt, torch.SymBool, torch.SymFloat, int, float, bool)):
+        return True
+    if isinstance(value, (list, tuple, torch.Size)):
+        return len(value) > 0 and all(is_size_only(v) for v in value)
+    return False

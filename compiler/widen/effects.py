@@ -1,0 +1,123 @@
+"""What an FX graph (or a :class:`~verishape.compiler.widen.snapshot.Snapshot`) does to
+storage: whether it is functional, which storages it writes, whether an op reads a layout.
+The canonical comparison (:mod:`verishape.compiler.widen.canon`) and the layout copy
+(:mod:`verishape.compiler.widen.layout`) fold or copy only what no write and no layout read
+can tell apart, and ask here what those are."""
+
+from __future__ import annotations
+
+import operator
+import types
+from typing import Any
+
+import torch
+
+from .snapshot import each_node, is_size_only, value_of
+
+
+def is_functional(gm: torch.fx.GraphModule) -> bool:
+    """Every call is an ATen op that mutates nothing (or ``getitem`` of a result, or
+    arithmetic on sizes): then no value changes after it is made, and a fresh copy of a
+    value reads as the value."""
+    import operator
+
+    for node in gm.graph.nodes:
+        if node.op in ("placeholder", "output", "get_attr"):
+            continue
+        if node.op != "call_function":
+            return False
+        if node.target is operator.getitem or is_size_only(value_of(node)):
+            continue  # a result's item, or size arithmetic (no tensor in or out)
+        if not isinstance(node.target, torch._ops.OpOverload) or node.target._schema.is_mutable:
+            return False
+    return True
+
+
+#: Python operators that update their left operand in place
+_INPLACE_OPERATORS = tuple(getattr(operator, n) for n in (
+    "setitem", "delitem", "iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "iand", "ior", "ixor",
+    "ilshift", "irshift", "imatmul"))
+
+
+#: ops whose values depend on their input's layout (strides, offset, storage), not only on
+#: its values
+_LAYOUT_READERS = ("as_strided", "_reshape_alias", "set_", "storage_offset", "data_ptr", "untyped_storage",
+                   "_make_dep_token", "view_as_real", "view_as_complex")
+
+
+def reads_layout(gm: Any) -> bool:
+    """Some node's values may depend on its input's layout (``as_strided`` and friends)."""
+    for node in gm.graph.nodes:
+        if node.op in ("call_function", "call_method"):
+            name = node.target if isinstance(node.target, str) else target_name(node.target)
+            if any(r in name for r in _LAYOUT_READERS):
+                return True
+    return False
+
+
+#: modules whose Python functions in a graph follow torch's naming of in-place ops
+_KNOWN_MODULES = ("torch", "operator", "_operator", "math")
+
+
+def mutated_storages(gm: Any) -> set[Any] | None:
+    """The storages a Dynamo or AOT graph writes to in place (None: some node's writes are
+    not known, so every storage may be).  A write is an in-place method or function (a
+    name ending in one underscore: its first argument), an in-place operator or
+    ``setitem`` (its first argument), ``out=``, ``inplace=True``, or an ATen overload's
+    argument its schema marks written; a submodule or higher-order op is not looked into."""
+    out: set[Any] = set()
+
+    def storages_of(a: Any) -> set[Any]:
+        found: set[Any] = set()
+        each_node(a, lambda n: found.update(storage_of(t) for t in flat_tensors(value_of(n))))
+        return found
+
+    for node in gm.graph.nodes:
+        if node.op in ("placeholder", "output", "get_attr"):
+            continue
+        if node.op not in ("call_function", "call_method"):
+            return None
+        target = node.target
+        if isinstance(target, torch._ops.HigherOrderOperator):
+            return None
+        if "out" in node.kwargs:
+            out |= storages_of(node.kwargs["out"])
+        if isinstance(target, torch._ops.OpOverload):
+            written = [i for i, a in enumerate(target._schema.arguments)
+                       if a.alias_info is not None and a.alias_info.is_write]
+            for i in written:
+                arg = node.args[i] if i < len(node.args) else node.kwargs.get(target._schema.arguments[i].name)
+                out |= storages_of(arg)
+            continue
+        name = target if isinstance(target, str) else getattr(target, "__name__", "")
+        if not isinstance(name, str):
+            return None
+        module = "" if isinstance(target, str) else (getattr(target, "__module__", None) or "")
+        if isinstance(target, types.FunctionType) and not module.startswith(_KNOWN_MODULES):
+            return None  # Python code Dynamo kept as one node: what it writes is not known
+        in_place = (target in _INPLACE_OPERATORS or node.kwargs.get("inplace") is True
+                    or (name.endswith("_") and not name.endswith("__"))
+                    or name.startswith("__i") or name in ("__setitem__", "__delitem__"))
+        if in_place and node.args:
+            out |= storages_of(node.args[0])
+    return out
+
+
+def storage_of(t: torch.Tensor) -> Any:
+    return t.untyped_storage()._cdata
+
+
+def flat_tensors(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in flat_tensors(v)]
+    return []
+
+
+def target_name(target: Any) -> str:
+    if isinstance(target, torch._ops.OpOverload | torch._ops.OpOverloadPacket | torch._ops.HigherOrderOperator):
+        return str(target)
+    module = getattr(target, "__module__", None) or ""
+    name = getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or repr(target)
+    return f"{module}.{name}"
