@@ -187,12 +187,10 @@ class Canonicalizer:
         target = node.target
         if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload) or not target.is_view:
             return False
-        source = node.args[0] if node.args else None
-        if not is_node(source) or source not in index:
+        pair = _tensor_and_source(node, index)
+        if pair is None:
             return False
-        mine, theirs = value_of(node), value_of(source)
-        if not isinstance(mine, torch.Tensor) or not isinstance(theirs, torch.Tensor):
-            return False
+        mine, theirs = pair
         probe = list(storages)
         return self.tensor_meta(mine, probe, loose) == self.tensor_meta(theirs, probe, loose)
 
@@ -205,12 +203,10 @@ class Canonicalizer:
         copies (T5's decoder; the attention of a static cache's decode step, whose graph
         writes the cache and nothing else); there a copy and the original cannot be told
         apart."""
-        if (node.target is not torch.ops.aten.clone.default or node in outputs or not node.args
-                or not is_node(node.args[0]) or node.args[0] not in index):
+        pair = _tensor_and_source(node, index)
+        if node.target is not torch.ops.aten.clone.default or node in outputs or pair is None:
             return False
-        mine, theirs = value_of(node), value_of(node.args[0])
-        if not isinstance(mine, torch.Tensor) or not isinstance(theirs, torch.Tensor):
-            return False
+        mine, theirs = pair
         if not self._unobserved(mine, theirs):
             return False  # (an op that reads a layout could read past a copy's elements)
         # a copy has its input's values, whatever layout it was given
@@ -357,14 +353,10 @@ class Canonicalizer:
         2's static sliding-window cache).  The reshape must view its input, or its input and
         it must be unobserved (:meth:`_unobserved`): a copy taken before a write to its
         input is not the input."""
-        if node.op != "call_function" or node in outputs or target_name(node.target) not in _RESHAPES:
+        pair = _tensor_and_source(node, index)
+        if node.op != "call_function" or node in outputs or target_name(node.target) not in _RESHAPES or pair is None:
             return False
-        source = node.args[0] if node.args else None
-        if not is_node(source) or source not in index:
-            return False
-        mine, theirs = value_of(node), value_of(source)
-        if not isinstance(mine, torch.Tensor) or not isinstance(theirs, torch.Tensor):
-            return False
+        mine, theirs = pair
         dropped = theirs.dim() - mine.dim()
         if dropped <= 0 or self.scalar(theirs.shape[dropped:]) != self.scalar(mine.shape) \
                 or any(self.number(d) != 1 for d in theirs.shape[:dropped]):
@@ -467,6 +459,15 @@ def first_difference(generic: Canon, other: Canon, width: int = 160) -> str:
 _RESHAPES = ("aten.view.default", "aten._unsafe_view.default", "aten.reshape.default")
 #: ATen ops that broadcast their third argument (the values) to the shape they index
 _BROADCAST_VALUES = (torch.ops.aten.index_put.default, torch.ops.aten.index_put_.default)
+def _tensor_and_source(node: torch.fx.Node, index: dict[torch.fx.Node, int]) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The tensor ``node`` makes and that of its first argument, a node already compared."""
+    source = node.args[0] if node.args else None
+    if not is_node(source) or source not in index:
+        return None
+    mine, theirs = value_of(node), value_of(source)
+    return (mine, theirs) if isinstance(mine, torch.Tensor) and isinstance(theirs, torch.Tensor) else None
+
+
 def _mentions(a: Any, node: torch.fx.Node) -> bool:
     found: list[bool] = []
     each_node(a, lambda n: found.append(n is node))
