@@ -203,8 +203,8 @@ class Canonicalizer:
         copies (T5's decoder; the attention of a static cache's decode step, whose graph
         writes the cache and nothing else); there a copy and the original cannot be told
         apart."""
-        pair = _tensor_and_source(node, index)
-        if node.target is not torch.ops.aten.clone.default or node in outputs or pair is None:
+        pair = _tensor_and_source(node, index) if node.target is torch.ops.aten.clone.default else None
+        if node in outputs or pair is None:
             return False
         mine, theirs = pair
         if not self._unobserved(mine, theirs):
@@ -353,8 +353,10 @@ class Canonicalizer:
         2's static sliding-window cache).  The reshape must view its input, or its input and
         it must be unobserved (:meth:`_unobserved`): a copy taken before a write to its
         input is not the input."""
+        if node.op != "call_function" or node in outputs or target_name(node.target) not in _RESHAPES:
+            return False
         pair = _tensor_and_source(node, index)
-        if node.op != "call_function" or node in outputs or target_name(node.target) not in _RESHAPES or pair is None:
+        if pair is None:
             return False
         mine, theirs = pair
         dropped = theirs.dim() - mine.dim()
