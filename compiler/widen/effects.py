@@ -19,8 +19,6 @@ def is_functional(gm: torch.fx.GraphModule) -> bool:
     """Every call is an ATen op that mutates nothing (or ``getitem`` of a result, or
     arithmetic on sizes): then no value changes after it is made, and a fresh copy of a
     value reads as the value."""
-    import operator
-
     for node in gm.graph.nodes:
         if node.op in ("placeholder", "output", "get_attr"):
             continue
