@@ -35,6 +35,7 @@ def compile(
     widen_specializations: bool = True,
     generic_recompiles: bool = True,
     shapes_spec: Any = None,
+    dynamic_shapes: Any = None,
     **kwargs: Any,
 ) -> Any:
     """A drop-in for :func:`torch.compile`: same arguments, same behaviour, same
@@ -70,17 +71,20 @@ def compile(
     through the wrappers Dynamo enters it by (a Hugging Face forward's ``*args, **kwargs``):
     the declared dimensions are generic from the first compile, over their declared ranges,
     guarded as stock guards (:mod:`verishape.compiler.declared`); not with ``dynamic``.
+    ``dynamic_shapes`` is the same argument under torch 2.14's name for it (either is read,
+    whatever the torch; not both).
     """
     if model is None:
         def decorate(fn: Callable[..., Any]) -> Any:
             return compile(fn, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode,
                            options=options, disable=disable, widen_specializations=widen_specializations,
-                           generic_recompiles=generic_recompiles, shapes_spec=shapes_spec, **kwargs)
+                           generic_recompiles=generic_recompiles, shapes_spec=shapes_spec,
+                           dynamic_shapes=dynamic_shapes, **kwargs)
 
         return decorate
     if not callable(model):
         raise TypeError(f"verishape.compile: model must be a function or nn.Module, got {type(model).__name__}")
-    declared = _declared(shapes_spec, dynamic, model)
+    declared = _declared(shapes_spec, dynamic_shapes, dynamic, model)
     frames.install()
     options = dict(options) if options else None
     passthrough: dict[str, Any] = {}
@@ -114,11 +118,17 @@ def _answer_compiler_config(compiled: Any, backend: VerishapeBackend) -> None:
         compiled.get_compiler_config = lambda: config
 
 
-def _declared(shapes_spec: Any, dynamic: bool | None, model: Callable[..., Any]) -> declared_sizes.Declared | None:
-    """The sizes ``shapes_spec`` declares for ``model`` (None: no spec); refused with ``dynamic``."""
-    if shapes_spec is None:
+def _declared(shapes_spec: Any, dynamic_shapes: Any, dynamic: bool | None,
+              model: Callable[..., Any]) -> declared_sizes.Declared | None:
+    """The sizes the spec declares for ``model`` (None: no spec), given as ``shapes_spec``
+    (torch 2.13's name) or ``dynamic_shapes`` (2.14's); refused with both, or with ``dynamic``."""
+    if shapes_spec is not None and dynamic_shapes is not None:
+        raise UsageError("verishape.compile: shapes_spec and dynamic_shapes both given; they name one argument "
+                         "(torch 2.13 calls it shapes_spec, 2.14 and later dynamic_shapes): pass one")
+    keyword, spec = ("shapes_spec", shapes_spec) if shapes_spec is not None else ("dynamic_shapes", dynamic_shapes)
+    if spec is None:
         return None
     if dynamic is not None:
-        raise UsageError(f"verishape.compile: dynamic={dynamic!r} with shapes_spec: the spec says what is dynamic; "
+        raise UsageError(f"verishape.compile: dynamic={dynamic!r} with {keyword}: the spec says what is dynamic; "
                          "leave dynamic unset")
-    return declared_sizes.parse(shapes_spec, model)
+    return declared_sizes.parse(spec, model, keyword)

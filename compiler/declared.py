@@ -43,6 +43,7 @@ from typing import Any
 
 import sympy
 
+from verishape.core import torch_seam
 from verishape.core.errors import UsageError
 
 log = logging.getLogger("verishape")
@@ -256,9 +257,23 @@ def _root(local: str, code: Any) -> Any:
 # ---------------------------------------------------------------------------- parsing
 
 
-def parse(spec: Any, model: Any) -> Declared:
+#: how every refusal of :func:`parse` starts; ``keyword`` names the argument the user gave
+_REFUSAL = "verishape.compile: shapes_spec"
+
+
+def parse(spec: Any, model: Any, keyword: str = "shapes_spec") -> Declared:
     """Read ``spec`` (torch's ``ShapesSpec``, ``ParamsSpec`` or the dict either takes) for
-    ``model``; raises :class:`UsageError` naming what cannot be read."""
+    ``model``; raises :class:`UsageError` naming what cannot be read, and the argument the
+    spec came by (``keyword``: ``shapes_spec``, or torch 2.14's name ``dynamic_shapes``)."""
+    try:
+        return _parse(spec, model)
+    except UsageError as exc:
+        if keyword == "shapes_spec" or not str(exc).startswith(_REFUSAL):
+            raise
+        raise UsageError(f"verishape.compile: {keyword}" + str(exc)[len(_REFUSAL):]) from None
+
+
+def _parse(spec: Any, model: Any) -> Declared:
     try:
         from torch.fx.experimental.dynamic_spec import ParamsSpec, ShapesSpec
     except ImportError:
@@ -308,17 +323,10 @@ def _read(spec: Any) -> tuple[dict[str, Any], list[Any], dict[str, Dim]]:
     return named, varargs, dims
 
 
-def _torch_spec() -> Any:
-    from verishape.core import torch_seam
-    from verishape.core.torch_names import SHAPES_SPEC_CONFIG
-
-    config = torch_seam.optional(SHAPES_SPEC_CONFIG[0])
-    return getattr(config, SHAPES_SPEC_CONFIG[1], None) if config is not None else None
-
-
 def torch_spec_active() -> bool:
-    """A ``torch.compile(..., shapes_spec=...)`` frame is compiling: torch reads its spec."""
-    return _torch_spec() is not None
+    """A ``torch.compile(..., shapes_spec=...)`` frame (``dynamic_shapes=`` from torch 2.14) is
+    compiling: torch reads its spec."""
+    return torch_seam.torch_spec() is not None
 
 
 def of_torch_compile(code: Any) -> Declared | None:
@@ -326,14 +334,15 @@ def of_torch_compile(code: Any) -> Declared | None:
     of it compiles) declares for a frame of ``code``, read as torch reads it: by the frame's
     own local names, ``*args`` entries by the frame's ``*args`` index; None where no spec is
     active, or it cannot be read.  For the audit: torch gave those sizes unbacked symbols."""
-    spec = _torch_spec()
+    spec = torch_seam.torch_spec()
     if spec is None or code is None:
         return None
     try:
         named, varargs, dims = _read(spec)
         assumptions = tuple(_assumption(a, dims, i) for i, a in enumerate(spec.assumptions))
     except UsageError as exc:
-        _say_once(f"verishape: torch's shapes_spec is not read as a declared space: {exc}")
+        _say_once(f"verishape: torch's {torch_seam.spec_keyword() or 'shapes_spec'} is not read as a declared "
+                  f"space: {exc}")
         return None
     # ``args[i]`` resolves through ``positional``: here the spec's own ``*args`` entries
     positional = tuple(f"*args[{i}]" for i in range(len(varargs)))

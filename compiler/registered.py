@@ -21,6 +21,7 @@ import logging
 import threading
 from typing import Any
 
+from verishape.core import torch_seam
 from verishape.core.errors import VerishapeError
 
 from . import declared as declared_sizes
@@ -87,7 +88,8 @@ _said_torch_reads_the_spec = False
 
 
 def _say_if_torch_reads_a_spec() -> None:
-    """``torch.compile(backend="verishape", shapes_spec=...)`` outside ``verishape.enable()``:
+    """``torch.compile(backend="verishape", shapes_spec=...)`` (``dynamic_shapes=`` from torch
+    2.14) outside ``verishape.enable()``:
     torch applied its own reading of the spec while tracing, before any backend is called (its
     unbacked sizes, matched by the frame's local names: a wrapped forward's ``**kwargs``
     often matches none), so a user must not believe verishape declared it.  Said once."""
@@ -95,9 +97,10 @@ def _say_if_torch_reads_a_spec() -> None:
     if _said_torch_reads_the_spec or not declared_sizes.torch_spec_active():
         return
     _said_torch_reads_the_spec = True
-    log.warning("verishape: torch.compile(backend='verishape', shapes_spec=...) compiles with torch's own reading of "
-                "the spec; for verishape's declared sizes call verishape.compile(fn, shapes_spec=...) or turn on "
-                "verishape.enable() before torch.compile")
+    keyword = torch_seam.spec_keyword() or "shapes_spec"
+    log.warning("verishape: torch.compile(backend='verishape', %s=...) compiles with torch's own reading of the spec; "
+                "for verishape's declared sizes call verishape.compile(fn, %s=...) or turn on verishape.enable() "
+                "before torch.compile", keyword, keyword)
 
 
 def _generic_recompiles(held: dict[str, Any]) -> bool:

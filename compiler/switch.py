@@ -9,8 +9,8 @@ backend runs inside verishape's (put around it when the frame's ``OutputGraph`` 
 recompiles, as ``verishape.compile`` does; ``enable(widen_specializations=False)`` leaves the
 named backend alone.
 
-A ``torch.compile(model, shapes_spec=...)`` made while the switch holds declares its sizes as
-``verishape.compile(model, shapes_spec=...)`` does (:mod:`verishape.compiler.declared`: read by
+A ``torch.compile(model, shapes_spec=...)`` (``dynamic_shapes=`` from torch 2.14) made while
+the switch holds declares its sizes as ``verishape.compile(model, shapes_spec=...)`` does (:mod:`verishape.compiler.declared`: read by
 the callable's parameter names through its wrappers, backed symbols over the declared ranges),
 not as torch's own spec does (unbacked symbols of whatever frame has a local of that name, which a
 Hugging Face forward's ``wrapper(*args, **kwargs)`` never has): ``torch.compile`` is routed to
@@ -30,6 +30,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
+
+from verishape.core.torch_names import SPEC_KEYWORDS
 
 from . import frames
 from .backend import VerishapeBackend, cache_tag, current_settings
@@ -64,11 +66,13 @@ def enable(*, widen_specializations: bool = True, generic_recompiles: bool = Tru
 
 
 def _declaring(original: Callable[..., Any], widen: bool, generic: bool) -> Callable[..., Any]:
-    """``torch.compile``, with a call that passes ``shapes_spec`` made as
-    ``verishape.compile`` makes it (the switch's settings); every other call unchanged."""
+    """``torch.compile``, with a call that passes a spec (``shapes_spec``, or ``dynamic_shapes``
+    as torch 2.14 names it) made as ``verishape.compile`` makes it (the switch's settings);
+    every other call unchanged."""
     @functools.wraps(original)
     def compile(model: Any = None, **kwargs: Any) -> Any:
-        if kwargs.get("shapes_spec") is None:
+        # the spec under either release's keyword (2.13's shapes_spec, 2.14's dynamic_shapes)
+        if all(kwargs.get(k) is None for k in SPEC_KEYWORDS):
             return original(model, **kwargs)
         from .api import compile as declared_compile
 

@@ -248,7 +248,19 @@ def test_programs_written_against_the_stand_in_equal_eager(backend, fn):
         x_eager, x_compiled = x.clone(), x.clone()
         _same(compiled(x_compiled, mask, w), fn(x_eager, mask, w))
         assert torch.equal(x_compiled, x_eager)
-    assert counters["verishape"]["aot_trace_stood_in"] >= 1
+    assert counters["verishape"]["reused_generic"] >= 1
+    if fn is expanded_bias and _torch_at_least(2, 15):
+        # torch 2.15's AOTAutograd asks whether the returned transpose has its base's metadata
+        # (``has_same_metadata``: is the batch 5, the mask's length?); the candidate's trace
+        # answers it unguarded, the stock trace at 3 has no guard implying it (the question is
+        # AOTAutograd's, not Dynamo's), so the AOT graph is traced and compared instead
+        assert counters["verishape"]["aot_trace_stood_in"] == 0
+    else:
+        assert counters["verishape"]["aot_trace_stood_in"] >= 1
+
+
+def _torch_at_least(major, minor):
+    return tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) >= (major, minor)
 
 
 def same_either_way(x, mask, w):

@@ -302,6 +302,21 @@ def test_dynamic_with_a_spec_is_refused():
         verishape.compile(scale, dynamic=True, shapes_spec=_spec())
 
 
+def test_the_spec_under_torch_2_14s_name_declares_the_same():
+    """torch 2.14 renamed ``torch.compile``'s ``shapes_spec`` to ``dynamic_shapes``; a drop-in
+    takes the spec under either name (whatever the torch), serves the space as with the
+    other, names the argument given in its refusals, and refuses both at once."""
+    compiled = verishape.compile(scale, backend="aot_eager", dynamic_shapes=_spec())
+    assert _run(compiled, [(3, 5), (1, 5), (6, 9), (2, 2)]) == [1, 0, 0, 0]
+    assert counters["verishape"]["reused_at_size_1"] == 1
+    with pytest.raises(UsageError, match=r"^verishape.compile: dynamic_shapes 'x' dim 0 is an unnamed ShapeVar"):
+        verishape.compile(scale, dynamic_shapes={"x": TensorSpec([ShapeVar(max=8), None])})
+    with pytest.raises(UsageError, match=r"dynamic=True with dynamic_shapes"):
+        verishape.compile(scale, dynamic=True, dynamic_shapes=_spec())
+    with pytest.raises(UsageError, match=r"shapes_spec and dynamic_shapes both given"):
+        verishape.compile(scale, shapes_spec=_spec(), dynamic_shapes=_spec())
+
+
 def test_an_int_leaf_gets_a_symbol_over_its_range():
     """An int declared with an ``IntVar`` (a static cache's ``max_cache_len``, on an object
     the forward takes) is a symbol from the first compile, its range guarded: a value outside
@@ -493,11 +508,14 @@ def test_under_enable_a_torch_compile_with_a_spec_declares_as_verishape_compile(
     original = torch.compile
     with verishape.enable():
         compiled = torch.compile(_wrapped(scale), backend=backend, options=options, shapes_spec=_spec())
+        # torch 2.14's name for the argument is routed the same (it is the one a 2.14 user writes)
+        renamed = torch.compile(_wrapped(scale), backend=backend, options=options, dynamic_shapes=_spec())
         assert _run(compiled, [(2, 12), (3, 17), (5, 9), (1, 4)]) == [1, 0, 0, 0]
+        assert _run(renamed, [(2, 12), (3, 17), (5, 9), (1, 4)]) == [1, 0, 0, 0]
         with pytest.raises(UsageError, match="unnamed ShapeVar"):
             torch.compile(scale, shapes_spec={"x": TensorSpec([ShapeVar(None, min=1), None, None])})
     assert torch.compile is original
-    assert counters["verishape"]["reused_at_size_1"] == 1
+    assert counters["verishape"]["reused_at_size_1"] == 2
 
 
 def test_the_audit_reads_torchs_own_spec_and_replays_its_unbacked_sizes(capsys, tmp_path):

@@ -10,6 +10,7 @@ from torch._dynamo.utils import counters
 
 import verishape
 from verishape.compiler import frames, registered
+from verishape.core import torch_seam
 from verishape.core.shape_env import VeriShapeEnv
 
 
@@ -82,12 +83,13 @@ def test_a_spec_given_to_torch_with_the_named_backend_is_said_to_be_torchs(caplo
         return x * 2
 
     spec = {"x": TensorSpec([ShapeVar("batch", min=1, max=8), None])}
-    compiled = torch.compile(double, backend="verishape", options={"backend": "aot_eager"}, shapes_spec=spec)
+    keyword = torch_seam.spec_keyword()  # shapes_spec in torch 2.13, dynamic_shapes from 2.14
+    compiled = torch.compile(double, backend="verishape", options={"backend": "aot_eager"}, **{keyword: spec})
     registered._said_torch_reads_the_spec = False
     with caplog.at_level("WARNING", logger="verishape"):
         for b in (2, 3, 5):
             x = torch.randn(b, 4)
             torch.testing.assert_close(compiled(x), double(x))
-    said = [r.getMessage() for r in caplog.records if "shapes_spec" in r.getMessage()]
-    assert len(said) == 1 and "torch's own reading" in said[0] and "verishape.compile" in said[0]
+    said = [r.getMessage() for r in caplog.records if keyword in r.getMessage()]
+    assert len(said) == 1 and "torch's own reading" in said[0] and f"verishape.compile(fn, {keyword}=...)" in said[0]
     assert "\n" not in said[0]

@@ -9,6 +9,7 @@ import sys
 import types
 
 import pytest
+import torch
 
 from verishape.core import torch_names, torch_seam
 from verishape.core.torch_seam import UnsupportedTorch, probe, require
@@ -263,9 +264,30 @@ def test_every_private_torch_name_outside_the_seam_is_declared_there_and_probed(
     # every declared name exists on this torch (the probes would refuse it otherwise), but
     # the registry's alternatives (one role under several releases' names) and optional Triton
     alternatives = {f"{row.module}.{p}" for row in torch_names.WIDENING_REGISTRY if len(row.paths) > 1 for p in row.paths}
-    absent = [n for n in declared - alternatives - set(torch_names.TRITON_CPU_VOCABULARY)
+    spec_configs = {".".join(pair) for pair in torch_names.SHAPES_SPEC_CONFIGS}
+    absent = [n for n in declared - alternatives - spec_configs - set(torch_names.TRITON_CPU_VOCABULARY)
               if torch_seam.resolve(n) is torch_names._MISSING]
     assert absent == []
+    # the spec's config is there under one release's name wherever torch.compile takes a spec
+    if torch_seam.spec_keyword() is not None:
+        assert any(torch_seam.resolve(n) is not torch_names._MISSING for n in spec_configs), spec_configs
+
+
+def test_the_spec_keyword_is_the_one_this_torch_compile_takes():
+    """torch 2.14 renamed ``torch.compile``'s ``shapes_spec`` to ``dynamic_shapes`` (and the config
+    it sets, ``_shapes_spec`` to ``_dynamic_shapes_spec``): the seam names the one this torch takes,
+    under ``verishape.enable()`` too (its wrapper of ``torch.compile`` is read through)."""
+    import inspect
+
+    import verishape
+
+    params = inspect.signature(torch.compile).parameters
+    want = next((k for k in torch_names.SPEC_KEYWORDS if k in params), None)
+    assert torch_seam.spec_keyword() == want
+    if tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 14):
+        assert want == "dynamic_shapes"
+    with verishape.enable():
+        assert torch_seam.spec_keyword() == want
 
 
 def test_no_vocabulary_entry_is_stale():

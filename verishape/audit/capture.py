@@ -13,6 +13,7 @@ break that ended a frame, and Dynamo's recompile limit hit by the script itself.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import os
 import runpy
@@ -79,6 +80,7 @@ def run_script(path: Path, args: Sequence[str], progress: Callable[[str], None])
                 by_compile[compile_id] = frame.index
             progress(f"compiling frame {frame.index}: {frame.name} ({frame.location}), call {frame.call}")
         graphs[frame.index] = output_graph
+        _read_inputs_when_compiled(output_graph, frame)
 
     limits = _RecompileLimits()
     dynamo_log = logging.getLogger("torch._dynamo.convert_frame")
@@ -169,7 +171,7 @@ def _note_compiles(frames_: Sequence[Frame], graphs: dict[int, Any]) -> None:
     frame ran eagerly, and its guards belong to no compiled code.  A frame that ended at
     a graph break audits only the code before it: say where."""
     for frame in frames_:
-        if frame.kind == "compile" and frame.index in graphs:
+        if frame.kind == "compile" and frame.index in graphs and not frame.unbacked_inputs:
             frame.unbacked_inputs = unbacked_inputs(graphs[frame.index])
         if frame.error or frame.kind != "compile":
             continue
@@ -186,6 +188,22 @@ def _note_compiles(frames_: Sequence[Frame], graphs: dict[int, Any]) -> None:
         why = (str(getattr(reason, "reason", "")).strip().splitlines() or ["unknown reason"])[0]
         frame.notes.append(f"graph break{where}: {why}; the code from there on is not in this frame's graph "
                            "(it runs eagerly, or in a later frame audited on its own)")
+
+
+def _read_inputs_when_compiled(output_graph: Any, frame: Frame) -> None:
+    """Read the frame's unbacked input sizes (:func:`unbacked_inputs`) when its backend is
+    called, while Dynamo still holds the traced inputs: torch 2.15 clears them once the
+    compile is over (``tracked_fakes``, for a backend it has registered by name)."""
+    backend = output_graph.compiler_fn
+    if backend is None:
+        return
+
+    @functools.wraps(backend)
+    def compile_reading_inputs(*args: Any, **kwargs: Any) -> Any:
+        frame.unbacked_inputs = unbacked_inputs(output_graph)
+        return backend(*args, **kwargs)
+
+    output_graph.compiler_fn = compile_reading_inputs
 
 
 def unbacked_inputs(output_graph: Any) -> dict[Any, list[Any]]:

@@ -220,9 +220,14 @@ INDUCTOR_VIRTUALIZED = "torch._inductor.virtualized.V"
 #: (``torch_seam.guard_build_site``, read by ``compiler/guard_filter.py``); probed on first use
 GUARD_BUILDER = "torch._dynamo.guards.CheckFunctionManager"
 GUARD_BUILDER_PARAMS = ("f_code", "output_graph")
-#: the spec ``torch.compile(shapes_spec=...)`` sets while its frames compile (torch 2.13+):
-#: the audit reads it as a frame's declared space (``compiler/declared.of_torch_compile``)
-SHAPES_SPEC_CONFIG = ("torch._dynamo.config", "_shapes_spec")
+#: ``torch.compile``'s keyword for a shapes spec (:mod:`torch.fx.experimental.dynamic_spec`):
+#: ``shapes_spec`` in torch 2.13, renamed ``dynamic_shapes`` in 2.14 (public names, read off
+#: ``torch.compile``'s signature by ``torch_seam.spec_keyword``); none before 2.13
+SPEC_KEYWORDS = ("shapes_spec", "dynamic_shapes")
+#: the config that keyword sets while its frames compile, under each release's name (2.13's
+#: ``_shapes_spec``, 2.14's ``_dynamic_shapes_spec``; one role, either may be missing): the
+#: audit reads it as a frame's declared space (``compiler/declared.of_torch_compile``)
+SHAPES_SPEC_CONFIGS = (("torch._dynamo.config", "_shapes_spec"), ("torch._dynamo.config", "_dynamic_shapes_spec"))
 
 
 def declared_names() -> frozenset[str]:
@@ -239,7 +244,7 @@ def declared_names() -> frozenset[str]:
         EXPORT_ENTRY, *VOCABULARY, *LOWERING_VOCABULARY, *FUZZ_VOCABULARY, OP_DB, *TRITON_CPU_VOCABULARY,
         *joined((row.module, path) for row in WIDENING_REGISTRY for path in row.paths), ".".join(RANGE_READER),
         ".".join(DENSE_CHECK_ON_SIZES),
-        INDUCTOR_VIRTUALIZED, GUARD_BUILDER, ".".join(SHAPES_SPEC_CONFIG),
+        INDUCTOR_VIRTUALIZED, GUARD_BUILDER, *joined(SHAPES_SPEC_CONFIGS),
     ))
 
 #: The arguments of ``ShapeEnv._maybe_evaluate_static`` whose meaning VeriShapeEnv honours.

@@ -35,7 +35,7 @@ from .errors import VerishapeError
 from .torch_names import (AOT_MODULE_SIMPLIFIED, ASSERT_PASS_MODULES, CACHE_ENTRIES, COMPILATION_METRICS, DEDUPE_SYMINTS, DYNAMO_TLS,
                           EXPORT_ENTRY, EXPORT_SITES, GUARD_BUILDER, GUARD_BUILDER_PARAMS, INDUCTOR_VIRTUALIZED, INDUCTOR_WRAPPER, LOWERING_VOCABULARY, OUTPUT_GRAPH,
                           OUTPUT_GRAPH_MODULE, OUTPUT_GRAPH_PARAMS, RANGE_READER, READ_NAMES, REQUIRED_MEMBERS, REQUIRED_STATIC_PARAMS,
-                          SHAPE_ENV, SOURCE, VOCABULARY, WIDENING_REGISTRY, _MISSING)
+                          SHAPE_ENV, SHAPES_SPEC_CONFIGS, SOURCE, SPEC_KEYWORDS, VOCABULARY, WIDENING_REGISTRY, _MISSING)
 
 #: The oldest torch whose internals verishape was written against; newer ones are accepted
 #: when the probe passes.
@@ -375,6 +375,28 @@ def optional(dotted: str) -> Any:
     whose absence only loses what they add)."""
     obj = _resolved(dotted)
     return None if obj is _MISSING else obj
+
+
+def spec_keyword() -> str | None:
+    """The keyword this torch's ``torch.compile`` takes a shapes spec by (2.13's
+    ``shapes_spec``, 2.14's ``dynamic_shapes``: ``torch_names.SPEC_KEYWORDS``), read off its
+    signature (torch's own where ``verishape.enable()`` wraps it); None where it takes none."""
+    import torch
+
+    compile_ = getattr(torch.compile, "_verishape_original", torch.compile)
+    params = inspect.signature(compile_).parameters
+    return next((k for k in SPEC_KEYWORDS if k in params), None)
+
+
+def torch_spec() -> Any:
+    """The spec ``torch.compile``'s spec keyword set for the frames compiling now (its config,
+    under this release's name: ``torch_names.SHAPES_SPEC_CONFIGS``), or None."""
+    for module, name in SHAPES_SPEC_CONFIGS:
+        config = optional(module)
+        spec = getattr(config, name, None) if config is not None else None
+        if spec is not None:
+            return spec
+    return None
 
 
 def current_tx() -> Any:
