@@ -66,20 +66,17 @@ def compile(
     :mod:`verishape.compiler.widen.generic_recompile`).
     Off with ``widen_specializations=False`` too.
 
-    ``shapes_spec``: torch's declaration of the sizes a server will send
-    (:mod:`torch.fx.experimental.dynamic_spec`), read by the callable's parameter names
-    through the wrappers Dynamo enters it by (a Hugging Face forward's ``*args, **kwargs``):
-    the declared dimensions are generic from the first compile, over their declared ranges,
-    guarded as stock guards (:mod:`verishape.compiler.declared`); not with ``dynamic``.
-    ``dynamic_shapes`` is the same argument under torch 2.14's name for it (either is read,
-    whatever the torch; not both).
+    ``shapes_spec`` (or ``dynamic_shapes``, torch 2.14's name; not both): torch's declaration
+    of the sizes a server will send (:mod:`torch.fx.experimental.dynamic_spec`), read by
+    parameter name through the wrappers Dynamo enters it by (a Hugging Face forward's
+    ``*args, **kwargs``): generic from the first compile over the declared ranges, guarded
+    as stock guards (:mod:`verishape.compiler.declared`); not with ``dynamic``.
     """
     if model is None:
         def decorate(fn: Callable[..., Any]) -> Any:
-            return compile(fn, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode,
-                           options=options, disable=disable, widen_specializations=widen_specializations,
-                           generic_recompiles=generic_recompiles, shapes_spec=shapes_spec,
-                           dynamic_shapes=dynamic_shapes, **kwargs)
+            return compile(fn, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode, options=options,
+                           disable=disable, widen_specializations=widen_specializations, shapes_spec=shapes_spec,
+                           generic_recompiles=generic_recompiles, dynamic_shapes=dynamic_shapes, **kwargs)
 
         return decorate
     if not callable(model):
