@@ -248,19 +248,10 @@ def test_programs_written_against_the_stand_in_equal_eager(backend, fn):
         x_eager, x_compiled = x.clone(), x.clone()
         _same(compiled(x_compiled, mask, w), fn(x_eager, mask, w))
         assert torch.equal(x_compiled, x_eager)
-    assert counters["verishape"]["reused_generic"] >= 1
-    if fn is expanded_bias and _torch_at_least(2, 15):
-        # torch 2.15's AOTAutograd asks whether the returned transpose has its base's metadata
-        # (``has_same_metadata``: is the batch 5, the mask's length?); the candidate's trace
-        # answers it unguarded, the stock trace at 3 has no guard implying it (the question is
-        # AOTAutograd's, not Dynamo's), so the AOT graph is traced and compared instead
-        assert counters["verishape"]["aot_trace_stood_in"] == 0
-    else:
-        assert counters["verishape"]["aot_trace_stood_in"] >= 1
-
-
-def _torch_at_least(major, minor):
-    return tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) >= (major, minor)
+    # (torch 2.15's AOTAutograd asks of expanded_bias whether its returned transpose has its
+    # base's metadata, ``Eq(s, 5)``: the candidate answers it unguarded, and at batch 3 it is
+    # carried into the entry's guards, where stock's AOT trace guards it: batch 5 recompiles)
+    assert counters["verishape"]["aot_trace_stood_in"] >= 1
 
 
 def same_either_way(x, mask, w):
@@ -283,6 +274,30 @@ def test_an_unguarded_answer_false_at_the_call_leaves_the_aot_graph_to_compare(a
     assert counters["verishape"]["aot_trace_stood_in"] == 0
     (ev,) = _generic_reuses(same_either_way)
     assert ev.at_one.unguarded is None and ev.aot is not None
+
+
+def test_an_unguarded_answer_the_call_holds_but_does_not_guard_is_carried_into_its_entry(aot_traces):
+    """An answer of the candidate's AOTAutograd trace that the stock trace at 3 does not guard
+    (Dynamo never asks it; torch 2.15's view-metadata question ``Eq(s, 5)`` is one, simulated
+    here by adding it to the candidate's unguarded answers): true at 3, so it is carried into
+    the new entry's guards and the AOT graph is not traced; the entry then misses at 5, where
+    the answer is false, and 5 is proved by tracing its AOT graph.  Outputs equal eager's."""
+    from verishape.compiler.widen import kept as kept_
+
+    compiled = verishape.compile(served, backend="aot_eager")
+    _run(compiled, served, batches=(2, 1))
+    (k,) = [k for k in kept_.alive(served.__code__) if k.candidate]
+    (s,) = sorted(k.at_one.symbols, key=str)[:1]
+    k.unguarded = (*k.unguarded, (sympy.Eq(s, 5), False))
+    at_one = len(aot_traces)
+    assert _run(compiled, served, batches=(3, 4)) == 2
+    assert counters["verishape"]["aot_trace_stood_in"] == 1 and len(aot_traces) == at_one
+    (ev,) = _generic_reuses(served)
+    assert ev.at_one.carried == (f"the candidate's unguarded answer Ne({s}, 5)",) and len(ev.install) == 1
+    assert "1 guard(s) carried into this entry's guards" in ev.describe()
+    assert _run(compiled, served, batches=(5,)) == 2
+    assert counters["verishape"]["reused_generic"] == 2 and counters["verishape"]["aot_trace_stood_in"] == 1
+    assert len(aot_traces) == at_one + 1
 
 
 def branchy(x, mask, w):

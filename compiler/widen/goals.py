@@ -118,11 +118,36 @@ def prove_at_one(k: Kept, binding: Binding, nested_env: ShapeEnv, prover: Any, w
     proved = _proved(goals, {id(g) for g, _ in guard_goals}, premises, to_generic, prover, what, len(answers))
     if stand_in is None or proved.carried or sympy.false in stand_in:
         return proved
+    return _standing_in(proved, stand_in, premises, to_generic, prover, what)
+
+
+def _standing_in(proved: AtOne, stand_in: tuple[sympy.Basic, ...], premises: Premises,
+                 to_generic: dict[sympy.Symbol, sympy.Symbol], prover: Any, what: str) -> AtOne:
+    """``proved`` with the candidate's unguarded answers proved too (Note [A candidate's
+    answers stand in for its AOT trace]), or ``proved`` as it is (the AOT graph is then
+    compared).  An answer the call's guards do not imply but that holds at the call, in
+    sizes the call's trace has, is carried into the new entry's guards (:func:`_carried`):
+    the question was AOTAutograd's (torch 2.15 asks whether a returned view has its base's
+    metadata), so the call's Dynamo trace, which is all a stand-in traces, has no guard on it,
+    where stock's own AOT trace of the call would guard it."""
     together = (*proved.goals, *stand_in)
-    record = _prove_one(prover, premises, sympy.And(*together), what) if stand_in else proved.record
-    if stand_in and record is None:
-        return proved
-    return dataclasses.replace(proved, record=record, goals=together, unguarded=len(stand_in))
+    if not stand_in:
+        return dataclasses.replace(proved, goals=together, unguarded=0)
+    record = _prove_one(prover, premises, sympy.And(*together), what)
+    carried: dict[sympy.Basic, sympy.Basic] = {}  # an answer -> the guard the new entry installs
+    if record is None:
+        hints, to_nested = _hints_of(premises), {g: n for n, g in to_generic.items()}
+        for g in stand_in:
+            if _prove_one(prover, premises, g, what, carried) is None:
+                if (guard := _carried(g, hints, to_nested)) is None:
+                    return proved
+                carried[g] = guard
+        record = _prove_one(prover, premises, sympy.And(*together), what, carried)
+        if record is None:
+            return proved
+    return dataclasses.replace(proved, record=record, goals=together, unguarded=len(stand_in),
+                               carried=tuple(f"the candidate's unguarded answer {g}" for g in carried),
+                               install=tuple(carried.values()))
 
 
 def unguarded_goals(k: Kept, sub: dict[sympy.Symbol, sympy.Basic]) -> tuple[sympy.Basic, ...] | None:

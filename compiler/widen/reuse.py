@@ -131,7 +131,7 @@ class Evidence:
                     " (a candidate traced with the size symbolic at 1") + ", in that compile's first attempt)"
                    if self.candidate and self.value is not None else "")
                 + (f"; {relaid}" if relaid else "")
-                + (f"; {len(self.at_one.carried)} generic guard(s) carried into this entry's guards"
+                + (f"; {len(self.at_one.carried)} guard(s) carried into this entry's guards"
                    if self.at_one.carried else "")
                 + "; "
                 f"{len(self.at_one.goals)} generic guard(s), range(s) and lowering answer(s) "
