@@ -276,25 +276,31 @@ def test_an_unguarded_answer_false_at_the_call_leaves_the_aot_graph_to_compare(a
     assert ev.at_one.unguarded is None and ev.aot is not None
 
 
-def test_an_unguarded_answer_the_call_holds_but_does_not_guard_is_carried_into_its_entry(aot_traces):
+def test_an_unguarded_answer_the_call_holds_but_does_not_guard_is_carried_into_its_entry(aot_traces, monkeypatch):
     """An answer of the candidate's AOTAutograd trace that the stock trace at 3 does not guard
     (Dynamo never asks it; torch 2.15's view-metadata question ``Eq(s, 5)`` is one, simulated
     here by adding it to the candidate's unguarded answers): true at 3, so it is carried into
     the new entry's guards and the AOT graph is not traced; the entry then misses at 5, where
     the answer is false, and 5 is proved by tracing its AOT graph.  Outputs equal eager's."""
     from verishape.compiler.widen import kept as kept_
+    from verishape.compiler.widen import verdict
 
+    filed = []
+    monkeypatch.setattr(verdict, "remember", lambda *args: filed.append(args))
     compiled = verishape.compile(served, backend="aot_eager")
     _run(compiled, served, batches=(2, 1))
     (k,) = [k for k in kept_.alive(served.__code__) if k.candidate]
     (s,) = sorted(k.at_one.symbols, key=str)[:1]
     k.unguarded = (*k.unguarded, (sympy.Eq(s, 5), False))
-    at_one = len(aot_traces)
+    at_one, filed_at_one = len(aot_traces), len(filed)
     assert _run(compiled, served, batches=(3, 4)) == 2
     assert counters["verishape"]["aot_trace_stood_in"] == 1 and len(aot_traces) == at_one
     (ev,) = _generic_reuses(served)
     assert ev.at_one.carried == (f"the candidate's unguarded answer Ne({s}, 5)",) and len(ev.install) == 1
     assert "1 guard(s) carried into this entry's guards" in ev.describe()
+    # no verdict filed for it: a process without the stand-in (its candidate served from torch's
+    # cache) would run the artifact without the carried guard
+    assert len(filed) == filed_at_one
     assert _run(compiled, served, batches=(5,)) == 2
     assert counters["verishape"]["reused_generic"] == 2 and counters["verishape"]["aot_trace_stood_in"] == 1
     assert len(aot_traces) == at_one + 1

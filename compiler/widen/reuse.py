@@ -334,7 +334,7 @@ def _prove(k: Kept, group: Group, env: ShapeEnv, tx: Trace, gm: torch.fx.GraphMo
     stand_in = not group and not relaid and k.unguarded is not None
     proved = prove_at_one(k, binding, env, prover, head(sources, value, tuple(relaid), raised), stand_in)
     aot = _same_aot_graph(k, env, gm, example_inputs, binding, (generic_rename, rename), positions, what,
-                          stood_in=proved.unguarded is not None)
+                          stood_in=proved.unguarded is not None, adds_facts=bool(proved.install))
     dropped = len(dynamo_generic.outputs) - len(keep)
     ev = Evidence(value, sources, dynamo_generic.fingerprint(), aot, str(k.compile_id), proved,
                   hints=sum(k.questions.heuristic_hints.values()) if k.questions is not None else 0,
@@ -372,14 +372,18 @@ def _same_graph(generic: Canon, here: Canon, what: str) -> tuple[int, ...]:
 
 def _same_aot_graph(k: Kept, env: ShapeEnv, gm: torch.fx.GraphModule, example_inputs: Any, binding: Binding,
                     renames: tuple[Callable[[sympy.Symbol], sympy.Basic], Callable[[sympy.Symbol], sympy.Basic]],
-                    positions: frozenset[int], what: str, stood_in: bool = False) -> str | None:
+                    positions: frozenset[int], what: str, stood_in: bool = False,
+                    adds_facts: bool = False) -> str | None:
     """The new trace's AOT inference graph (traced, never lowered) equals the kept one:
     its fingerprint (None where the backend has no AOT graph).  A verdict filed by an
     earlier process for this very comparison answers it without tracing
     (:mod:`verishape.compiler.widen.verdict`); one that held here, adding no fact to the
     new trace's env, is filed.  ``stood_in``: the candidate's answers, proved at this call,
     stand in for the trace (Note [A candidate's answers stand in for its AOT trace]): none
-    is made, and the verdict is filed, so that a restarted process need not trace either."""
+    is made, and the verdict is filed, so that a restarted process need not trace either;
+    not where the proof carried answers into the new entry's guards (``adds_facts``), as a
+    comparison that added a fact is not: a process whose candidate came from torch's cache
+    (no stand-in, so nothing carried) must not run the artifact without them."""
     if not k.has_aot:
         return None
     aot_kwargs = _without_specializations(k.aot_kwargs or {})
@@ -392,7 +396,8 @@ def _same_aot_graph(k: Kept, env: ShapeEnv, gm: torch.fx.GraphModule, example_in
         raise NotWidened("the AOT graph's tensor inputs are not the Dynamo graph's: an input's layout is not widened")
     aot_generic = canonical(kept_aot, renames[0], positions)
     if stood_in:
-        verdict.remember(k, trace_key, aot_generic.fingerprint())
+        if not adds_facts:
+            verdict.remember(k, trace_key, aot_generic.fingerprint())
         return aot_generic.fingerprint()
     before = facts(env)
     _same_graph(aot_generic, _aot_inference_graph(gm, example_inputs, aot_kwargs, renames[1], positions),
