@@ -39,6 +39,9 @@ def test_a_module_s_data_dependent_error_names_the_proved_check():
     assert "GuardOnDataDependentSymNode" in type(err.__context__).__name__
 
 
+@pytest.mark.xfail(tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) < (2, 13), strict=True,
+                   reason="torch 2.11's C++ codegen divides by a loop range's optimization hint, 0 for the window "
+                          "length u1 - u0 the checks prove (decide_parallel_depth: ZeroDivisionError); 2.13 does not")
 def test_applied_checks_make_the_compiled_module_run_and_match_eager():
     program = BY_NAME["validate_range"]
     cls, applied = program.module, []

@@ -116,7 +116,7 @@ def prove_at_one(k: Kept, binding: Binding, nested_env: ShapeEnv, prover: Any, w
         if extra and goal is not sympy.true and _prove_one(prover, premises, goal, why, extra) is None:
             raise NotWidened(f"a shape answer the lowering acted on is not proved at 1: {why}")
     proved = _proved(goals, {id(g) for g, _ in guard_goals}, premises, to_generic, prover, what, len(answers))
-    if stand_in is None or proved.carried or sympy.false in stand_in:
+    if stand_in is None or sympy.false in stand_in:
         return proved
     return _standing_in(proved, stand_in, premises, to_generic, prover, what)
 
@@ -129,12 +129,16 @@ def _standing_in(proved: AtOne, stand_in: tuple[sympy.Basic, ...], premises: Pre
     sizes the call's trace has, is carried into the new entry's guards (:func:`_carried`):
     the question was AOTAutograd's (torch 2.15 asks whether a returned view has its base's
     metadata), so the call's Dynamo trace, which is all a stand-in traces, has no guard on it,
-    where stock's own AOT trace of the call would guard it."""
+    where stock's own AOT trace of the call would guard it.  Generic guards ``proved`` carries
+    (the lowering's own, ``s <= 4096`` on torch 2.11) are premises here: the entry checks them."""
     together = (*proved.goals, *stand_in)
     if not stand_in:
         return dataclasses.replace(proved, goals=together, unguarded=0)
-    record = _prove_one(prover, premises, sympy.And(*together), what)
-    carried: dict[sympy.Basic, sympy.Basic] = {}  # an answer -> the guard the new entry installs
+    # an answer -> the guard the new entry installs: those carried already (generic guards the
+    # call's trace does not imply), then the answers carried here
+    carried = {g.xreplace(to_generic): g for g in proved.install}
+    before = len(carried)
+    record = _prove_one(prover, premises, sympy.And(*together), what, carried)
     if record is None:
         hints, to_nested = _hints_of(premises), {g: n for n, g in to_generic.items()}
         for g in stand_in:
@@ -145,9 +149,9 @@ def _standing_in(proved: AtOne, stand_in: tuple[sympy.Basic, ...], premises: Pre
         record = _prove_one(prover, premises, sympy.And(*together), what, carried)
         if record is None:
             return proved
+    answers = tuple(f"the candidate's unguarded answer {g}" for g in list(carried)[before:])
     return dataclasses.replace(proved, record=record, goals=together, unguarded=len(stand_in),
-                               carried=tuple(f"the candidate's unguarded answer {g}" for g in carried),
-                               install=tuple(carried.values()))
+                               carried=proved.carried + answers, install=tuple(carried.values()))
 
 
 def unguarded_goals(k: Kept, sub: dict[sympy.Symbol, sympy.Basic]) -> tuple[sympy.Basic, ...] | None:
