@@ -10,8 +10,9 @@ recompiles, as ``verishape.compile`` does; ``enable(widen_specializations=False)
 named backend alone.
 
 A ``torch.compile(model, shapes_spec=...)`` (``dynamic_shapes=`` from torch 2.14) made while
-the switch holds declares its sizes as ``verishape.compile(model, shapes_spec=...)`` does (:mod:`verishape.compiler.declared`: read by
-the callable's parameter names through its wrappers, backed symbols over the declared ranges),
+the switch holds declares its sizes as ``verishape.compile(model, shapes_spec=...)`` does
+(:mod:`verishape.compiler.declared`: read by the callable's parameter names through its
+wrappers, backed symbols over the declared ranges),
 not as torch's own spec does (unbacked symbols of whatever frame has a local of that name, which a
 Hugging Face forward's ``wrapper(*args, **kwargs)`` never has): ``torch.compile`` is routed to
 ``verishape.compile`` for those calls alone, and restored when the switch is turned off.

@@ -124,8 +124,10 @@ def prove_at_one(k: Kept, binding: Binding, nested_env: ShapeEnv, prover: Any, w
 def _standing_in(proved: AtOne, stand_in: tuple[sympy.Basic, ...], premises: Premises,
                  to_generic: dict[sympy.Symbol, sympy.Symbol], prover: Any, what: str) -> AtOne:
     """``proved`` with the candidate's unguarded answers proved too, or ``proved`` as it is
-    (the AOT graph is then compared): Note [A candidate's answers stand in for its AOT trace].  An answer the call's guards do not imply but that holds at the call, in
-    sizes the call's trace has, is carried into the new entry's guards (:func:`_carried`):
+    (the AOT graph is then compared).  See
+    Note [A candidate's answers stand in for its AOT trace].  An answer the call's guards do
+    not imply but that holds at the call, in sizes the call's trace has, is carried into the
+    new entry's guards (:func:`_carried`):
     the question was AOTAutograd's (torch 2.15 asks whether a returned view has its base's
     metadata), so the call's Dynamo trace, which is all a stand-in traces, has no guard on it,
     where stock's own AOT trace of the call would guard it.  Generic guards ``proved`` carries
