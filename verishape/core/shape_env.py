@@ -383,9 +383,14 @@ class VeriShapeEnv(ShapeEnv):
 
     def _candidates(self, goal: sympy.Basic) -> list[tuple[bool, sympy.Basic]]:
         """What to try proving.  With every symbol backed, the hint tells which answer
-        could possibly be proved, so one query suffices (refute cheaply at the hints)."""
+        could possibly be proved, so one query suffices (refute cheaply at the hints).
+        Not where the goal is undefined at the hints (a divisor 0 there: a size kept
+        symbolic at 1 has the hint 1, which its size-oblivious questions exclude)."""
         if goal.free_symbols <= self.backed_var_to_val.keys():
-            hint = goal.xreplace(self.backed_var_to_val)
+            try:
+                hint = goal.xreplace(self.backed_var_to_val)
+            except ZeroDivisionError:
+                hint = None
             if hint is sympy.true:
                 return [(True, goal)]
             if hint is sympy.false:
