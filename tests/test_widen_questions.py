@@ -30,6 +30,48 @@ def test_question_sites_that_are_moot():
     assert questions.Question(sympy.Eq(s, 1), sympy.false, (), (), ("broadcast_tensors",)).moot({s: 1}) is None
 
 
+def test_tensor_metadata_is_moot_only_in_the_pattern_matchers_retrace():
+    """torch 2.15's check_fn retraces every search pattern; make_fx's ``tensor_meta`` of that
+    graph (contiguity per memory format: ``Eq(s, 1)`` on Hugging Face's decode step) is read by
+    nothing.  The same extraction in the replacement's trace, which is inserted, is not moot."""
+    s = sympy.Symbol("s", integer=True, positive=True)
+
+    def asked(*site: str) -> questions.Question:
+        return questions.Question(sympy.Eq(s, 1), sympy.false, (), (), site)
+
+    meta = "_extract_tensor_metadata"
+    assert "retrace" in asked(meta, "fwd_only", questions.CHECK_FN, "apply").moot({s: 1})[0]
+    assert asked(meta, "_sfdp_pattern_1", "fwd_only", questions.CHECK_FN).moot({s: 1})[1] is sympy.true
+    assert asked(meta, "fwd_only", "replace_with_graph", "apply").moot({s: 1}) is None
+    assert asked(meta, "joint_graph_passes").moot({s: 1}) is None
+    # a question of the retrace that shapes the pattern (a decomposition's branch) is not moot
+    assert asked("fwd_only", questions.CHECK_FN, "apply").moot({s: 1}) is None
+
+
+def test_the_tensor_metadata_extraction_is_a_site_only_when_innermost():
+    """Frames of the named files and functions: the extraction is the site where no Inductor
+    function lies between it and the question, and is skipped where one does."""
+    def chain(*frames: tuple[str, str]):
+        """Functions calling each other, outermost first, the innermost returning _site()."""
+        inner = "def asker():\n    return site()\n"
+        namespace: dict = {"site": lambda: questions._site()}
+        exec(compile(inner, "/x/torch/fx/experimental/symbolic_shapes.py", "exec"), namespace)
+        callee = "asker"
+        for filename, name in reversed(frames):
+            exec(compile(f"def {name}():\n    return {callee}()\n", filename, "exec"), namespace)
+            callee = name
+        return namespace[callee]()[0]
+
+    shape_prop = ("/x/torch/fx/passes/shape_prop.py", "_extract_tensor_metadata")
+    retrace = [("/x/torch/_inductor/pattern_matcher.py", "check_fn"), ("/x/torch/_inductor/pattern_matcher.py",
+                                                                      "fwd_only")]
+    proxy = ("/x/torch/fx/experimental/proxy_tensor.py", "set_meta")
+    assert chain(*retrace, proxy, shape_prop) == ("_extract_tensor_metadata", "fwd_only", "check_fn")
+    assert chain(*retrace, shape_prop, ("/x/torch/_inductor/lowering.py", "make_pointwise")) == (
+        "make_pointwise", "fwd_only", "check_fn")
+    assert chain(*retrace, proxy) == ("fwd_only", "check_fn")
+
+
 def test_a_view_is_moot_only_where_its_strides_agree_at_one():
     """Inductor's view of a permuted (s, 3, 4) buffer: the strides computed for s >= 2 are
     those of an exact computation at s = 1 on every dimension larger than 1, or not."""

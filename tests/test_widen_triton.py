@@ -269,10 +269,13 @@ def test_every_site_a_rule_names_is_a_function_of_this_torch():
     import torch as torch_pkg
 
     root = pathlib.Path(torch_pkg.__file__).parent
-    source = "\n".join(p.read_text(errors="replace") for folder in ("_inductor", "fx/experimental", "_subclasses")
+    source = "\n".join(p.read_text(errors="replace") for folder in ("_inductor", "fx/experimental", "fx/passes",
+                                                                     "_subclasses")
                        for p in (root / folder).rglob("*.py"))
+    for tail, name in questions.OUTSIDE_SITES:
+        assert f"def {name}(" in (root / tail).read_text(), (tail, name)
     names = {*questions.SITES, *questions.DIRECT_SITES, *questions.HEURISTIC_HINT_SITES, *questions.HINT_ATTACHING,
-             *questions.HINT_PASS_THROUGH,
+             *questions.HINT_PASS_THROUGH, *(name for _, name in questions.OUTSIDE_SITES),
              questions.INDEX_WIDTH_SITE, *(name for _, name in questions.NON_GUARDING_READS)}
     missing = sorted(n for n in names if f"def {n.split('.')[-1]}(" not in source)
     # sites of some releases only: 2.11's pattern-matcher check_fn (2.13: refresh_arg), its

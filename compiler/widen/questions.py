@@ -89,6 +89,14 @@ def _not_an_equality_held(q: Question) -> bool:
     return not (isinstance(q.expr, sympy.Eq) and q.answer is sympy.true)
 
 
+CHECK_FN = "register_replacement.<locals>.check_fn"
+
+
+def _in_a_pattern_retrace(q: Question) -> bool:
+    """Asked while ``check_fn`` retraces its search pattern (``fwd_only`` called by it)."""
+    return any(a == "fwd_only" and b == CHECK_FN for a, b in zip(q.site[1:], q.site[2:]))
+
+
 def _always(q: Question) -> bool:
     return True
 
@@ -104,7 +112,15 @@ DIRECT_SITES: dict[str, tuple[str, Callable[[Question], bool]]] = {
     # inputs, so it decides whether a replacement matches, and a matched replacement computes
     # what it replaces at every size.  Only the questions asked in check_fn's own body: its
     # ``extra_check`` and the retrace ask their own
-    "register_replacement.<locals>.check_fn": (SITES["refresh_arg"][0], _always),
+    CHECK_FN: (SITES["refresh_arg"][0], _always),
+    # the same check_fn retraces the search pattern with the matched sizes (``fwd_only``; 2.15
+    # retraces every pattern, 2.13 those without a pre-traced one) only to build the specific
+    # pattern it matches again (``fx_to_pattern``: each node's op and arguments, and from 2.15
+    # its ``meta["val"]``'s sizes, dtype and device); the graph is then dropped.  What make_fx
+    # extracts into each node's ``meta["tensor_meta"]`` (whether it is contiguous in each
+    # memory format: ``Eq(s, 1)`` on 2.15's decode step) is read by nothing
+    "_extract_tensor_metadata": ("tensor metadata of the pattern matcher's retrace, read by nothing (its pattern "
+                                 "reads ops, arguments and sizes)", _in_a_pattern_retrace),
     # the SIMD kernel's memory statistics (bytes and accesses per thread, split by whether a
     # stride is 1 or 0): read only by ``add_persistent_rblock``, which adds an autotuning
     # config whose block covers the reduction to a looped reduction kernel, and that kernel
@@ -312,6 +328,9 @@ HEURISTIC_HINT_SITES = ("expand", "repeat", "unfold",
                         "AllocateLine.plan", "EfficientPeakEstimate._get_size")
 #: Inductor methods that only pass a hint read on to their caller (the caller is the site)
 HINT_PASS_THROUGH = ("CppKernel.size_hint",)
+#: functions outside Inductor that are a question's site when asked in them with no Inductor
+#: function between (file tail, name): torch.fx's tensor-metadata extraction
+OUTSIDE_SITES = (("fx/passes/shape_prop.py", "_extract_tensor_metadata"),)
 #: frames of comprehensions: their locals are the holder's business, their name is not a site
 _COMPREHENSIONS = ("<genexpr>", "<listcomp>", "<dictcomp>", "<setcomp>")
 #: ``sizevars`` functions whose hint read decides nothing: ``to_symint_or_int`` attaches the
@@ -395,14 +414,16 @@ def _copies_nothing(local: dict[str, Any]) -> bool:
 def _site() -> tuple[tuple[str, ...], tuple[Any, Any] | None]:
     """The Inductor functions below the question, innermost first (frames of
     ``sizevars.py`` and generator expressions skipped; a qualified name where
-    :data:`SITES` knows it), and for a site of :data:`SITES` that names two sizes, their
-    values where it was asked."""
+    :data:`SITES` knows it; one of :data:`OUTSIDE_SITES` where it is the innermost), and
+    for a site of :data:`SITES` that names two sizes, their values where it was asked."""
     names: list[str] = []
     operands = None
     frame = sys._getframe(2)
     while frame is not None and len(names) < 6:
         code = frame.f_code
-        if "_inductor" in code.co_filename and not code.co_filename.endswith("sizevars.py"):
+        if not names and _outside_site(code):
+            names.append(code.co_name)
+        elif "_inductor" in code.co_filename and not code.co_filename.endswith("sizevars.py"):
             holder = frame.f_back if code.co_name in _COMPREHENSIONS and frame.f_back is not None else frame
             qualified = getattr(holder.f_code, "co_qualname", holder.f_code.co_name)
             site = (qualified if qualified in SITES or qualified in DIRECT_SITES or qualified in HEURISTIC_HINT_SITES
@@ -414,6 +435,12 @@ def _site() -> tuple[tuple[str, ...], tuple[Any, Any] | None]:
                 names.append(site)
         frame = frame.f_back
     return tuple(names), operands
+
+
+def _outside_site(code: Any) -> bool:
+    """Whether a frame's code is one of :data:`OUTSIDE_SITES`."""
+    filename = code.co_filename.replace("\\", "/")
+    return any(code.co_name == name and filename.endswith(tail) for tail, name in OUTSIDE_SITES)
 
 
 def _operands(wanted: Any, local: dict[str, Any]) -> tuple[Any, Any] | None:
