@@ -155,6 +155,25 @@ def test_the_fuzz_check_runs_a_sweep_warm():
     assert sweep.lowered == 0 and not sweep.wrong and not sweep.other_differences
 
 
+def _sort_then_stack(x):
+    v1 = torch.sort(x, 0).values
+    return torch.stack([v1, v1.relu()], 0), torch.maximum(v1, v1)
+
+
+@pytest.mark.slow
+def test_a_guard_torch_prints_back_in_another_form_still_matches_the_record():
+    """A sort along the swept size guards ``s < 32767``, which the restarted process reads
+    back from the cache as ``s <= 32766``: the record's facts are the same facts (found by
+    ``widen_fuzz.py --warm --seed 13``; before, the reuse at 1 was lost when warm)."""
+    from verishape.fuzz.widen_check import run_sweep
+
+    sweep = run_sweep(_sort_then_stack, lambda b: [torch.randn(b, 3, generator=torch.Generator().manual_seed(b))],
+                      [3, 2, 1, 3, 1], backend="inductor", warm=True)
+    assert sweep.cold_reused == [False, False, True, False, True]
+    assert [c.reused for c in sweep.calls] == sweep.cold_reused, sweep.refusals
+    assert not sweep.wrong and not sweep.other_differences
+
+
 def _rewrite(path, payload_fn):
     """Write a record whose digest matches ``payload_fn(old payload)``: a record that is
     whole but says something else."""

@@ -111,13 +111,16 @@ def binding(env: ShapeEnv) -> tuple[Any, ...]:
 def _normal(expr: sympy.Basic) -> str:
     """A guard in a form that does not depend on how it was written: torch re-installs a
     cached entry's guards from their printed form, ``Eq(s - 1, 1)`` coming back as
-    ``Eq(s, 2)``.  A relation ``a op b`` becomes ``a - b op 0`` (expanded; ``>``, ``>=`` turned
-    around, an equation up to sign)."""
+    ``Eq(s, 2)``, and ``s < 32767`` as ``s <= 32766``.  A relation ``a op b`` becomes ``a - b op 0``
+    (expanded; ``>``, ``>=`` turned around, an integer's ``<`` made ``<=``, an equation up to
+    sign)."""
     if isinstance(expr, sympy.Rel):
         op, lhs, rhs = expr.rel_op, expr.lhs, expr.rhs
         if op in (">", ">="):
             op, lhs, rhs = {">": "<", ">=": "<="}[op], rhs, lhs
         diff = sympy.expand(lhs - rhs)
+        if op == "<" and diff.is_integer:
+            op, diff = "<=", diff + 1
         if op in ("==", "!="):
             diff = min(diff, sympy.expand(-diff), key=str)
         return f"{diff} {op} 0"
