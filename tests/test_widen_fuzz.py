@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch._dynamo.utils import counters
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import verishape
 from verishape.fuzz import widen_check
 from verishape.fuzz.widen_programs import OPS, B, eager_accepts, layout_sweep, one_early_sweep, programs
 
@@ -79,6 +81,22 @@ def test_strides_stock_itself_returns_at_another_size_are_stocks_own_layout():
     assert not widen_check._stocks_own_layout(torch.zeros(3, 4)[:, :3], ours, stock)  # another shape
     values_too = widen_check.Call(1, True, "output: values differ", strides_only=False)
     assert not widen_check._stocks_own_layout(padded, values_too, stock)
+
+
+def _doubled_rows(x):
+    return x * 2 + x.sum(1, keepdim=True)
+
+
+def test_a_call_an_entry_made_by_a_reuse_at_another_size_serves_counts_as_reused():
+    """The candidate at 1 is reused at 3 by a trace generic in the size; its entry serves 4
+    with nothing traced.  That call runs the kept artifact, so it is checked as a reuse (its
+    differences are wrong unless stock's): the warm fuzzer, seed 19, counted it as nothing."""
+    calls = widen_check._calls(lambda: verishape.compile(_doubled_rows), _doubled_rows,
+                               lambda n: [torch.randn(n, 4, generator=torch.Generator().manual_seed(n))], [6, 1, 3, 4],
+                               reused_counter=lambda: counters["verishape"]["reused"], clear_frames=True)
+    assert [c.reused for c, _ in calls] == [False, True, True, True]
+    assert all(c.difference is None for c, _ in calls)
+    assert counters["stats"]["unique_graphs"] == 3  # 6, the restarted attempt at 1, 3: nothing at 4
 
 
 def test_refusal_reasons_are_counted_by_kind():

@@ -237,14 +237,37 @@ def _calls(make_compiled: Callable[[], Callable[..., Any]], fn: Callable[..., An
         reused = reused_counter is not None and reused_counter() > before
         if reused:
             served.add(n)
-        elif counters["stats"]["unique_graphs"] == traced and n in served:
-            reused = True  # nothing traced: the size-1 entry made by the reuse ran again
+        elif counters["stats"]["unique_graphs"] == traced and reused_counter is not None:
+            # nothing traced: the size-1 entry made by the reuse ran again, or an entry a
+            # reuse at another size made (a generic one) serves this size too
+            reused = n in served or _served_by_a_reuse(fn, make_args(n))
         why = _compare(want, got, eager_args, args)
         strides_only = why is not None and _compare(want, got, eager_args, args, strides=False) is None
         eager_raised = f"{type(want).__name__}: {str(want).splitlines()[0][:160] if str(want) else ''}" \
             if isinstance(want, BaseException) else None
         out.append((Call(n, reused, why, eager_raised, strides_only), got))
     return out
+
+
+def _served_by_a_reuse(fn: Callable[..., Any], args: Sequence[Any]) -> bool:
+    """The cache entry of ``fn``'s frame that Dynamo runs for ``args`` (the newest whose
+    guards pass) was made by a compile that reused a kept generic artifact (its env logged
+    the reuse).  Only the frame's own entries: a reuse in a graph break's resume function
+    is seen by size alone."""
+    from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+    from verishape.compiler import frames
+
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return False
+    f_locals = dict(zip(code.co_varnames[:code.co_argcount], args))
+    entry = next((e for e in _debug_get_cache_entry_list(code) if e.guard_manager.check(f_locals)), None)
+    if entry is None:
+        return False
+    made = f"{entry.compile_id.frame_id}/{entry.compile_id.frame_compile_id}"
+    return any(e.verishape_log.widened and (frames.compile_id_of(e) or "").split("_")[0] == made
+               for e in frames.envs_for(code))
 
 
 def _copy(args: Sequence[Any]) -> list[Any]:
