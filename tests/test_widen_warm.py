@@ -174,6 +174,27 @@ def test_a_guard_torch_prints_back_in_another_form_still_matches_the_record():
     assert not sweep.wrong and not sweep.other_differences
 
 
+def _split_after_norm(x):
+    v2 = torch.nn.functional.layer_norm(x, (3,))
+    return v2.split(2, 0)[0].clone().sum()
+
+
+@pytest.mark.slow
+def test_two_compiles_under_one_cache_key_each_find_their_own_record():
+    """The candidate at 1 (its size kept, ``(s + 1) // 2 == 1``) and the recompile at 5 (its
+    size pinned to 5) share AOTAutograd's key, which keeps both entries, told apart by their
+    guards.  The second record overwrote the first, and the restarted process dropped it
+    ("bound to other inputs") and lost the reuse at 1 (found by ``widen_fuzz.py --warm
+    --one-early --seed 43``): records are named by their binding too."""
+    from verishape.fuzz.widen_check import run_sweep
+
+    sweep = run_sweep(_split_after_norm, lambda b: [torch.randn(b, 4, 2, 3, generator=torch.Generator().manual_seed(b))],
+                      [4, 1, 5, 1, 5], backend="inductor", warm=True)
+    assert sweep.cold_reused == [False, True, False, True, False]
+    assert [c.reused for c in sweep.calls] == sweep.cold_reused, sweep.refusals
+    assert not sweep.wrong and not sweep.other_differences
+
+
 def _rewrite(path, payload_fn):
     """Write a record whose digest matches ``payload_fn(old payload)``: a record that is
     whole but says something else."""

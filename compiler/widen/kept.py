@@ -311,7 +311,7 @@ def _copy_record(rec: _Recording) -> None:
     for key in rec.keys:
         if fx is not None and key.startswith("aot:"):
             try:
-                record.copy(fx, key)
+                record.copy(fx, key, rec.env)
             except OSError as exc:
                 log.warning("verishape: the widening record for %s was not copied: %r", key[:24], exc)
 

@@ -23,9 +23,11 @@ Note [A record belongs to its artifact] is enforced here:
   lowered the graph itself, after the lowering, from the log of that lowering.
 * **It names its sizes and its facts.**  The log's expressions are in the generic trace's
   symbols; the record keeps, for every symbol of the env, the input sources bound to it and
-  its range, and the env's replacements and guards as the lowering left them.  A process
-  whose trace binds them otherwise, or whose cached entry brought other guards (torch keeps
-  several entries under one key, told apart by their guards), drops the record.
+  its range, and the env's replacements and guards as the lowering left them, and is named
+  by them too: torch keeps several entries under one key, told apart by their guards, and
+  so do records (two compiles of one key, a candidate and a trace that pinned its size,
+  each find their own).  A process whose trace binds them otherwise, or whose cached entry
+  brought other guards, finds no record under its name, and drops one that says otherwise.
 * **It is whole.**  A digest of the payload is checked before anything is read: a record
   truncated, corrupted or edited is dropped.  Only the classes a log is made of may be
   unpickled (:class:`_Unpickler`); anything else fails the read, and is dropped.
@@ -59,8 +61,8 @@ import verishape_records
 if TYPE_CHECKING:
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-#: bumped when the payload's layout or the meaning of a question changes
-FORMAT = 2
+#: bumped when the payload's layout, its name or the meaning of a question changes
+FORMAT = 3
 _MAGIC = b"verishape-widen-record\n"
 _DIGEST = 64  # hex sha256
 #: how long a read or write of the remote cache may take before the record counts as absent
@@ -76,13 +78,15 @@ class Unrecordable(Exception):
     named in one: the log's own kinds refuse with TypeError, see ``KernelCall.__getstate__``)."""
 
 
-def _name(cache_key: str) -> str:
-    """A record's name: its artifact's key with the record format and both versions."""
+def _name(cache_key: str, bound: tuple[Any, ...] | None = None) -> str:
+    """A record's name: its artifact's key with the record format and both versions, and for
+    a widening record the binding it was written under (:func:`binding`)."""
     import torch
 
     from verishape._version import __version__
 
-    return hashlib.sha256(repr((FORMAT, __version__, str(torch.__version__), cache_key)).encode()).hexdigest()
+    named = (FORMAT, __version__, str(torch.__version__), cache_key, *(() if bound is None else (bound,)))
+    return hashlib.sha256(repr(named).encode()).hexdigest()
 
 
 def file_name(cache_key: str) -> str:
@@ -127,22 +131,24 @@ def _normal(expr: sympy.Basic) -> str:
     return str(expr)
 
 
-def copy(from_key: str, to_key: str) -> None:
-    """Store the record under ``from_key`` under ``to_key`` too (locally; nothing where
-    there is none).  A compile whose lowering Inductor's FX graph cache served in this
+def copy(from_key: str, to_key: str, env: ShapeEnv) -> None:
+    """Store the record of ``env``'s binding under ``from_key`` under ``to_key`` too
+    (locally; nothing where there is none).  A compile whose lowering Inductor's FX graph cache served in this
     process names the record an earlier lowering of the same graph wrote under that cache's
     key: AOTAutograd's key for this compile gets it too, for a process its cache serves.
     It is checked when read, like any other."""
+    bound = binding(env)
     try:
-        with open(file_name(from_key), "rb") as f:
+        with open(_file_of(_name(from_key, bound)), "rb") as f:
             data = f.read()
     except FileNotFoundError:
         return
-    _write_local(_name(to_key), data)
+    _write_local(_name(to_key, bound), data)
 
 
-def dumps(log: Any, env: ShapeEnv) -> bytes:
-    """The record of a finished lowering's question log."""
+def dumps(log: Any, env: ShapeEnv, bound: tuple[Any, ...] | None = None) -> bytes:
+    """The record of a finished lowering's question log (``bound``: ``env``'s binding, where
+    the caller has it)."""
     import dataclasses
 
     import torch
@@ -151,7 +157,7 @@ def dumps(log: Any, env: ShapeEnv) -> bytes:
 
     plain = dataclasses.replace(log, _seen=set(), _busy=False)
     try:
-        payload = pickle.dumps((FORMAT, __version__, str(torch.__version__), binding(env), plain),
+        payload = pickle.dumps((FORMAT, __version__, str(torch.__version__), bound or binding(env), plain),
                                protocol=pickle.HIGHEST_PROTOCOL)
     except (pickle.PicklingError, TypeError, AttributeError, RuntimeError) as exc:
         # what pickling raises on an object it cannot copy (RuntimeError: a pybind11 object)
@@ -159,9 +165,10 @@ def dumps(log: Any, env: ShapeEnv) -> bytes:
     return _MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
 
 
-def loads(data: bytes, env: ShapeEnv, candidates: frozenset[sympy.Symbol]) -> Any:
-    """The question log in ``data``, checked against the live trace's ``env``; raises
-    :class:`Dropped` with the reason."""
+def loads(data: bytes, env: ShapeEnv, candidates: frozenset[sympy.Symbol], bound: tuple[Any, ...] | None = None
+          ) -> Any:
+    """The question log in ``data``, checked against the live trace's ``env`` (``bound``: its
+    binding, where the caller has it); raises :class:`Dropped` with the reason."""
     import torch
 
     from verishape._version import __version__
@@ -173,13 +180,13 @@ def loads(data: bytes, env: ShapeEnv, candidates: frozenset[sympy.Symbol]) -> An
     if hashlib.sha256(payload).hexdigest().encode() != digest:
         raise Dropped("the widening record does not match its digest (truncated or edited)")
     try:
-        fmt, version, torch_version, bound, log = _Unpickler(io.BytesIO(payload)).load()
+        fmt, version, torch_version, bound_there, log = _Unpickler(io.BytesIO(payload)).load()
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, ImportError) as exc:
         raise Dropped(f"the widening record cannot be read ({type(exc).__name__}: {exc})"[:200]) from None
     if (fmt, version, torch_version) != (FORMAT, __version__, str(torch.__version__)):
         raise Dropped(f"the widening record was written by verishape {version} on torch {torch_version} "
                       f"(format {fmt}); this is verishape {__version__} on torch {torch.__version__}")
-    if bound != binding(env):
+    if bound_there != (bound or binding(env)):
         raise Dropped("the widening record's sizes are bound to other inputs, or its facts (ranges, guards) "
                       "differ from this trace's")
     if frozenset(log.candidates) != candidates:
@@ -192,8 +199,9 @@ def save(cache_keys: list[str], log: Any, env: ShapeEnv) -> list[str]:
     cached under) wherever torch keeps the artifact: the local folder (raises OSError where
     it cannot), the remote cache and the mega-cache list.  Pickled once.  Returns why a
     remote copy was not written (empty: written, or no remote cache)."""
-    data = dumps(log, env)
-    for name in map(_name, cache_keys):
+    bound = binding(env)
+    data = dumps(log, env, bound)
+    for name in (_name(key, bound) for key in cache_keys):
         _write_local(name, data)
         _record_artifact(name, data)
         why = _remote_put(name, data)
@@ -225,13 +233,14 @@ def read_local(key: str) -> bytes | None:
 def load(cache_key: str, env: ShapeEnv, candidates: frozenset[sympy.Symbol]) -> Any:
     """The checked question log stored under ``cache_key``: the local folder's copy, else
     the remote cache's (then kept locally too); raises :class:`Dropped`."""
-    name = _name(cache_key)
+    bound = binding(env)
+    name = _name(cache_key, bound)
     try:
         with open(_file_of(name), "rb") as f:
             data = f.read()
     except FileNotFoundError:
         data = _remote_get(name)
-        log = loads(data, env, candidates)
+        log = loads(data, env, candidates, bound)
         try:
             _write_local(name, data)
         except OSError:
@@ -239,7 +248,7 @@ def load(cache_key: str, env: ShapeEnv, candidates: frozenset[sympy.Symbol]) -> 
     except OSError as exc:
         raise Dropped(f"the widening record cannot be read ({exc.strerror})") from None
     else:
-        log = loads(data, env, candidates)
+        log = loads(data, env, candidates, bound)
     _record_artifact(name, data)  # a warm process's saved artifacts carry it on, as torch's do
     return log
 
@@ -287,8 +296,8 @@ _REMOTE_PREFIX = "verishape-widen:"
 
 def _remote_get(name: str) -> bytes:
     if not remote_enabled():
-        raise Dropped("no widening record for the cached artifact (it was compiled without verishape's "
-                      "record, or the record was removed)")
+        raise Dropped("no widening record for the cached artifact and this trace's sizes and facts (it was "
+                      "compiled without verishape's record, under other guards, or the record was removed)")
     redis = _redis_module()
     try:
         data = _redis().get(_REMOTE_PREFIX + name)
