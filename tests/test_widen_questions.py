@@ -48,28 +48,57 @@ def test_tensor_metadata_is_moot_only_in_the_pattern_matchers_retrace():
     assert asked("fwd_only", questions.CHECK_FN, "apply").moot({s: 1}) is None
 
 
-def test_the_tensor_metadata_extraction_is_a_site_only_when_innermost():
-    """Frames of the named files and functions: the extraction is the site where no Inductor
-    function lies between it and the question, and is skipped where one does."""
-    def chain(*frames: tuple[str, str]):
-        """Functions calling each other, outermost first, the innermost returning _site()."""
-        inner = "def asker():\n    return site()\n"
-        namespace: dict = {"site": lambda: questions._site()}
-        exec(compile(inner, "/x/torch/fx/experimental/symbolic_shapes.py", "exec"), namespace)
-        callee = "asker"
-        for filename, name in reversed(frames):
-            exec(compile(f"def {name}():\n    return {callee}()\n", filename, "exec"), namespace)
-            callee = name
-        return namespace[callee]()[0]
+_PATTERN_MATCHER = """
+def fwd_only(fn, args):
+    return fn(*args)
 
-    shape_prop = ("/x/torch/fx/passes/shape_prop.py", "_extract_tensor_metadata")
-    retrace = [("/x/torch/_inductor/pattern_matcher.py", "check_fn"), ("/x/torch/_inductor/pattern_matcher.py",
-                                                                      "fwd_only")]
-    proxy = ("/x/torch/fx/experimental/proxy_tensor.py", "set_meta")
-    assert chain(*retrace, proxy, shape_prop) == ("_extract_tensor_metadata", "fwd_only", "check_fn")
-    assert chain(*retrace, shape_prop, ("/x/torch/_inductor/lowering.py", "make_pointwise")) == (
-        "make_pointwise", "fwd_only", "check_fn")
-    assert chain(*retrace, proxy) == ("fwd_only", "check_fn")
+
+def register_replacement(search_fn, replace_fn):
+    def check_fn(which):
+        def search_fn_new(*args):
+            return search_fn(*args)
+
+        traced = {"search": search_fn, "search_new": search_fn_new, "replace": replace_fn}[which]
+        return fwd_only(traced, ())
+
+    return check_fn
+"""
+
+
+def test_the_tensor_metadata_extraction_is_a_site_only_in_the_search_patterns_retrace():
+    """Frames of the named files and functions (torch's own, compiled from stand-ins): the
+    extraction is the site where no Inductor function lies between it and the question;
+    ``fwd_only`` is the search pattern's retrace only when check_fn traces its search
+    pattern, not its replacement, whose nodes are inserted."""
+    def compiled(src: str, filename: str) -> dict:
+        namespace: dict = {"site": lambda: questions._site()[0]}
+        exec(compile(src, filename, "exec"), namespace)
+        return namespace
+
+    asker = compiled("def asker():\n    return site()\n", "/x/torch/fx/experimental/symbolic_shapes.py")
+    meta = compiled("def _extract_tensor_metadata():\n    return asker()\n", "/x/torch/fx/passes/shape_prop.py")
+    meta["asker"] = asker["asker"]
+    lowering = compiled("def make_pointwise():\n    return asker()\n", "/x/torch/_inductor/lowering.py")
+    lowering["asker"] = asker["asker"]
+    around = compiled("def _extract_tensor_metadata():\n    return inner()\n", "/x/torch/fx/passes/shape_prop.py")
+    around["inner"] = lowering["make_pointwise"]
+    replacement = compiled("def _extract_tensor_metadata():\n    return asker()\n", "/x/torch/fx/passes/shape_prop.py")
+    replacement["asker"] = asker["asker"]
+    matcher = compiled(_PATTERN_MATCHER, "/x/torch/_inductor/pattern_matcher.py")
+    check_fn = matcher["register_replacement"](meta["_extract_tensor_metadata"], replacement["_extract_tensor_metadata"])
+    assert check_fn("search") == ("_extract_tensor_metadata", "fwd_only", questions.CHECK_FN)
+    # the closure check_fn wraps a pattern in when sizes become its inputs is one of Inductor's
+    assert check_fn("search_new") == ("_extract_tensor_metadata", "search_fn_new", "fwd_only", questions.CHECK_FN)
+    for which in ("search", "search_new"):
+        q = questions.Question(sympy.Eq(sympy.Symbol("s"), 1), sympy.false, (), (), check_fn(which))
+        assert q.moot({})[1] is sympy.true
+    assert check_fn("replace") == ("_extract_tensor_metadata", questions.OTHER_TRACE, questions.CHECK_FN)
+    q = questions.Question(sympy.Eq(sympy.Symbol("s"), 1), sympy.false, (), (), check_fn("replace"))
+    assert q.moot({}) is None
+    # an Inductor function between: that function is the site
+    other = matcher["register_replacement"](around["_extract_tensor_metadata"], replacement["_extract_tensor_metadata"])
+    assert other("search") == ("make_pointwise", "fwd_only", questions.CHECK_FN)
+    assert asker["asker"]() == ()  # nothing of Inductor's on the way
 
 
 def test_a_view_is_moot_only_where_its_strides_agree_at_one():

@@ -93,7 +93,8 @@ CHECK_FN = "register_replacement.<locals>.check_fn"
 
 
 def _in_a_pattern_retrace(q: Question) -> bool:
-    """Asked while ``check_fn`` retraces its search pattern (``fwd_only`` called by it)."""
+    """Asked while ``check_fn`` retraces its search pattern (``fwd_only`` called by it with
+    the search pattern: :func:`_site` names its trace of the replacement apart)."""
     return any(a == "fwd_only" and b == CHECK_FN for a, b in zip(q.site[1:], q.site[2:]))
 
 
@@ -431,10 +432,32 @@ def _site() -> tuple[tuple[str, ...], tuple[Any, Any] | None]:
             if site in SITES and not names and operands is None:  # a genexpr's locals come first
                 wanted = SITES[site][1]
                 operands = _operands(wanted, frame.f_locals) if wanted is not None else None
+            if site == "fwd_only" and not _retraces_a_search_pattern(frame):
+                site = OTHER_TRACE
             if code.co_name not in _COMPREHENSIONS and qualified not in HINT_PASS_THROUGH:
                 names.append(site)
         frame = frame.f_back
     return tuple(names), operands
+
+
+#: the site name of ``fwd_only`` tracing anything but check_fn's search pattern (its
+#: replacement, whose nodes are inserted into the graph)
+OTHER_TRACE = "fwd_only (not the search pattern's retrace)"
+
+
+def _retraces_a_search_pattern(frame: Any) -> bool:
+    """A ``fwd_only`` frame whose ``fn`` is the search pattern of the check_fn that called
+    it (``search_fn``, or the closure ``search_fn_new`` it wraps it in), not its
+    ``replace_fn``: check_fn traces both."""
+    fn, outer = frame.f_locals.get("fn"), frame.f_back
+    for _ in range(4):  # a decorator's frame (2.15's ``no_grad``) may lie between
+        if outer is None or getattr(outer.f_code, "co_qualname", None) == CHECK_FN:
+            break
+        outer = outer.f_back
+    if outer is None or getattr(outer.f_code, "co_qualname", None) != CHECK_FN:
+        return False
+    return fn is not None and (fn is outer.f_locals.get("search_fn")
+                               or getattr(fn, "__qualname__", "") == f"{CHECK_FN}.<locals>.search_fn_new")
 
 
 def _outside_site(code: Any) -> bool:
