@@ -226,6 +226,28 @@ def test_range_tightening_end_to_end(installed):
     assert frames_by["verishape"] == frames_by["stock"] >= 2  # sizes 2 and 3 still recompile
 
 
+def test_a_caches_guard_expression_is_stocks():
+    """Note [A cache's guards are stock's]: what torch's FX/AOT caches keep is read back as
+    guards by a restarted process, so it is neither folded into a range nor minimized, while
+    the shape guard Dynamo installs is."""
+    from torch._dynamo.source import LocalSource
+    from torch.fx.experimental.symbolic_shapes import DimDynamic
+
+    from verishape.core.shape_env import VeriShapeEnv
+
+    envs = []
+    for cls in (ShapeEnv, VeriShapeEnv):
+        env = cls()
+        s = env.create_symbol(13, LocalSource("n"), dynamic_dim=DimDynamic.DYNAMIC)
+        n = env.create_symintnode(s, hint=13)
+        assert (n // 2) != 1  # guarded: 2 <= n and n // 2 != 1 is 4 <= n
+        envs.append((env, n))
+    (stock, n_stock), (ours, n_ours) = envs
+    assert ours.produce_guards_expression([n_ours]) == stock.produce_guards_expression([n_stock])
+    assert "!= 1" in ours.produce_guards_expression([n_ours])
+    assert any(line.startswith("4 <= ") for line in ours.produce_guards([n_ours], [LocalSource("n")]))
+
+
 # ---------------------------------------------------------------- cheaper equivalents
 
 from hypothesis import settings  # noqa: E402

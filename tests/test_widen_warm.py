@@ -195,6 +195,32 @@ def test_two_compiles_under_one_cache_key_each_find_their_own_record():
     assert not sweep.wrong and not sweep.other_differences
 
 
+def _trimmed_rows(x, y):
+    y.narrow(0, 0, y.shape[0] - 1)
+    x.max(0).values
+    x.narrow(0, 0, x.shape[0] - 1)
+    smallest = x.sum(0, keepdim=True).min().min()
+    return smallest * smallest
+
+
+@pytest.mark.slow
+def test_a_restarted_process_reads_the_caches_guards_as_the_cold_one_had_them():
+    """Note [A cache's guards are stock's]: the generic compile guards ``s - 1 != 1``; folded
+    with the lower bound 2 into ``s >= 3`` in the cache's guard expression, the restarted
+    process read back a guard that excludes 1 and lost the reuse (``widen_fuzz.py --warm
+    --seed 71``)."""
+    from verishape.fuzz.widen_check import run_sweep
+
+    def make(b):
+        g = torch.Generator().manual_seed(b)
+        return [torch.randn(b, 6, generator=g), torch.randn(6, generator=g)]
+
+    sweep = run_sweep(_trimmed_rows, make, [2, 6, 1, 6, 1], backend="inductor", warm=True)
+    assert sweep.cold_reused == [False, False, True, False, True]
+    assert [c.reused for c in sweep.calls] == sweep.cold_reused, sweep.refusals
+    assert not sweep.wrong and not sweep.other_differences
+
+
 def _rewrite(path, payload_fn):
     """Write a record whose digest matches ``payload_fn(old payload)``: a record that is
     whole but says something else."""

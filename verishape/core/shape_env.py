@@ -120,6 +120,7 @@ class VeriShapeEnv(ShapeEnv):
         self._vs_questions: AnswerObserver | None = None
         self._vs_last_open: sympy.Basic | None = None
         self._vs_at_one: SymbolicAtOne | None = None  # inside keeping_symbolic_at_one: kept symbolic at 1
+        self._vs_stock_guards = False  # Note [A cache's guards are stock's]
         self._vs_open = OpenQuestions()  # Note [An open question stays open until the env learns]
         self.verishape_budget = solvers.Budget()  # Note [A scope's solver budget]
         if self.events and type(self.events[0]) is ShapeEnvEvent and self.events[0].f is ShapeEnv:
@@ -443,8 +444,7 @@ class VeriShapeEnv(ShapeEnv):
 
     def produce_guards_verbose(self, *args: Any, guards: list[Any] | None = None, **kwargs: Any) -> Any:
         """Stock guard production over the minimized guard list and the tightened
-        ranges (Dynamo's shape guard and, through ``produce_guards_expression``,
-        Inductor's FX/AOT cache guards).
+        ranges (Dynamo's shape guard; not the FX/AOT caches' guard expression).
 
         With torch's translation validation on, stock's own production runs first,
         unchanged: it validates the guards the env recorded (when ``guards`` is None),
@@ -452,6 +452,8 @@ class VeriShapeEnv(ShapeEnv):
         minimized production then runs with torch's checks off, so nothing is
         validated or replay-checked twice and our shorter list never enters the
         validator."""
+        if self._vs_stock_guards:
+            return super().produce_guards_verbose(*args, guards=guards, **kwargs)
         if self._translation_validation_enabled:
             super().produce_guards_verbose(*args, guards=guards, **kwargs)
             checks_done: contextlib.AbstractContextManager[None] = self._torch_checks_off()
@@ -464,6 +466,11 @@ class VeriShapeEnv(ShapeEnv):
         out = without_repeated_lines(out)
         self.verishape_log.log_summary(str(self.co_fields.get("co_name", "?")) if self.co_fields else "?")
         return out
+
+    def produce_guards_expression(self, *args: Any, **kwargs: Any) -> Any:
+        """Stock's, unminimized (Note [A cache's guards are stock's])."""
+        with self._scoped("_vs_stock_guards", True):
+            return super().produce_guards_expression(*args, **kwargs)
 
     @contextlib.contextmanager
     def _torch_checks_off(self) -> Iterator[None]:
