@@ -254,15 +254,14 @@ def _served_by_a_reuse(fn: Callable[..., Any], args: Sequence[Any]) -> bool:
     guards pass) was made by a compile that reused a kept generic artifact (its env logged
     the reuse).  Only the frame's own entries: a reuse in a graph break's resume function
     is seen by size alone."""
-    from torch._dynamo.eval_frame import _debug_get_cache_entry_list
-
     from verishape.compiler import frames
+    from verishape.core import torch_seam
 
     code = getattr(fn, "__code__", None)
     if code is None:
         return False
     f_locals = dict(zip(code.co_varnames[:code.co_argcount], args))
-    entry = next((e for e in _debug_get_cache_entry_list(code) if e.guard_manager.check(f_locals)), None)
+    entry = next((e for e in torch_seam.cache_entries(code) if e.guard_manager.check(f_locals)), None)
     if entry is None:
         return False
     made = f"{entry.compile_id.frame_id}/{entry.compile_id.frame_compile_id}"
