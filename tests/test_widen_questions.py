@@ -85,7 +85,8 @@ def test_the_tensor_metadata_extraction_is_a_site_only_in_the_search_patterns_re
     replacement = compiled("def _extract_tensor_metadata():\n    return asker()\n", "/x/torch/fx/passes/shape_prop.py")
     replacement["asker"] = asker["asker"]
     matcher = compiled(_PATTERN_MATCHER, "/x/torch/_inductor/pattern_matcher.py")
-    check_fn = matcher["register_replacement"](meta["_extract_tensor_metadata"], replacement["_extract_tensor_metadata"])
+    search, replace = meta["_extract_tensor_metadata"], replacement["_extract_tensor_metadata"]
+    check_fn = matcher["register_replacement"](search, replace)
     assert check_fn("search") == ("_extract_tensor_metadata", "fwd_only", questions.CHECK_FN)
     # the closure check_fn wraps a pattern in when sizes become its inputs is one of Inductor's
     assert check_fn("search_new") == ("_extract_tensor_metadata", "search_fn_new", "fwd_only", questions.CHECK_FN)

@@ -188,8 +188,10 @@ def test_two_compiles_under_one_cache_key_each_find_their_own_record():
     --one-early --seed 43``): records are named by their binding too."""
     from verishape.fuzz.widen_check import run_sweep
 
-    sweep = run_sweep(_split_after_norm, lambda b: [torch.randn(b, 4, 2, 3, generator=torch.Generator().manual_seed(b))],
-                      [4, 1, 5, 1, 5], backend="inductor", warm=True)
+    def make(b):
+        return [torch.randn(b, 4, 2, 3, generator=torch.Generator().manual_seed(b))]
+
+    sweep = run_sweep(_split_after_norm, make, [4, 1, 5, 1, 5], backend="inductor", warm=True)
     assert sweep.cold_reused == [False, True, False, True, False]
     assert [c.reused for c in sweep.calls] == sweep.cold_reused, sweep.refusals
     assert not sweep.wrong and not sweep.other_differences

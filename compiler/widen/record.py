@@ -133,10 +133,10 @@ def _normal(expr: sympy.Basic) -> str:
 
 def copy(from_key: str, to_key: str, env: ShapeEnv) -> None:
     """Store the record of ``env``'s binding under ``from_key`` under ``to_key`` too
-    (locally; nothing where there is none).  A compile whose lowering Inductor's FX graph cache served in this
-    process names the record an earlier lowering of the same graph wrote under that cache's
-    key: AOTAutograd's key for this compile gets it too, for a process its cache serves.
-    It is checked when read, like any other."""
+    (locally; nothing where there is none).  A compile whose lowering Inductor's FX graph
+    cache served in this process names the record an earlier lowering of the same graph
+    wrote under that cache's key: AOTAutograd's key for this compile gets it too, for a
+    process its cache serves.  It is checked when read, like any other."""
     bound = binding(env)
     try:
         with open(_file_of(_name(from_key, bound)), "rb") as f:
@@ -157,7 +157,8 @@ def dumps(log: Any, env: ShapeEnv, bound: tuple[Any, ...] | None = None) -> byte
 
     plain = dataclasses.replace(log, _seen=set(), _busy=False)
     try:
-        payload = pickle.dumps((FORMAT, __version__, str(torch.__version__), bound or binding(env), plain),
+        payload = pickle.dumps((FORMAT, __version__, str(torch.__version__),
+                                binding(env) if bound is None else bound, plain),
                                protocol=pickle.HIGHEST_PROTOCOL)
     except (pickle.PicklingError, TypeError, AttributeError, RuntimeError) as exc:
         # what pickling raises on an object it cannot copy (RuntimeError: a pybind11 object)
@@ -186,7 +187,7 @@ def loads(data: bytes, env: ShapeEnv, candidates: frozenset[sympy.Symbol], bound
     if (fmt, version, torch_version) != (FORMAT, __version__, str(torch.__version__)):
         raise Dropped(f"the widening record was written by verishape {version} on torch {torch_version} "
                       f"(format {fmt}); this is verishape {__version__} on torch {torch.__version__}")
-    if bound_there != (bound or binding(env)):
+    if bound_there != (binding(env) if bound is None else bound):
         raise Dropped("the widening record's sizes are bound to other inputs, or its facts (ranges, guards) "
                       "differ from this trace's")
     if frozenset(log.candidates) != candidates:
