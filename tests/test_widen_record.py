@@ -78,8 +78,17 @@ def test_guards_compare_in_a_form_that_does_not_depend_on_how_they_were_written(
     assert record._normal(sympy.Lt(s, 32767)) == record._normal(sympy.Le(s, 32766)) == record._normal(
         sympy.Ge(32766, s)) == record._normal(sympy.Gt(32767, s))
     assert record._normal(sympy.Lt(s, 32767)) != record._normal(sympy.Le(s, 32767))
+    # a bound on a multiple comes back divided (the warm layout fuzzer, seed 83: 8*s <= 4104
+    # cold, s <= 513 warm), rounded as integers round, and an equation only where it divides
+    assert record._normal(sympy.Le(8 * s, 4104)) == record._normal(sympy.Le(s, 513))
+    assert record._normal(sympy.Le(8 * s, 4100)) == record._normal(sympy.Le(s, 512))
+    assert record._normal(sympy.Ge(8 * s, 4100)) == record._normal(sympy.Ge(s, 513))
+    assert record._normal(sympy.Le(8 * s, 4104)) != record._normal(sympy.Le(s, 512))
+    assert record._normal(sympy.Eq(4 * s, 8)) == record._normal(sympy.Eq(s, 2))
+    assert record._normal(sympy.Ne(4 * s, 6)) != record._normal(sympy.Ne(2 * s, 3))
     x = sympy.Symbol("x", real=True)  # a float: no such rewriting
     assert record._normal(sympy.Lt(x, 3)) != record._normal(sympy.Le(x, 2))
+    assert record._normal(sympy.Le(8 * x, 4104)) != record._normal(sympy.Le(x, 513))
 
 
 def test_a_record_cannot_name_code():

@@ -125,10 +125,27 @@ def _normal(expr: sympy.Basic) -> str:
         diff = sympy.expand(lhs - rhs)
         if op == "<" and diff.is_integer:
             op, diff = "<=", diff + 1
+        if diff.is_integer:
+            diff = _divided(diff, op)
         if op in ("==", "!="):
             diff = min(diff, sympy.expand(-diff), key=str)
         return f"{diff} {op} 0"
     return str(expr)
+
+
+def _divided(diff: sympy.Expr, op: str) -> sympy.Expr:
+    """An integer ``g*e + b op 0`` (``g`` the content of the terms with symbols) as the same
+    relation of ``e``: ``8*s - 4104 <= 0`` is ``s - 513 <= 0`` (the bound rounded up for
+    ``<=``; an equation only where ``g`` divides ``b``)."""
+    const, rest = diff.as_coeff_Add()
+    if rest == 0:
+        return diff
+    content, primitive = rest.as_content_primitive()
+    if not (content.is_Integer and content > 1 and const.is_Integer):
+        return diff
+    if op == "<=":
+        return primitive + sympy.ceiling(const / content)
+    return primitive + const / content if (const % content) == 0 else diff
 
 
 def copy(from_key: str, to_key: str, env: ShapeEnv) -> None:
