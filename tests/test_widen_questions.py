@@ -11,6 +11,7 @@ from torch.utils._sympy.value_ranges import ValueRanges
 
 from verishape.compiler.widen import questions, recompute
 from verishape.compiler.widen.kernel_call import KernelCall
+from verishape.core import torch_names
 from verishape.core.shape_env import VeriShapeEnv
 
 
@@ -285,3 +286,42 @@ def test_a_dense_check_with_a_size_that_stays_symbolic_runs_over_its_range():
     assert not recompute.DenseCheck((b, 4), (c, 1), True, done=True, ranges=ranges).right_at(at_one)
     # no range for b: not decided, refused
     assert not recompute.DenseCheck((b, s, 128), (128 * s, 128, 1), True, done=True).right_at(at_one)
+
+
+def test_an_overlap_check_is_moot_where_its_caller_acts_the_same_at_one():
+    """torch 2.15's reinplacing pass runs ``copy_``'s meta function on the view it writes
+    through, whose internal-overlap check asks ``s < 2``: a ``(1, 2, 4)`` view of rows of 12
+    is "no overlap" where ``(s, 2, 4)`` is "too hard".  ``copy_`` raises on "yes" alone, so
+    for it the two agree; a caller that reads the whole result does not, and a view that
+    overlaps only for ``s >= 2`` (a stride 0) is refused for either."""
+    s = sympy.Symbol("s", integer=True, positive=True)
+    at_one = {s: sympy.Integer(1)}
+    rows = dict(size=(s, 2, 4), stride=(12, 4, 1), result=2, done=True)
+    assert recompute.OverlapCheck(**rows, reader="meta_copy_").right_at(at_one)
+    assert not recompute.OverlapCheck(**rows, reader="chunk_slice_scatters").right_at(at_one)
+    expanded = dict(size=(s, 4), stride=(0, 1), result=1, done=True, reader="meta_copy_")
+    assert not recompute.OverlapCheck(**expanded).right_at(at_one)
+    assert not recompute.OverlapCheck(**{**rows, "done": False}, reader="meta_copy_").right_at(at_one)
+
+
+def test_an_overlap_check_is_recorded_with_its_caller_while_a_lowering_is_tracked(monkeypatch):
+    """The wrapped check ties questions asked inside it to the call, and keeps its result
+    and the function that called it (how that function reads the result)."""
+    calls = []
+
+    def inside(call, original, args, kwargs):
+        calls.append(call)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(recompute, "_inside", inside)
+
+    def meta_copy_(t):  # the name of a caller that acts on "yes" alone
+        return getattr(torch, torch_names.OVERLAP_CHECK[1])(t)
+
+    rows = torch.empty_strided((5, 8), (12, 1), device="meta")
+    with recompute.tracking(lambda *a: None, lambda s: None, lambda: None):
+        assert meta_copy_(rows) == 2  # too hard to tell: not dense
+    assert meta_copy_(rows) == 2 and len(calls) == 1  # unwrapped after the block
+    (call,) = calls
+    assert isinstance(call, recompute.OverlapCheck) and call.done
+    assert (call.size, call.stride, call.result, call.reader) == ((5, 8), (12, 1), 2, "meta_copy_")

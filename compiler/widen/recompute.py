@@ -187,6 +187,8 @@ class DenseCheck:
     done: bool = False
     #: the ranges of the symbols in the sizes and strides, where it was asked
     ranges: dict[sympy.Symbol, Any] = dataclasses.field(default_factory=dict)
+    #: the function that called the check (how it reads the result: :class:`OverlapCheck`)
+    reader: str = ""
     why = "a dense-layout check whose result is the same at 1"
 
     def right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
@@ -202,11 +204,18 @@ class DenseCheck:
             stride = [number(e, sub) for e in self.stride]
         except NotANumber:
             return self._right_over_ranges(sub)
+        exact = self._exact(torch.empty_strided(size, stride, device="meta"))
+        return self._read(exact) == self._read(self.result)
+
+    @staticmethod
+    def _exact(t: torch.Tensor) -> Any:
         from torch import _prims_common
 
-        fn = _prims_common.is_non_overlapping_and_dense_or_false
-        exact = _unwrapped(fn)(torch.empty_strided(size, stride, device="meta"))
-        return bool(exact) == self.result
+        return bool(_unwrapped(_prims_common.is_non_overlapping_and_dense_or_false)(t))
+
+    def _read(self, result: Any) -> Any:
+        """What of the result its caller acts on (all of it)."""
+        return result
 
     def _right_over_ranges(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
         from . import over_ranges
@@ -224,6 +233,38 @@ class DenseCheck:
         except (NotANumber, over_ranges.Undecided):
             return False
         return bool(exact) == self.result
+
+
+@dataclasses.dataclass
+class OverlapCheck(DenseCheck):
+    """One call of torch's internal-overlap check (``torch_names.OVERLAP_CHECK``) during a
+    recorded lowering.  torch 2.15's reinplacing pass runs ``copy_``'s meta function on the
+    view it writes through, which raises where the check says "yes" (its size questions:
+    ``s < 2``, a dimension of size 1 is skipped).  A pure function of sizes and strides,
+    rerun on integers at 1 (sizes that stay symbolic there: not recomputed, refused).  Its
+    result (no 0, yes 1, too hard 2) compares whole, except for a caller of
+    :data:`YES_READERS`, which acts on "yes" alone (a (1, 2, 4) view is "no" where an
+    (s, 2, 4) one is "too hard": the copy raises for neither)."""
+
+    result: int | None = None  # type: ignore[assignment]
+    why = "an internal-overlap check whose result is the same at 1"
+
+    @staticmethod
+    def _exact(t: torch.Tensor) -> Any:
+        module_name, name = torch_names.OVERLAP_CHECK
+        return int(_unwrapped(getattr(sys.modules[module_name], name))(t))
+
+    def _read(self, result: Any) -> Any:
+        return result == 1 if self.reader in YES_READERS else result
+
+    def _right_over_ranges(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
+        return False
+
+
+#: torch's callers of the overlap check that act only on "yes" (``== 1``, torch 2.11 to
+#: 2.15): ``copy_``'s meta function raises, a scatter's output is a plain clone; a caller
+#: not named here (2.15's slice-scatter chunking reads ``!= 0``) compares the whole result
+YES_READERS = ("meta_copy_", "_scatter_meta_output")
 
 
 def _unwrapped(fn: Any) -> Any:
@@ -280,7 +321,8 @@ def tracking(on_hint: HintSink, on_scheduled: ScheduledSink, widened: WidenedRan
               "SizeVarAllocator.optimization_hint": _tracked_hint("optimization", on_hint),
               **{path: _tracked_hint("guarding", on_hint) for path in _GUARDING_HINTS},
               "Scheduler.codegen": _tracked_codegen(on_scheduled),
-              "is_non_overlapping_and_dense_or_false": _tracked_dense}
+              "is_non_overlapping_and_dense_or_false": _tracked_dense(DenseCheck, bool),
+              torch_names.OVERLAP_CHECK[1]: _tracked_dense(OverlapCheck, int)}
     restore = []
     try:
         restore += [functools.partial(setattr, *undo) for undo in _widening_range_reads(widened)]
@@ -455,18 +497,18 @@ def _tracked_process_kernel(original: Any) -> Any:
     return process_kernel
 
 
-def _tracked_predicate(original: Any, record: Callable[..., Any]) -> Any:
-    """``original`` (a yes/no layout check) recording each call as ``record(*args)`` made
-    it; a call ``record`` does not know (another signature, a sparse tensor) is not
-    recomputed (refused)."""
-    def check(*args: Any, **kwargs: Any) -> bool:
+def _tracked_predicate(original: Any, record: Callable[..., Any], result: Callable[[Any], Any] = bool) -> Any:
+    """``original`` (a layout check) recording each call as ``record(*args)`` made it, and
+    its result as ``result`` makes it; a call ``record`` does not know (another signature, a
+    sparse tensor) is not recomputed (refused)."""
+    def check(*args: Any, **kwargs: Any) -> Any:
         try:
             call = record(*args)
         except (ValueError, TypeError, AttributeError, RuntimeError, sympy.SympifyError):
             call = None
         out = _inside(call, original, args, kwargs)
         if call is not None:
-            call.result, call.done = bool(out), True
+            call.result, call.done = result(out), True
         return out
 
     return check
@@ -480,12 +522,17 @@ def _tracked_stride_order(original: Any) -> Any:
     return _tracked_predicate(original, record)
 
 
-def _tracked_dense(original: Any) -> Any:
-    def record(a: Any) -> DenseCheck:
-        size, stride = exprs(a.shape), exprs(a.stride())
-        return DenseCheck(size, stride, ranges=_ranges_now(size + stride))
+def _tracked_dense(kind: type[DenseCheck], result: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """A check of one tensor's sizes and strides (:class:`DenseCheck`, :class:`OverlapCheck`),
+    its result kept as ``result`` makes it."""
+    def make(original: Any) -> Any:
+        def record(a: Any) -> DenseCheck:
+            size, stride = exprs(a.shape), exprs(a.stride())
+            # frames: this, the check (:func:`_tracked_predicate`), its caller
+            return kind(size, stride, ranges=_ranges_now(size + stride), reader=sys._getframe(2).f_code.co_name)
 
-    return _tracked_predicate(original, record)
+        return _tracked_predicate(original, record, result)
+    return make
 
 
 def _tracked_conv_layout(original: Any) -> Any:

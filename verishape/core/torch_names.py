@@ -176,6 +176,8 @@ WIDENING_REGISTRY: tuple[Interception, ...] = (
                  "an extern kernel's output layouts, recomputed at 1"),
     Interception("torch._prims_common", ("is_non_overlapping_and_dense_or_false",), "wrap",
                  "a dense-layout check, recomputed at 1"),
+    Interception("torch", ("_debug_has_internal_overlap",), "wrap",
+                 "copy_'s internal-overlap check (2.15's reinplacing pass), recomputed at 1"),
     # size hints: heuristics, or answers that must hold at 1
     Interception("torch._inductor.sizevars", ("SizeVarAllocator.optimization_hint",), "wrap",
                  "optimization hints (heuristics, counted)", required=True),
@@ -203,6 +205,9 @@ WIDENING_REGISTRY: tuple[Interception, ...] = (
 #: sizes stay symbolic at a widened point runs again over their ranges (compiler/widen/recompute.py);
 #: optional (without it such a check is not recomputed: refused)
 DENSE_CHECK_ON_SIZES = ("torch._prims_common", "_is_non_overlapping_and_dense_or_false")
+#: torch's internal-overlap check of one tensor (``copy_``'s meta function raises on "yes"),
+#: wrapped while a generic compile is lowered and rerun at 1 (compiler/widen/recompute.py)
+OVERLAP_CHECK = ("torch", "_debug_has_internal_overlap")
 #: Inductor reads value ranges directly through ``bound_sympy`` (imported by name into its
 #: modules; its ranges default to the tracing context's ShapeEnv): index bounds, int32
 #: indexing, bounds checks of indirect loads, reduction heuristics.  Required: a range read
