@@ -65,7 +65,11 @@ def _decode_calls(b=3, length=6):
             (contiguous(b, length), new(b), new(b))]
 
 
-def test_a_cache_in_another_layout_runs_the_generic_artifact():
+def test_a_cache_in_another_layout_runs_the_generic_artifact(monkeypatch):
+    from verishape.compiler.widen import reuse
+
+    traced = []
+    monkeypatch.setattr(reuse, "_aot_inference_graph", lambda *a, **k: traced.append(a))
     _run(step, _decode_calls())
     widened, refused = _log(step)
     assert refused == []
@@ -74,6 +78,10 @@ def test_a_cache_in_another_layout_runs_the_generic_artifact():
     assert "widened to admit its layout" in ev.describe()
     assert counters["verishape"]["reused_relaid"] == 1 and counters["verishape"]["reused_at_size_1"] == 0
     assert len(_debug_get_cache_entry_list(step.__code__)) == 3
+    # Note [A copy into the generic layout needs no AOT trace]: the artifact runs on a copy in
+    # its own layout, so the call's AOT graph is neither traced nor compared
+    assert traced == [] and ev.aot is None and counters["verishape"]["aot_trace_not_needed"] == 1
+    assert "AOT graph not traced: the artifact runs on copies in its own layout" in ev.describe()
 
 
 def test_the_reuse_serves_other_sizes_in_that_layout():

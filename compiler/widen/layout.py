@@ -82,7 +82,8 @@ def unobserved(gm: torch.fx.GraphModule, names: list[str]) -> None:
     inputs nor returns anything that shares it, and no op of it reads a layout
     (``as_strided`` reads storage positions, which a copy in another layout holds other
     values at): then the copy the artifact runs on can not be told from the input.  Checked
-    on the Dynamo graph here and on the AOT graph by the caller."""
+    on the Dynamo graph here, and by the caller on the call's AOT graph where it traces one
+    (Note [A copy into the generic layout needs no AOT trace])."""
     by_source = {src.name: node for node in gm.graph.find_nodes(op="placeholder")
                  if (src := placeholder_source(node)) is not None}
     if reads_layout(gm):

@@ -122,7 +122,9 @@ class Evidence:
     def describe(self, timed: bool = True) -> str:
         graphs = f"dynamo graph {self.dynamo}" + (f", aot graph {self.aot}" if self.aot else "") + (
             f"; the call's AOT graph not traced: the candidate's {self.at_one.unguarded} unguarded answer(s) implied"
-            if self.at_one.unguarded is not None else "")
+            if self.at_one.unguarded is not None else
+            "; the call's AOT graph not traced: the artifact runs on copies in its own layout"
+            if self.restrided and self.value is None and not self.candidate else "")
         relaid = (f"{len(self.restrided)} input(s) copied into the generic layout ({', '.join(self.restrided[:2])}"
                   + (", ..." if len(self.restrided) > 2 else "") + ")") if self.restrided else ""
         return (f"{head(self.sources, self.value, self.restrided, self.raised)} ({graphs}) and runs the artifact "
@@ -194,6 +196,8 @@ def reuse(env: ShapeEnv, tx: Trace, gm: torch.fx.GraphModule, example_inputs: An
         counters["verishape"]["reused_at_size_1" if group else "reused_relaid" if ev.restrided else "reused_generic"] += 1
         if ev.at_one.unguarded is not None:  # Note [A candidate's answers stand in for its AOT trace]
             counters["verishape"]["aot_trace_stood_in"] += 1
+        elif ev.restrided and not group and not ev.candidate:  # Note [A copy into the generic layout needs no AOT trace]
+            counters["verishape"]["aot_trace_not_needed"] += 1
         limit.note()
         env.verishape_log.widened.append(ev)
         if ev.proof is not None:
@@ -333,8 +337,11 @@ def _prove(k: Kept, group: Group, env: ShapeEnv, tx: Trace, gm: torch.fx.GraphMo
     # layout moved, for a candidate lowered in this process (its unguarded answers all seen)
     stand_in = not group and not relaid and k.unguarded is not None
     proved = prove_at_one(k, binding, env, prover, head(sources, value, tuple(relaid), raised), stand_in)
-    aot = _same_aot_graph(k, env, gm, example_inputs, binding, (generic_rename, rename), positions, what,
-                          stood_in=proved.unguarded is not None, adds_facts=bool(proved.install))
+    # Note [A copy into the generic layout needs no AOT trace]: the artifact runs on copies
+    # in its own layout, a call its own entry admits; a candidate or a size set still traces
+    aot = None if relaid and not group and not k.candidate else _same_aot_graph(
+        k, env, gm, example_inputs, binding, (generic_rename, rename), positions, what,
+        stood_in=proved.unguarded is not None, adds_facts=bool(proved.install))
     dropped = len(dynamo_generic.outputs) - len(keep)
     ev = Evidence(value, sources, dynamo_generic.fingerprint(), aot, str(k.compile_id), proved,
                   hints=sum(k.questions.heuristic_hints.values()) if k.questions is not None else 0,
