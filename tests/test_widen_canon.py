@@ -174,6 +174,36 @@ def test_a_graph_that_writes_elsewhere_still_compares_a_copy_by_value_but_never_
                                                                                      rename)
 
 
+def test_a_snapshot_keeps_what_the_comparison_reads_and_not_the_graph_module():
+    """A kept compile lives as long as its cache entry: its snapshot keeps each node's value
+    and Dynamo source and the attributes ``get_attr`` names (a constant compares by its
+    contents), not the module, whose lowered graph stock frees after the compile."""
+    import gc
+    import weakref
+
+    class Scaled(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("table", torch.arange(4.0))
+
+        def forward(self, x):
+            return x * self.table + 1
+
+    gm = torch.fx.symbolic_trace(Scaled())
+    assert gm.graph.find_nodes(op="get_attr"), "the constant is an attribute of the graph"
+    for n in gm.graph.nodes:
+        n.meta["stack_trace"] = "File x.py, line 1"
+    del n  # (an FX node holds its graph, which holds the module)
+    rename = lambda s: s  # noqa: E731
+    graph, snap = canon.canonical(gm, rename), snapshot.Snapshot(gm)
+    assert all(set(n.meta) <= {"val", "example_value", "grapharg"} for n in snap.nodes)
+    alive = weakref.ref(gm)
+    del gm
+    gc.collect()
+    assert alive() is None, "the snapshot does not keep its graph module alive"
+    assert canon.canonical(snap, rename) == graph
+
+
 def test_a_value_whose_leading_ones_indexing_dropped_compares_as_the_value_index_put_broadcasts():
     """``y[:, :, i] = v`` with a ``v`` of batch 1: torch's indexing reshapes (1, 2, 1, 4) to
     (2, 1, 4) before ``index_put``, which broadcasts it back; the generic graph passes ``v``

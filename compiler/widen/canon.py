@@ -20,7 +20,7 @@ import sympy
 import torch
 
 from .effects import flat_tensors, is_functional, mutated_storages, reads_layout, storage_of, target_name
-from .snapshot import each_node, is_node, is_size_only, placeholder_source, value_of
+from .snapshot import attribute, each_node, is_node, is_size_only, placeholder_source, value_of
 
 
 class NotWidened(Exception):
@@ -159,9 +159,7 @@ class Canonicalizer:
     def constant(self, gm: torch.fx.GraphModule, target: str, storages: list[Any]) -> Any:
         """A ``get_attr`` tensor: its metadata and its contents (a digest of the values;
         the same parameter object on both sides compares by identity of its data)."""
-        attr = gm
-        for part in target.split("."):
-            attr = getattr(attr, part)
+        attr = attribute(gm, target)
         if not isinstance(attr, torch.Tensor) or isinstance(attr, torch._subclasses.FakeTensor):
             raise NotWidened(f"graph reads attribute {target} of type {type(attr).__name__}; not compared")
         meta = ("tensor", tuple(attr.shape), tuple(attr.stride()), attr.storage_offset(), str(attr.dtype),

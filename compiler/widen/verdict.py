@@ -41,6 +41,7 @@ import torch
 
 from . import record
 from .binding import Binding
+from .snapshot import attribute
 
 if TYPE_CHECKING:
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
@@ -58,7 +59,7 @@ def key(k: Kept, env: ShapeEnv, gm: torch.fx.GraphModule, aot_kwargs: dict[str, 
     with other guards under one key, and a trace decides by its env's facts)."""
     placeholders = [_describe(n.meta.get("example_value", n.meta.get("val"))) for n in
                     gm.graph.find_nodes(op="placeholder")]
-    attributes = [(n.target, _describe(_attribute(gm, n.target))) for n in gm.graph.find_nodes(op="get_attr")]
+    attributes = [(n.target, _describe(attribute(gm, n.target))) for n in gm.graph.find_nodes(op="get_attr")]
     text = repr((gm.code, placeholders, attributes, _options(aot_kwargs), _binding(binding), sorted(relaid),
                  record.binding(k.env), record.binding(env), k.global_state, _state()))
     return hashlib.sha256(text.encode()).hexdigest()
@@ -108,13 +109,6 @@ def _read(data: bytes, artifact: str, trace_key: str) -> str | None:
 
 def _artifact_keys(k: Kept) -> tuple[str, ...]:
     return tuple(k.artifact_keys) if k.cache_key is None else (k.cache_key,)
-
-
-def _attribute(gm: torch.fx.GraphModule, target: str) -> Any:
-    value: Any = gm
-    for part in target.split("."):
-        value = getattr(value, part, None)
-    return value
 
 
 def _describe(v: Any) -> Any:
