@@ -38,7 +38,7 @@ class Snapshot:
     plain records, and the module attributes its ``get_attr`` nodes name.  Much cheaper than
     ``Graph.graph_copy`` (which builds and validates FX nodes: about 1.2 s for a 12-layer
     GPT-2's Dynamo and AOT graphs) and enough for everything read later:
-    ``snapshot.graph.nodes``, ``find_nodes``, :meth:`attribute`.
+    ``snapshot.graph.nodes``, ``find_nodes``, :func:`attribute`.
 
     Why not the module and every node's metadata: a kept compile lives as long as its cache
     entry, and the AOT graph Inductor lowered (rewritten, with stack traces, module stacks
