@@ -187,8 +187,9 @@ class DenseCheck:
     done: bool = False
     #: the ranges of the symbols in the sizes and strides, where it was asked
     ranges: dict[sympy.Symbol, Any] = dataclasses.field(default_factory=dict)
-    #: the function that called the check (how it reads the result: :class:`OverlapCheck`)
-    reader: str = ""
+    #: the function that called the check, as (file tail, name) (how it reads the result:
+    #: :class:`OverlapCheck`)
+    reader: tuple[str, str] = ("", "")
     why = "a dense-layout check whose result is the same at 1"
 
     def right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
@@ -262,9 +263,10 @@ class OverlapCheck(DenseCheck):
 
 
 #: torch's callers of the overlap check that act only on "yes" (``== 1``, torch 2.11 to
-#: 2.15): ``copy_``'s meta function raises, a scatter's output is a plain clone; a caller
-#: not named here (2.15's slice-scatter chunking reads ``!= 0``) compares the whole result
-YES_READERS = ("meta_copy_", "_scatter_meta_output")
+#: 2.15), by (file, function): ``copy_``'s meta function raises, a scatter's output is a
+#: plain clone; a caller not named here (2.15's slice-scatter chunking reads ``!= 0``)
+#: compares the whole result
+YES_READERS = (("torch/_meta_registrations.py", "meta_copy_"), ("torch/_meta_registrations.py", "_scatter_meta_output"))
 
 
 def _unwrapped(fn: Any) -> Any:
@@ -528,11 +530,18 @@ def _tracked_dense(kind: type[DenseCheck], result: Callable[[Any], Any]) -> Call
     def make(original: Any) -> Any:
         def record(a: Any) -> DenseCheck:
             size, stride = exprs(a.shape), exprs(a.stride())
-            # frames: this, the check (:func:`_tracked_predicate`), its caller
-            return kind(size, stride, ranges=_ranges_now(size + stride), reader=sys._getframe(2).f_code.co_name)
+            caller = sys._getframe(2).f_code  # frames: this, the check (:func:`_tracked_predicate`), its caller
+            return kind(size, stride, ranges=_ranges_now(size + stride), reader=_reader(caller))
 
         return _tracked_predicate(original, record, result)
     return make
+
+
+def _reader(code: Any) -> tuple[str, str]:
+    """A caller as :data:`YES_READERS` names one: the tail of its file from ``torch/``, its name."""
+    filename = code.co_filename.replace("\\", "/")
+    at = filename.rfind("/torch/")
+    return (filename[at + 1:] if at >= 0 else filename), code.co_name
 
 
 def _tracked_conv_layout(original: Any) -> Any:
