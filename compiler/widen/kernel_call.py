@@ -6,13 +6,14 @@ recorded outputs there)."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import sympy
 import torch
 
 from . import over_ranges
-from .over_ranges import NotANumber, at_point, exprs
+from .over_ranges import at_point, exprs
 
 
 @dataclasses.dataclass
@@ -48,19 +49,18 @@ class KernelCall:
         self.__dict__.update(state, kernel=_operator(state["kernel"]), spec=pytree.treespec_loads(state["spec"]))
 
     def right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
-        """Whether torch's fake kernel, run on the inputs at ``sub``, gives the recorded
-        outputs there (sizes and values equal, strides equal where the size is not 1).
-        Sizes that stay symbolic at ``sub`` range over theirs (:mod:`over_ranges`): the
-        kernel's fake run must be decided by them, and the outputs equal for every value."""
+        """Whether torch's fake kernel, run on the inputs at ``sub`` (over the ranges of sizes
+        that stay symbolic: :mod:`over_ranges`), gives the recorded outputs there (sizes and
+        values equal, strides equal where the size is not 1)."""
         from torch._subclasses.fake_tensor import FakeTensorMode
         from torch.utils import _pytree as pytree
 
         if not self.done or self.outputs is None or any(a is None for a in self.flat):
             return False
         try:
-            outputs = [_at(o, sub) for o in self.outputs]
-            inputs = [_at(a, sub) for a in self.flat]
-            symbols = over_ranges.Symbols([e for spec in (*inputs, *outputs) for e in _sizes(spec)], self.ranges)
+            outputs = [_map(o, lambda e: at_point(e, sub)) for o in self.outputs]
+            inputs = [_map(a, lambda e: at_point(e, sub)) for a in self.flat]
+            symbols = over_ranges.Symbols([e for spec in (*inputs, *outputs) for e in sizes_of(spec)], self.ranges)
             with FakeTensorMode(shape_env=symbols.env):
                 flat = [torch.empty_strided([symbols.value(e) for e in a[1]], [symbols.value(e) for e in a[2]],
                                             dtype=a[3], device=a[4]) if a[0] == "tensor"
@@ -70,22 +70,22 @@ class KernelCall:
                     lambda: pytree.tree_leaves(self.kernel(*bound["args"], **bound["kwargs"])))
         except Exception:  # noqa: BLE001 - not a number, undecided, or the kernel refuses these sizes at 1: not moot
             return False
-        got_specs = [_back(spec_of(g), symbols) for g in got]
+        got_specs = [_map(spec_of(g), lambda e: e.xreplace(symbols.back)) for g in got]
         if len(got_specs) != len(outputs) or any(g is None for g in got_specs):
             return False
-        for want, have in zip(outputs, got_specs):
-            if want[0] != have[0]:
-                return False
-            if want[0] == "tensor":
-                if len(want[1]) != len(have[1]) or not all(map(over_ranges.same, want[1], have[1])) or not all(
-                        n == 1 or over_ranges.same(a, b) for n, a, b in zip(want[1], want[2], have[2], strict=True)):
-                    return False
-            elif want[0] == "size":
-                if not over_ranges.same(want[1], have[1]):
-                    return False
-            elif want[1] != have[1]:
-                return False
-        return True
+        return all(_agrees(want, have) for want, have in zip(outputs, got_specs))
+
+
+def _agrees(want: Any, have: Any) -> bool:
+    """Whether an output's spec is the recorded one (strides only where the size is not 1)."""
+    if want[0] != have[0]:
+        return False
+    if want[0] == "tensor":
+        return len(want[1]) == len(have[1]) and all(map(over_ranges.same, want[1], have[1])) and all(
+            n == 1 or over_ranges.same(a, b) for n, a, b in zip(want[1], want[2], have[2], strict=True))
+    if want[0] == "size":
+        return over_ranges.same(want[1], have[1])
+    return want[1] == have[1]
 
 
 def _operator(name: str) -> Any:
@@ -100,21 +100,21 @@ def _operator(name: str) -> Any:
     return op
 
 
-def _sizes(spec: Any) -> list[sympy.Expr]:
+def sizes_of(spec: Any) -> list[sympy.Expr]:
+    """A spec's sizes and strides (a size argument's one; none for a value)."""
     if spec[0] == "tensor":
         return [*spec[1], *spec[2]]
     return [spec[1]] if spec[0] == "size" else []
 
 
-def _back(spec: Any, symbols: over_ranges.Symbols) -> Any:
-    """A spec of the throwaway env's values, in the recorded symbols."""
+def _map(spec: Any, f: Callable[[Any], Any]) -> Any:
+    """A spec (or None) with ``f`` applied to each of its sizes and strides."""
     if spec is None:
         return None
     if spec[0] == "tensor":
-        return ("tensor", tuple(e.xreplace(symbols.back) for e in spec[1]),
-                tuple(e.xreplace(symbols.back) for e in spec[2]), *spec[3:])
+        return ("tensor", tuple(map(f, spec[1])), tuple(map(f, spec[2])), *spec[3:])
     if spec[0] == "size":
-        return ("size", spec[1].xreplace(symbols.back))
+        return ("size", f(spec[1]))
     return spec
 
 
@@ -129,12 +129,3 @@ def spec_of(value: Any) -> Any:
         return ("value", value)
     return None
 
-
-def _at(spec: Any, sub: dict[sympy.Symbol, sympy.Basic]) -> Any:
-    """A spec with its sizes at ``sub`` (expressions; :class:`NotANumber` where one divides
-    by a size that is 0 there)."""
-    if spec[0] == "tensor":
-        return ("tensor", [at_point(e, sub) for e in spec[1]], [at_point(e, sub) for e in spec[2]], *spec[3:])
-    if spec[0] == "size":
-        return ("size", at_point(spec[1], sub))
-    return spec

@@ -46,10 +46,8 @@ _DIVIDING = ("FloorDiv", "CleanDiv", "CeilDiv", "ModularIndexing", "Mod", "Pytho
 
 @dataclasses.dataclass
 class SizeUses:
-    """The sizes (and divisors) a generic compile computes with, kept until size 1 arrives.
-
-    Filled while the lowering runs (cheap: references to expressions, nothing evaluated);
-    read once, at 1.  ``incomplete`` names the first structure that could not be read."""
+    """The sizes (and divisors) a generic compile computes with: references filled while it
+    lowers, read once, at 1.  ``incomplete`` names the first structure that could not be read."""
 
     #: (expr, kind, where): kind is "size" or "divisor"
     entries: list[tuple[sympy.Basic, str, str]] = dataclasses.field(default_factory=list)
@@ -114,17 +112,17 @@ def _expr_of(value: Any) -> sympy.Basic | None:
     return None
 
 
-def from_graph(gm: Any, uses: SizeUses, label: str = "the AOT graph") -> None:
-    """Every tensor dimension of ``gm``'s nodes and every size-derived divisor of its
-    division nodes."""
+def from_graph(gm: Any, uses: SizeUses) -> None:
+    """Every tensor dimension of ``gm``'s nodes (the AOT graph) and every size-derived
+    divisor of its division nodes."""
     uses.graph_read = True
     uses.graph_calls = any(n.op == "call_function" for n in gm.graph.nodes)
     for node in gm.graph.nodes:
         value = node.meta.get("val", node.meta.get("example_value"))
         for t in flat_tensors(value):
-            uses.add_all((_expr_of(n) for n in t.shape), "size", f"{label} node {node.name}")
+            uses.add_all((_expr_of(n) for n in t.shape), "size", f"the AOT graph node {node.name}")
             for n in t.shape:
-                uses.add_index(_expr_of(n), f"{label} node {node.name}")
+                uses.add_index(_expr_of(n), f"the AOT graph node {node.name}")
         if node.op != "call_function" or len(node.args) < 2:
             continue
         target = node.target
@@ -132,7 +130,7 @@ def from_graph(gm: Any, uses: SizeUses, label: str = "the AOT graph") -> None:
             divisor = node.args[1]
             if hasattr(divisor, "meta"):  # an FX node or a snapshot's
                 divisor = divisor.meta.get("val", divisor.meta.get("example_value"))
-            uses.add(_expr_of(divisor), "divisor", f"{label} node {node.name} ({target})")
+            uses.add(_expr_of(divisor), "divisor", f"the AOT graph node {node.name} ({target})")
 
 
 # ---------------------------------------------------------------------------- Inductor's scheduled nodes

@@ -3,8 +3,8 @@
 At a widened point only the widened sizes become numbers; the frame's other sizes (the
 sequence length of a decoder whose batch is 1, say) stay symbols over their generic ranges.
 :mod:`verishape.compiler.widen.recompute` checks a recorded layout computation by running
-torch's own function again at the point; where sizes stay symbolic it runs it here on
-SymInts of a throwaway ShapeEnv that knows nothing but each symbol's range.  Every
+torch's own function again at the point; where sizes stay symbolic it runs it on SymInts
+of a throwaway ShapeEnv that knows nothing but each symbol's range (:class:`Symbols`).  Every
 comparison the function makes must then be decided by those ranges alone: one that is not
 (it would need a guard) raises, and the caller refuses.  A result obtained this way holds
 for every value in the ranges, which the reused artifact's own guards and ranges (proved at
@@ -33,10 +33,7 @@ def at_point(e: Any, sub: dict[sympy.Symbol, sympy.Basic]) -> sympy.Expr:
 
 def number(e: Any, sub: dict[sympy.Symbol, sympy.Basic]) -> int:
     """``e`` at the point, which must make it an integer (else :class:`NotANumber`)."""
-    try:
-        value = sympy.sympify(sympy.sympify(e).xreplace(sub))
-    except ZeroDivisionError:  # divides by a size that is 0 at ``sub``: not a number there
-        raise NotANumber(e) from None
+    value = at_point(e, sub)
     if not value.is_Integer:
         raise NotANumber(value)
     return int(value)
@@ -61,7 +58,14 @@ class Symbols:
         free = sorted(set().union(*(sympy.sympify(e).free_symbols for e in exprs)), key=str)
         if any(s not in ranges for s in free):
             raise Undecided(f"no range for {[s for s in free if s not in ranges]}")
-        self.env = _strict_env_class()()
+        from verishape.core import torch_seam
+
+        class Strict(torch_seam.stock_shape_env()):  # type: ignore[misc]
+            def evaluate_expr(self, *args: Any, **kwargs: Any) -> Any:
+                kwargs.pop("fallback_value", None)  # no guess where the ranges do not decide
+                return super().evaluate_expr(*args, **kwargs)
+
+        self.env = Strict()
         self.mapping: dict[sympy.Symbol, sympy.Symbol] = {}
         for s in free:
             unbacked = self.env.create_unbacked_symint().node.expr
@@ -76,24 +80,6 @@ class Symbols:
         e = self.expr(e)
         return int(e) if e.is_number else self.env.create_symintnode(e, hint=None)
 
-    def result(self, out: Any) -> Any:
-        import torch
-
-        if out is None:
-            return None
-        return [sympy.sympify(o.node.expr if isinstance(o, torch.SymInt) else o).xreplace(self.back) for o in out]
-
-
-def _strict_env_class() -> type:
-    from verishape.core import torch_seam
-
-    class Strict(torch_seam.stock_shape_env()):  # type: ignore[misc]
-        def evaluate_expr(self, *args: Any, **kwargs: Any) -> Any:
-            kwargs.pop("fallback_value", None)  # no guess where the ranges do not decide
-            return super().evaluate_expr(*args, **kwargs)
-
-    return Strict
-
 
 def decided(fn: Callable[[], Any]) -> Any:
     """``fn()``, with a comparison its ranges do not decide turned into :class:`Undecided`."""
@@ -103,16 +89,6 @@ def decided(fn: Callable[[], Any]) -> Any:
         return fn()
     except GuardOnDataDependentSymNode as exc:
         raise Undecided(str(exc).splitlines()[0]) from None
-
-
-def run(fn: Callable[..., Any], args: Sequence[Sequence[sympy.Expr]],
-        ranges: Mapping[sympy.Symbol, Any]) -> Any:
-    """``fn(*args)`` with each argument a list of sizes (sympy expressions), their free
-    symbols ranging over ``ranges``; the results as expressions in the same symbols (a
-    list, or None).  Raises :class:`Undecided` where a symbol has no range or ``fn``
-    would need a guard."""
-    symbols = Symbols([e for a in args for e in a], ranges)
-    return symbols.result(decided(lambda: fn(*[[symbols.value(e) for e in a] for a in args])))
 
 
 def same(a: sympy.Expr, b: sympy.Expr) -> bool:

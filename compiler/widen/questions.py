@@ -13,17 +13,14 @@ the same, it holds at 1 by construction and nothing is kept; otherwise the quest
 answer, its extra premises (index-variable bounds and axioms the caller passed) and where it
 was asked are kept, to be decided at 1 when size 1 arrives
 (:func:`verishape.compiler.widen.reuse.reuse`).  Guards a lowering adds land in the env's guard
-list, which that proof checks at 1 as a whole.  Answers asked inside a layout computation
-(a view's strides, a convolution's layout, an extern kernel's outputs) are moot where the
-computation's result is the same at 1 (:mod:`verishape.compiler.widen.recompute`).  Size hints are
-counted as heuristics, or kept as answers, by where they are read (:func:`_observe_hint`).
+list, which that proof checks at 1 as a whole; answers asked inside a layout computation:
+:mod:`verishape.compiler.widen.recompute`; size hints: :func:`_observe_hint`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import logging
 import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -64,19 +61,12 @@ SITES: dict[str, tuple[str, Any]] = {
     # "is the old dimension 1?" only chooses whether to run a sanity assertion; the sizes
     # it returns are the same either way
     "ExpandView._normalize_size": ("a sanity check of an expand's sizes, which it returns unchanged", None),
-    # the C++ backend's choice of a cascade accumulator for a float sum longer than a chunk
-    # (precision only): either way the kernel computes the sum of the same elements
     "need_use_acc_helper": ("a summation-accuracy choice (a cascade accumulator or a plain one); both compute "
                             "the sum", None),
-    # the pattern matcher's recheck of a replacement (register_replacement's check_fn) asks
-    # whether two sizes differ only to choose which sizes become inputs of the search pattern
-    # it retraces: the answer decides whether the pattern matches, and a replacement that
-    # matches computes what it replaces at every size (the pattern's own contract; its
-    # extra checks ask their own questions)
+    # register_replacement's check_fn asks whether two sizes differ to choose its search
+    # pattern's inputs (a replacement's equivalence is the pattern's own contract)
     "refresh_arg": ("which sizes a pattern's retrace takes as inputs (it decides only whether a replacement "
                     "matches; a matched replacement is equivalent at every size)", None),
-    # stride sorting for layout preferences: torch documents the order as for
-    # "optimization-only layout heuristics", never to be used for correctness decisions
     "argsort_sym": ("a layout heuristic (torch documents argsort_sym's order as optimization-only)", None),
     # Inductor re-propagates the AOT graph's metadata before lowering: the values it
     # computes are those of the AOT graph, which was compared at 1 node by node (sizes,
@@ -85,49 +75,33 @@ SITES: dict[str, tuple[str, Any]] = {
 }
 
 
-def _not_an_equality_held(q: Question) -> bool:
-    return not (isinstance(q.expr, sympy.Eq) and q.answer is sympy.true)
-
-
 CHECK_FN = "register_replacement.<locals>.check_fn"
-
-
-def _in_a_pattern_retrace(q: Question) -> bool:
-    """Asked while ``check_fn`` retraces its search pattern (``fwd_only`` called by it with
-    the search pattern: :func:`_site` names its trace of the replacement apart)."""
-    return any(a == "fwd_only" and b == CHECK_FN for a, b in zip(q.site[1:], q.site[2:]))
-
-
-def _always(q: Question) -> bool:
-    return True
-
 
 #: Functions whose own branch conditions (a question asked directly in them, the innermost
 #: site; questions of the functions they call are not covered) only choose among results
 #: that are each right wherever their own checks hold: why, and which of its questions that
 #: covers.
 DIRECT_SITES: dict[str, tuple[str, Callable[[Question], bool]]] = {
-    # torch 2.11's pattern-matcher recheck (``register_replacement``'s check_fn) asks
-    # ``statically_known_true(v != a)`` of its arguments' sizes, as 2.13's ``refresh_arg``
-    # does (:data:`SITES`): only to choose which sizes the retraced search pattern takes as
-    # inputs, so it decides whether a replacement matches, and a matched replacement computes
-    # what it replaces at every size.  Only the questions asked in check_fn's own body: its
-    # ``extra_check`` and the retrace ask their own
-    CHECK_FN: (SITES["refresh_arg"][0], _always),
+    # torch 2.11's check_fn asks in its own body what 2.13's ``refresh_arg`` asks (:data:`SITES`);
+    # its ``extra_check`` and the retrace ask their own
+    CHECK_FN: (SITES["refresh_arg"][0], lambda q: True),
     # the same check_fn retraces the search pattern with the matched sizes (``fwd_only``; 2.15
     # retraces every pattern, 2.13 those without a pre-traced one) only to build the specific
     # pattern it matches again (``fx_to_pattern``: each node's op and arguments, and from 2.15
     # its ``meta["val"]``'s sizes, dtype and device); the graph is then dropped.  What make_fx
     # extracts into each node's ``meta["tensor_meta"]`` (whether it is contiguous in each
-    # memory format: ``Eq(s, 1)`` on 2.15's decode step) is read by nothing
+    # memory format: ``Eq(s, 1)`` on 2.15's decode step) is read by nothing.  Only below
+    # ``fwd_only`` called by check_fn (:func:`_site` names its trace of the replacement apart)
     "_extract_tensor_metadata": ("tensor metadata of the pattern matcher's retrace, read by nothing (its pattern "
-                                 "reads ops, arguments and sizes)", _in_a_pattern_retrace),
+                                 "reads ops, arguments and sizes)",
+                                 lambda q: any(a == "fwd_only" and b == CHECK_FN
+                                               for a, b in zip(q.site[1:], q.site[2:]))),
     # the SIMD kernel's memory statistics (bytes and accesses per thread, split by whether a
     # stride is 1 or 0): read only by ``add_persistent_rblock``, which adds an autotuning
     # config whose block covers the reduction to a looped reduction kernel, and that kernel
     # loops over any length whatever block it runs with (speed only)
     "StatsForReadsOrWrites.compute": ("memory statistics for a kernel heuristic (an extra autotuning config of a "
-                                      "looped reduction, which loops over any length)", _always),
+                                      "looped reduction, which loops over any length)", lambda q: True),
     # Triton/SIMD tiling: "is this size larger than the group?" and "is it 1?" pick how a
     # node's iteration space is split across the kernel's groups; every branch builds an
     # exact decomposition index = size2*i1 + i2 of the same space.  What makes one valid at a
@@ -140,7 +114,7 @@ DIRECT_SITES: dict[str, tuple[str, Callable[[Question], bool]]] = {
     # so that answer is proved at 1 like any other
     "_split_iteration_ranges": ("a tiling split (which exact decomposition of the iteration space; its divisors, "
                                 "its use of every group and its sizes are checked at 1 on their own)",
-                                _not_an_equality_held),
+                                lambda q: not (isinstance(q.expr, sympy.Eq) and q.answer is sympy.true)),
 }
 
 
@@ -234,7 +208,7 @@ class QuestionLog:
         extra = tuple((s, vr) for s, vr in ranges.items() if s not in env.var_to_range)
         site, operands = _site()
         self.questions.append(Question(expr, answer, extra, tuple(axioms or ()), site, operands,
-                                       recompute.current_call(), reading))
+                                       recompute.computing.get(), reading))
 
 
 #: Callers of ``_maybe_evaluate_static`` that never guard, and which answers they act on
@@ -269,11 +243,12 @@ def _reading() -> str | None:
         frame = frame.f_back
     if frame is None:
         return None
-    filename = frame.f_code.co_filename.replace("\\", "/")
-    for (tail, name), reading in NON_GUARDING_READS.items():
-        if frame.f_code.co_name == name and filename.endswith(tail):
-            return reading
-    return None
+    return next((r for (tail, name), r in NON_GUARDING_READS.items() if _named(frame.f_code, tail, name)), None)
+
+
+def _named(code: Any, tail: str, name: str) -> bool:
+    """Whether ``code`` is the function ``name`` of a file whose path ends in ``tail``."""
+    return code.co_name == name and code.co_filename.replace("\\", "/").endswith(tail)
 
 
 def _same_action(reading: str, a: Any, b: Any) -> bool:
@@ -282,16 +257,15 @@ def _same_action(reading: str, a: Any, b: Any) -> bool:
     truth = (None, sympy.true, sympy.false, True, False)
     if a not in truth or b not in truth:
         return False
-    return _acts(reading, a) == _acts(reading, b)
 
+    def acts(answer: Any) -> bool:  # whether the caller takes its acting branch on ``answer``
+        if reading == "true":
+            return answer is not None and bool(answer)
+        if reading == "false":
+            return answer is not None and not bool(answer)
+        return answer is None or bool(answer)  # not_false
 
-def _acts(reading: str, answer: Any) -> bool:
-    """Whether a caller reading answers as ``reading`` takes its acting branch on ``answer``."""
-    if reading == "true":
-        return answer is not None and bool(answer)
-    if reading == "false":
-        return answer is not None and not bool(answer)
-    return answer is None or bool(answer)  # not_false
+    return acts(a) == acts(b)
 
 
 #: Inductor functions (the innermost one asking) whose guarding-hint reads only steer a
@@ -311,8 +285,7 @@ HEURISTIC_HINT_SITES = ("expand", "repeat", "unfold",
                         # ``optimization_hint``): which loop order two nodes' accesses of one buffer
                         # compare in, which shared buffer (the largest) guides the reordering, and
                         # how much memory a fusion shares; a reordered loop nest computes the same
-                        # values at every size. The H200 refused the batch and sequence sweeps of
-                        # LLaMA, Mistral, Qwen2, Gemma and Qwen3 on these alone
+                        # values at every size
                         "normalize_with_stride_order", "shared_data_after_reordering_loop",
                         "_try_reorder_loops_for_candidates", "decide_loop_order_to_match", "numel_hint",
                         "numbytes_hint",
@@ -382,29 +355,29 @@ def _observe_hint(log: QuestionLog, kind: str, expr: Any, value: Any, caller: st
         # ``hint <= INT32_MAX`` chooses 32-bit indexing (the caller then guards ``expr <=
         # INT32_MAX``); above it, 64-bit indexing, right at every size.  What the kernel relies
         # on is the bound, not the hint: that is the answer that must hold at 1.
-        if int(value) <= INT32_MAX:
-            log.questions.append(Question(sympy.Le(expr, INT32_MAX), sympy.true, (), (), (f"{kind} hint", *site)))
-        else:
-            log.heuristic_hints[where] = log.heuristic_hints.get(where, 0) + 1
-        return
-    if kind == "optimization" or where in HEURISTIC_HINT_SITES or (
-            where == "maybe_copy_cpu_scalar" and _copies_nothing(_locals_of("maybe_copy_cpu_scalar"))):
-        log.heuristic_hints[where] = log.heuristic_hints.get(where, 0) + 1
+        answer = sympy.Le(expr, INT32_MAX) if int(value) <= INT32_MAX else None
+    elif kind == "optimization" or where in HEURISTIC_HINT_SITES or (
+            where == "maybe_copy_cpu_scalar" and _copies_nothing()):
+        answer = None
     elif isinstance(value, (int, sympy.Basic)):
         # an int (``guarding_hint_or_throw``) or an expression with the backed sizes set to
         # their hints (``replace_backed_symbols_with_hints``): either way an answer at the hint
-        log.questions.append(Question(sympy.Eq(expr, value), sympy.true, (), (), (f"{kind} hint", *site)))
+        answer = sympy.Eq(expr, value)
+    else:
+        return
+    if answer is None:  # a heuristic
+        log.heuristic_hints[where] = log.heuristic_hints.get(where, 0) + 1
+    else:
+        log.questions.append(Question(answer, sympy.true, (), (), (f"{kind} hint", *site)))
 
 
-def _locals_of(name: str) -> dict[str, Any]:
+def _copies_nothing() -> bool:
+    """``maybe_copy_cpu_scalar(x, device)``, the frame of that name below the caller, copies
+    only a CPU tensor bound for another device."""
     frame = sys._getframe(1)
-    while frame is not None and frame.f_code.co_name != name:
+    while frame is not None and frame.f_code.co_name != "maybe_copy_cpu_scalar":
         frame = frame.f_back
-    return frame.f_locals if frame is not None else {}
-
-
-def _copies_nothing(local: dict[str, Any]) -> bool:
-    """``maybe_copy_cpu_scalar(x, device)`` copies only a CPU tensor bound for another device."""
+    local = frame.f_locals if frame is not None else {}
     x, device = local.get("x"), local.get("device")
     try:
         return x is not None and device is not None and x.get_device() == device
@@ -422,7 +395,7 @@ def _site() -> tuple[tuple[str, ...], tuple[Any, Any] | None]:
     frame = sys._getframe(2)
     while frame is not None and len(names) < 6:
         code = frame.f_code
-        if not names and _outside_site(code):
+        if not names and any(_named(code, tail, name) for tail, name in OUTSIDE_SITES):
             names.append(code.co_name)
         elif "_inductor" in code.co_filename and not code.co_filename.endswith("sizevars.py"):
             holder = frame.f_back if code.co_name in _COMPREHENSIONS and frame.f_back is not None else frame
@@ -460,12 +433,6 @@ def _retraces_a_search_pattern(frame: Any) -> bool:
                                or getattr(fn, "__qualname__", "") == f"{CHECK_FN}.<locals>.search_fn_new")
 
 
-def _outside_site(code: Any) -> bool:
-    """Whether a frame's code is one of :data:`OUTSIDE_SITES`."""
-    filename = code.co_filename.replace("\\", "/")
-    return any(code.co_name == name and filename.endswith(tail) for tail, name in OUTSIDE_SITES)
-
-
 def _operands(wanted: Any, local: dict[str, Any]) -> tuple[Any, Any] | None:
     """The two sizes a :data:`SITES` entry compares, from the asking frame's locals."""
     try:
@@ -494,9 +461,8 @@ def recording(env: ShapeEnv, candidates: frozenset[sympy.Symbol]) -> Iterator[Qu
     # probed only where Inductor is loaded (it lowers this compile): an aot_eager user should
     # not pay for importing Inductor's modules
     refused = torch_seam.widening_refused() if "torch._inductor.sizevars" in sys.modules else None
-    if refused and refused not in _said:
-        _said.add(refused)
-        logging.getLogger("verishape").warning(refused)
+    if refused:
+        recompute.say_once(_said, refused, refused)
     log = QuestionLog(candidates, widened=from_one(env.var_to_range, candidates))
     with env.observing(log), recompute.tracking(_on_hint, _on_scheduled, _widened_now):
         yield log

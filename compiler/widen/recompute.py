@@ -32,7 +32,7 @@ import torch
 
 from verishape.core import torch_names, torch_seam
 
-from .kernel_call import KernelCall, spec_of
+from .kernel_call import KernelCall, sizes_of, spec_of
 from .over_ranges import NotANumber, at_point, exprs, number
 
 #: where hint reads go: (sizevars, "optimization" | "guarding", expr, value, calling function)
@@ -61,11 +61,9 @@ class ViewStrides:
     why = "a view's strides, the same at 1 on every dimension larger than 1"
 
     def right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
-        """Whether the recorded strides at ``sub`` are those the same computation gives
-        there, on every dimension whose size is not 1 (a size-1 dimension's stride
-        addresses nothing).  Sizes that stay symbolic at ``sub`` range over theirs
-        (:mod:`verishape.compiler.widen.over_ranges`): the computation must be decided by
-        them, with the strides equal for every value; otherwise False (refused)."""
+        """Whether the same computation at ``sub`` (over the ranges of sizes that stay symbolic:
+        :mod:`verishape.compiler.widen.over_ranges`) gives the recorded strides on every
+        dimension whose size is not 1 (a size-1 dimension's stride addresses nothing)."""
         from torch._subclasses import fake_impls
 
         from . import over_ranges
@@ -77,11 +75,14 @@ class ViewStrides:
         try:
             at = [[at_point(e, sub) for e in part] for part in (self.old_size, self.old_stride, self.new_size)]
             generic = [at_point(e, sub) for e in self.result]
-            exact = over_ranges.run(_unwrapped(fake_impls._compute_stride), at, self.ranges)
+            compute = _unwrapped(fake_impls._compute_stride)
+            symbols = over_ranges.Symbols([e for part in at for e in part], self.ranges)
+            out = over_ranges.decided(lambda: compute(*[[symbols.value(e) for e in part] for part in at]))
         except (NotANumber, over_ranges.Undecided):
             return False
-        if exact is None:
+        if out is None:
             return False
+        exact = [sympy.sympify(o.node.expr if isinstance(o, torch.SymInt) else o).xreplace(symbols.back) for o in out]
         return all(n == 1 or over_ranges.same(a, b) for n, a, b in zip(at[2], generic, exact, strict=True))
 
 
@@ -194,10 +195,8 @@ class DenseCheck:
 
     def right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
         """Whether torch's own check, run on the sizes and strides at ``sub``, gives the
-        recorded result: on integers (a tensor on the meta device: nothing is guarded), or,
-        where sizes stay symbolic at ``sub`` (a batch that generic recompiles made a symbol,
-        beside a sequence length at 1), over their ranges
-        (:mod:`verishape.compiler.widen.over_ranges`), which must decide it."""
+        recorded result: on integers (a tensor on the meta device: nothing is guarded), or
+        over the ranges of sizes that stay symbolic there (:mod:`verishape.compiler.widen.over_ranges`)."""
         if not self.done or self.result is None:
             return False
         try:
@@ -274,50 +273,39 @@ def _unwrapped(fn: Any) -> Any:
     return getattr(fn, "_verishape_original", fn)
 
 
-_computing: contextvars.ContextVar[Any] = contextvars.ContextVar(
-    "verishape_layout_call", default=None)
+#: the recorded computation a question is being asked in (None outside all of them;
+#: :data:`UNRECORDED` inside one whose operands could not be recorded)
+computing: contextvars.ContextVar[Any] = contextvars.ContextVar("verishape_layout_call", default=None)
 
 
-def current_call() -> Any:
-    """The recorded computation a question is being asked in (None outside all of them;
-    :data:`UNRECORDED` inside one whose operands could not be recorded)."""
-    return _computing.get()
-
-
-#: the torch internals wrapped while a generic compile is lowered, and Inductor's range
-#: reader: named once, in the seam's registry (``torch_names.WIDENING_REGISTRY``,
-#: ``torch_names.RANGE_READER``); a missing optional one is said once, and answers asked in
-#: it are then not recomputed (refused); a missing required one refuses widening
-#: (``torch_seam.widening_refused``, checked by :mod:`verishape.compiler.widen.reuse`)
+#: the torch internals wrapped while a generic compile is lowered, and Inductor's range reader
 HOOKED = torch_names.WIDENING_HOOKS
 RANGE_READER = torch_names.RANGE_READER
 _missing_said: set[str] = set()
 
 
+def say_once(said: set[str], key: str, *message: Any) -> None:
+    """Warn ``message`` on the verishape logger, once per ``key`` in ``said``."""
+    if key not in said:
+        said.add(key)
+        logging.getLogger("verishape").warning(*message)
+
+
 def _say_missing(where: str) -> None:
-    if where not in _missing_said:
-        _missing_said.add(where)
-        logging.getLogger("verishape").warning(
-            "verishape: this torch has no %s; shape answers asked in it are not recomputed at size 1, so a "
-            "size-1 call that depends on them compiles as stock", where)
+    say_once(_missing_said, where, "verishape: this torch has no %s; shape answers asked in it are not recomputed "
+             "at size 1, so a size-1 call that depends on them compiles as stock", where)
 
 
 #: the guarding-hint readers of each torch release (one registry row; see the seam)
-_GUARDING_HINTS = ("SizeVarAllocator.guarding_hint_or_throw", "SizeVarAllocator.replace_backed_symbols_with_hints",
-                   "SizeVarAllocator.size_hint", "SizeVarAllocator.size_hint_or_throw",
-                   "SizeVarAllocator.symbolic_hint")
+_GUARDING_HINTS = next(row.paths for row in torch_names.WIDENING_REGISTRY
+                       if "SizeVarAllocator.guarding_hint_or_throw" in row.paths)
 
 
 @contextlib.contextmanager
 def tracking(on_hint: HintSink, on_scheduled: ScheduledSink, widened: WidenedRanges) -> Iterator[None]:
-    """For one block, wrap the layout computations whose answers are checked by
-    recomputing them at 1 (:class:`ViewStrides`, :class:`ConvLayout`, :class:`StrideOrder`,
-    :class:`KernelCall`) where Inductor looks them up at each call, so that questions
-    asked inside a call are tied to the call and its result; Inductor's hint reads; its
-    scheduler's code generation (``on_scheduled`` reads the sizes after it); and its direct
-    range reads, which see the ranges ``widened()`` gives (:func:`_widening_range_reads`).
-    Modules Inductor has not loaded are left alone (nothing of theirs runs); a missing
-    attribute is said once."""
+    """For one block, wrap the layout computations recomputed at 1 (tying the questions asked
+    in a call to it), the hint reads, the scheduler's code generation (``on_scheduled`` reads
+    the sizes after it) and the direct range reads (:func:`_widening_range_reads`)."""
     makers = {"_compute_stride": _tracked_compute_stride, "conv_layout": _tracked_conv_layout,
               "Layout.is_stride_ordered": _tracked_stride_order, "ExternKernel.process_kernel": _tracked_process_kernel,
               "SizeVarAllocator.optimization_hint": _tracked_hint("optimization", on_hint),
@@ -389,11 +377,11 @@ def _tracked_codegen(on_scheduled: ScheduledSink) -> Any:
 def _inside(call: Any, original: Any, args: Any, kwargs: Any) -> Any:
     """``original(*args, **kwargs)`` with the questions it asks tied to ``call`` (the
     recorded computation, or None: not recorded, so never moot)."""
-    token = _computing.set(call if call is not None else UNRECORDED)
+    token = computing.set(call if call is not None else UNRECORDED)
     try:
         return original(*args, **kwargs)
     finally:
-        _computing.reset(token)
+        computing.reset(token)
 
 
 #: set while a hint reader runs: a reader called by another (2.11's ``size_hint`` calls
@@ -490,8 +478,7 @@ def _tracked_process_kernel(original: Any) -> Any:
         except (TypeError, IndexError, AttributeError):
             outputs = [None]  # not the return this knows: not recomputed (refused)
         call.outputs = None if any(o is None for o in outputs) else outputs
-        sizes = [e for c in (*call.flat, *outputs) if c is not None and c[0] in ("tensor", "size")
-                 for e in ((*c[1], *c[2]) if c[0] == "tensor" else (c[1],))]
+        sizes = [e for c in (*call.flat, *outputs) if c is not None for e in sizes_of(c)]
         call.ranges = _ranges_now(tuple(sympy.sympify(e) for e in sizes))
         call.done = True
         return out
@@ -531,17 +518,14 @@ def _tracked_dense(kind: type[DenseCheck], result: Callable[[Any], Any]) -> Call
         def record(a: Any) -> DenseCheck:
             size, stride = exprs(a.shape), exprs(a.stride())
             caller = sys._getframe(2).f_code  # frames: this, the check (:func:`_tracked_predicate`), its caller
-            return kind(size, stride, ranges=_ranges_now(size + stride), reader=_reader(caller))
+            # the caller as :data:`YES_READERS` names one: the tail of its file from ``torch/``, its name
+            filename = caller.co_filename.replace("\\", "/")
+            at = filename.rfind("/torch/")
+            reader = (filename[at + 1:] if at >= 0 else filename), caller.co_name
+            return kind(size, stride, ranges=_ranges_now(size + stride), reader=reader)
 
         return _tracked_predicate(original, record, result)
     return make
-
-
-def _reader(code: Any) -> tuple[str, str]:
-    """A caller as :data:`YES_READERS` names one: the tail of its file from ``torch/``, its name."""
-    filename = code.co_filename.replace("\\", "/")
-    at = filename.rfind("/torch/")
-    return (filename[at + 1:] if at >= 0 else filename), code.co_name
 
 
 def _tracked_conv_layout(original: Any) -> Any:
