@@ -1,27 +1,10 @@
-"""How a new trace's sizes bind a kept compile's symbols, as one frozen value.
-
-A reuse compares two traces of one frame: the kept (generic) one, whose symbols are its
-inputs' sizes, and the new one, at the call that missed.  Both name their symbols by the
-input sources bound to them; :class:`Binding` says, per generic symbol, what it is at the
-new call:
-
-* a size of the group that arrived at 1: the constant 1 (the widened sizes);
-* a size the new trace also keeps symbolic, under the same sources: that symbol (renamed to
-  the generic symbol's first source name on both sides);
-* a size the new trace has as a constant at every one of its sources (a cache whose length a
-  static cache fixes, a head count generic recompiles made a symbol in one trace and not in
-  the other), or an int input it specialized and guards equal to its value (a sliding window
-  generic recompiles made a symbol): that constant;
-* a size the new trace makes one symbol with other generic symbols (it duck-sized two
-  sizes that were equal at its call, and installs their equality as a guard): the generic
-  symbol of the first source of that new symbol.
-
-The point a reuse is proved at is those values (:meth:`Binding.point`); every generic guard
-and range is a goal there (:func:`verishape.compiler.widen.goals.prove_at_one`), so a constant
-or an equality outside the generic domain refuses the reuse.  What is refused here: a size
-the new trace keeps symbolic where the generic trace has it as a constant (the generic
-artifact was compiled for that constant only), a new symbol whose sources split a generic
-symbol's, and a generic symbol whose sources take different constants.
+"""How a new trace's sizes bind a kept compile's symbols, as one frozen value: per generic
+symbol, 1 (the widened sizes), the new trace's symbol by source, a constant there, or the
+generic symbol a new symbol makes it one with (docs/compile.md, "Widening as one obligation,
+and a gate against regressions (issue 48)").  Every generic guard and range is a goal at that
+point (:meth:`Binding.point`).  Refused here: a size the new trace keeps symbolic where the
+generic trace has a constant, a new symbol whose sources split a generic symbol's, and a
+generic symbol whose sources take different constants.
 """
 
 from __future__ import annotations

@@ -64,12 +64,6 @@ def mutated_storages(gm: Any) -> set[Any] | None:
     ``setitem`` (its first argument), ``out=``, ``inplace=True``, or an ATen overload's
     argument its schema marks written; a submodule or higher-order op is not looked into."""
     out: set[Any] = set()
-
-    def storages_of(a: Any) -> set[Any]:
-        found: set[Any] = set()
-        each_node(a, lambda n: found.update(storage_of(t) for t in flat_tensors(value_of(n))))
-        return found
-
     for node in gm.graph.nodes:
         if node.op in ("placeholder", "output", "get_attr"):
             continue
@@ -99,6 +93,13 @@ def mutated_storages(gm: Any) -> set[Any] | None:
         if in_place and node.args:
             out |= storages_of(node.args[0])
     return out
+
+
+def storages_of(a: Any) -> set[Any]:
+    """The storages of the tensors the nodes in ``a`` (a node's argument) hold."""
+    found: set[Any] = set()
+    each_node(a, lambda n: found.update(storage_of(t) for t in flat_tensors(value_of(n))))
+    return found
 
 
 def storage_of(t: torch.Tensor) -> Any:

@@ -80,13 +80,11 @@ class AtOne:
 
 def prove_at_one(k: Kept, binding: Binding, nested_env: ShapeEnv, prover: Any, what: str,
                  unguarded: bool = False) -> AtOne:
-    """Prove: the new trace's guards and input ranges (its symbols renamed to the generic
-    ones by source) imply the generic guards, the generic ranges of the other input symbols
-    and every recorded lowering answer, all at the binding's point (the widened sizes at 1,
-    the sizes the new trace fixes at their values).  Returns what was proved (``what``
-    names the reuse in the proof record); raises :class:`NotWidened` naming the first goal
-    not proved.  ``unguarded``: also try the candidate's unguarded answers with them
-    (:func:`unguarded_goals`; :attr:`AtOne.unguarded` says whether they held)."""
+    """Prove that the new trace's guards and input ranges (its symbols renamed to the generic
+    ones by source) imply the generic guards, the generic ranges of the other input symbols and
+    every recorded lowering answer at the binding's point; what was proved (``what`` names the
+    reuse in the proof record), or :class:`NotWidened` naming the first goal not proved.
+    ``unguarded``: the candidate's unguarded answers too (:func:`unguarded_goals`)."""
     from verishape.core.premises import Premises
 
     env = k.env
@@ -123,15 +121,10 @@ def prove_at_one(k: Kept, binding: Binding, nested_env: ShapeEnv, prover: Any, w
 
 def _standing_in(proved: AtOne, stand_in: tuple[sympy.Basic, ...], premises: Premises,
                  to_generic: dict[sympy.Symbol, sympy.Symbol], prover: Any, what: str) -> AtOne:
-    """``proved`` with the candidate's unguarded answers proved too, or ``proved`` as it is
-    (the AOT graph is then compared).  See
-    Note [A candidate's answers stand in for its AOT trace].  An answer the call's guards do
-    not imply but that holds at the call, in sizes the call's trace has, is carried into the
-    new entry's guards (:func:`_carried`):
-    the question was AOTAutograd's (torch 2.15 asks whether a returned view has its base's
-    metadata), so the call's Dynamo trace, which is all a stand-in traces, has no guard on it,
-    where stock's own AOT trace of the call would guard it.  Generic guards ``proved`` carries
-    (the lowering's own, ``s <= 4096`` on torch 2.11) are premises here: the entry checks them."""
+    """``proved`` with the candidate's unguarded answers proved too (one the call's guards do
+    not imply carried into the new entry's guards where it can be, :func:`_carried`; generic
+    guards ``proved`` carries are premises), or ``proved`` as it is (the AOT graph is then
+    compared): Note [A candidate's answers stand in for its AOT trace]."""
     together = (*proved.goals, *stand_in)
     if not stand_in:
         return dataclasses.replace(proved, goals=together, unguarded=0)
@@ -156,13 +149,10 @@ def _standing_in(proved: AtOne, stand_in: tuple[sympy.Basic, ...], premises: Pre
 
 
 def unguarded_goals(k: Kept, sub: dict[sympy.Symbol, sympy.Basic]) -> tuple[sympy.Basic, ...] | None:
-    """Note [A candidate's answers stand in for its AOT trace]: at the point ``sub``, every
-    answer the candidate's trace gave unguarded before its lowering (:attr:`Kept.unguarded`:
-    Dynamo's and AOTAutograd's; the lowering's are among the recorded answers, proved or
-    moot like the rest) and the lower bound 2 of each size it kept symbolic at 1, the region
-    over which its size-oblivious answers are facts.  None where there are none to state
-    (not a candidate lowered here) or one cannot be stated there (a division by a size that
-    is 0): the AOT graph is compared instead."""
+    """Note [A candidate's answers stand in for its AOT trace]: at the point ``sub``, the
+    candidate's unguarded answers (:attr:`Kept.unguarded`) and the lower bound 2 of each size
+    it kept symbolic at 1; None where there are none (not a candidate lowered here) or one
+    cannot be stated there (a division by a size that is 0)."""
     if k.unguarded is None or k.at_one is None:
         return None
     env = k.env
@@ -260,13 +250,9 @@ def _named(env: ShapeEnv, fact: sympy.Basic) -> str:
 def _carried(goal: sympy.Basic, hints: dict[sympy.Symbol, int],
              to_nested: dict[sympy.Symbol, sympy.Symbol]) -> sympy.Basic | None:
     """A generic guard (or range) the new trace's guards do not imply, in the new trace's
-    symbols, to be installed as a guard of the new trace once the whole proof holds (the
-    caller installs :attr:`AtOne.install`), where it holds at this call and names only
-    sizes the new trace has; else None.  The weakest precondition of running the generic
-    artifact is the generic frame's own guards, so the new cache entry checks it, and a call
-    that fails it misses the entry and compiles as stock.  (A guard Inductor added while
-    lowering the generic graph, ``L + 1 <= 4096``, is one the new trace, never lowered,
-    cannot have.)"""
+    symbols, for the new entry to check once the whole proof holds (:attr:`AtOne.install`),
+    where it holds at this call and names only sizes the new trace has; else None
+    (docs/compile.md, "What the generic artifact depends on, carried")."""
     if not goal.free_symbols <= to_nested.keys() or goal.xreplace(hints) is not sympy.true:
         return None
     return goal.xreplace(to_nested)

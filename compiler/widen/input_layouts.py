@@ -1,13 +1,7 @@
-"""The input layout of each compile of a frame: which tensors its call brought, by path.
-
-A frame's calls may bring other inputs from one compile to the next (a decoder's prefill
-without a KV cache, then decode steps with one).  Generic recompiles take their policy only
-where they do (Note [A frame's inputs that vary earn the generic policy]), and a trace spent
-on a candidate or on a declared size at 1 is skipped where the call's tensors are not those of
-the compile that would serve it.  Each compile's layout is read off its call's arguments
-(:func:`walk`) and recorded here by frame compile id; both
-:mod:`verishape.compiler.widen.generic_recompile` and
-:mod:`verishape.compiler.widen.candidate` read it, so it imports neither.
+"""The input layout of each compile of a frame: which tensors its call brought, by path
+(:func:`walk`), recorded by frame compile id (Note [A frame's inputs that vary earn the generic policy]).
+Both :mod:`verishape.compiler.widen.generic_recompile` and :mod:`verishape.compiler.widen.candidate`
+read it, so it imports neither.
 """
 
 from __future__ import annotations
@@ -53,9 +47,6 @@ def walk(f_locals: dict[str, Any]) -> tuple[frozenset[int], frozenset[tuple[Any,
     return frozenset(n for n, c in counts.items() if c >= 2), frozenset(layout)
 
 
-# Note [A frame's inputs that vary earn the generic policy] (docs/architecture.md): a recompile takes
-# the generic policy once the frame's calls have brought two input layouts; else stock's choices.
-
 #: the input layouts of each code's compiles this Dynamo session, by frame compile id
 #: (id 0 starts again after a reset of Dynamo, and clears what was there)
 _layouts: weakref.WeakKeyDictionary[Any, dict[int, frozenset[tuple[Any, ...]]]] = weakref.WeakKeyDictionary()
@@ -97,12 +88,8 @@ def other_tensors_than_all(code: Any, f_locals: dict[str, Any], compile_ids: lis
 
 
 def other_tensors_than_before(code: Any) -> bool:
-    """The compile under way (its layout recorded by :func:`inputs_vary`) reaches input
-    tensors by other paths than the frame's previous compile did: a decoder's first decode
-    step after its prefill brings the KV cache.  A candidate there would be refused once
-    traced (:func:`verishape.compiler.widen.candidate.other_inputs`: not the same program at
-    another size), so none is traced: the walk of the arguments says it before a trace is
-    spent on it."""
+    """The compile under way reaches input tensors by other paths than the frame's previous one
+    (a first decode step): a candidate there would be refused (``candidate.other_inputs``), so none is traced."""
     from torch._guards import CompileContext
 
     n = getattr(CompileContext.current_compile_id(), "frame_compile_id", None)

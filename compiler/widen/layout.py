@@ -1,20 +1,7 @@
 """An input's layout, widened: a call whose tensors have other strides than the generic
-trace's runs the generic artifact on copies laid out as it was compiled for.
-
-Dynamo guards every input tensor's strides, and Inductor's kernels index with them, so a
-call with the same sizes and another layout misses the cache and compiles again.  A served
-decoder meets this on every request: its first decode step reads the KV cache the prefill
-returned (a transposed view of a projection, stride ``D`` between heads), every later step
-the cache ``torch.cat`` made (contiguous, stride ``L * D``).
-
-The program computes values from values: when both traces are one graph apart from the
-input's layout (:mod:`verishape.compiler.widen.canon` compares intermediates by value where
-no op reads a layout), the input is neither written nor shared with an output (a copy would
-take the write, or hand the caller another storage), and the generic input was a dense
-layout (its strides are those of one order of its dimensions, an identity over all sizes,
-proved on the expressions), then a copy of the input in that order is what the generic
-artifact was compiled for, with the call's values: the artifact computes what the program
-does.  The graph outputs' layouts are compared as before (the caller sees them).
+trace's runs the generic artifact on copies laid out as it was compiled for, where proved (the
+graphs one apart from the layout, the input neither written nor shared, the generic layout dense):
+docs/compile.md, "Beyond 0/1: an input's layout, a served decoder loop (issue 38)".
 """
 
 from __future__ import annotations
@@ -25,11 +12,8 @@ import sympy
 import torch
 
 from .canon import Canonicalizer, NotWidened
-from .effects import flat_tensors, mutated_storages, reads_layout, storage_of
-from .snapshot import each_node, placeholder_source, value_of
-
-#: a canonical tensor input (``reuse._canon_inputs``): ("tensor", sizes, strides, offset)
-_TAG, _SIZES = 0, 1
+from .effects import mutated_storages, reads_layout, storage_of, storages_of
+from .snapshot import placeholder_source, value_of
 
 
 def differing(generic: dict[str, Any], here: dict[str, Any]) -> list[str]:
@@ -43,8 +27,9 @@ def differing(generic: dict[str, Any], here: dict[str, Any]) -> list[str]:
         h = here[name]
         if g == h:
             continue
-        if (isinstance(g, tuple) and isinstance(h, tuple) and len(g) == len(h) == 4 and g[_TAG] == h[_TAG] == "tensor"
-                and g[_SIZES] == h[_SIZES]):
+        # a canonical tensor input (``reuse._canon_inputs``): ("tensor", sizes, strides, offset)
+        if (isinstance(g, tuple) and isinstance(h, tuple) and len(g) == len(h) == 4 and g[0] == h[0] == "tensor"
+                and g[1] == h[1]):
             out.append(name)
             continue
         raise NotWidened(f"input {name} differs from the generic trace in more than its layout")
@@ -60,13 +45,7 @@ def dense_order(fake: torch.Tensor, canon: Canonicalizer, hints: dict[sympy.Symb
     if canon.number(fake.storage_offset()) != 0:
         raise NotWidened("the generic input starts at an offset into its storage")
     sizes, strides = canon.scalar(fake.shape), canon.scalar(fake.stride())
-
-    def hint(e: Any) -> int:
-        if isinstance(e, torch.SymInt):
-            return int(e.node.expr.xreplace(hints))
-        return int(e)
-
-    at_hint = [hint(st) for st in fake.stride()]
+    at_hint = [int(st.node.expr.xreplace(hints)) if isinstance(st, torch.SymInt) else int(st) for st in fake.stride()]
     order = tuple(sorted(range(fake.dim()), key=lambda d: (-at_hint[d], d)))
     inner: sympy.Expr = sympy.Integer(1)
     for d in reversed(order):
@@ -92,9 +71,7 @@ def unobserved(gm: torch.fx.GraphModule, names: list[str]) -> None:
     written = mutated_storages(gm)
     if written is None:
         raise NotWidened("what the graph writes is not known: an input's layout is not widened")
-    returned: set[Any] = set()
-    for node in gm.graph.find_nodes(op="output"):
-        each_node(node.args, lambda n: returned.update(storage_of(t) for t in flat_tensors(value_of(n))))
+    returned = set().union(*(storages_of(node.args) for node in gm.graph.find_nodes(op="output")))
     for name in names:
         node = by_source.get(name)
         if node is None:
@@ -117,13 +94,10 @@ COPY_BYTES_PER_S = {"cpu": 2e9, "cuda": 5e11}
 
 def pays_back(fakes: list[torch.Tensor], compile_s: float) -> sympy.Basic | None:
     """Raise :class:`NotWidened` when copying these inputs (at this call's sizes) on
-    :data:`PAYBACK_CALLS` calls would cost more than ``compile_s``, the generic compile's
-    time: a per-call cost that outgrows the one-time compile it saves is no saving.
-    Otherwise return the same line as a bound on the bytes copied, in the new trace's
-    symbols (None where they are static), for the caller to install as a guard of the new
-    entry: a decoder's cache grows step by step, and a call past the line misses the entry
-    and compiles as stock.  A heuristic of speed, not of soundness (either way the call
-    computes what the program does); measured: ``benchmarks/layout_copy_cost.py``."""
+    :data:`PAYBACK_CALLS` calls would cost more than ``compile_s``, the generic compile's time;
+    else return that line as a bound on the bytes copied in the new trace's symbols (None where
+    static), for the caller to install as a guard of the new entry.  A heuristic of speed, not
+    of soundness (docs/compile.md; ``benchmarks/layout_copy_cost.py``)."""
     moved, symbolic = 0, sympy.Integer(0)
     for t in fakes:
         numel = t.numel()
@@ -145,14 +119,9 @@ def pays_back(fakes: list[torch.Tensor], compile_s: float) -> sympy.Basic | None
 
 def to_layout(t: torch.Tensor, order: tuple[int, ...]) -> torch.Tensor:
     """A copy of ``t`` laid out densely in ``order`` (outermost first), keeping ``t``'s own
-    stride on each dimension of size 1.
-
-    Why the size-1 strides: such a stride addresses nothing (its only index is 0; the
-    generic artifact's input checks skip it too, as ``assert_size_stride`` does), but an op
-    run eagerly on the copy reads it when it picks its output's strides.  An input expanded
-    along the batch, copied at batch 1 in the order (1, 0), had strides (1, 1) where the
-    caller's tensor has (4, 1), and ``x * 2`` then returned (1, 1) where eager returns (4, 1)
-    (issue 48).  Keeping the caller's stride there gives the op what eager gives it."""
+    stride on each dimension of size 1: such a stride addresses nothing, but an op run eagerly
+    on the copy reads it to pick its output's strides (issue 48: ``x * 2`` of an input
+    expanded along the batch, copied at batch 1, returned strides (1, 1) where eager's are (4, 1))."""
     strides = [0] * t.dim()
     inner = 1
     for d in reversed(order):  # innermost first: each stride is the product of the sizes inside it

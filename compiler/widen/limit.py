@@ -1,15 +1,6 @@
-"""A proved reuse is not a recompile: Dynamo's recompile limit counts it apart.
-
-Dynamo stops compiling a frame after ``recompile_limit`` cache entries (8) and runs it
-eagerly from then on: the limit bounds the time spent compiling one frame.  A call that
-runs a kept generic artifact on a proof (:mod:`verishape.compiler.widen.reuse`) adds a
-cache entry (its own guards and bytecode) but compiles nothing, so the entries it makes
-are not counted against that limit, up to a limit of their own of the same size: a frame
-whose calls keep proving reuses still stops, after ``2 * recompile_limit`` entries.  The
-accumulated limit (every entry of the code object) is left as it is.
-
-Dynamo counts entries in ``convert_frame.compute_cache_size``; a torch without that name
-counts reuses as compiles, as stock does (said once, as a warning).
+"""A proved reuse is not a recompile: Dynamo's recompile limit counts it apart, up to a limit of
+its own of the same size (docs/compile.md, "A reuse is not a recompile."); the accumulated limit
+(every entry of the code object) is left as it is.
 """
 
 from __future__ import annotations
@@ -20,14 +11,13 @@ from typing import Any
 
 from verishape.core import torch_names, torch_seam
 
-#: where Dynamo counts a frame's cache entries before it decides on the limit
-COUNTER = torch_names.CACHE_SIZE_COUNTER
-
 
 def note() -> None:
     """A compile is about to return a kept artifact (its entry is told apart by what it
-    calls, :func:`runs_kept_artifact`): count such entries apart from now on."""
-    _install()
+    calls, :func:`runs_kept_artifact`): count such entries apart from now on, where Dynamo
+    counts a frame's cache entries before it decides on the limit."""
+    torch_seam.wrap_once(torch_names.CACHE_SIZE_COUNTER, _counting_apart,
+                         "a proved reuse counts against Dynamo's recompile limit, as a compile does")
 
 
 def runs_kept_artifact(fn: Any) -> bool:
@@ -51,11 +41,6 @@ def reuse_entries(code: types.CodeType, f_globals: dict[str, Any]) -> int:
         names = getattr(getattr(entry, "code", None), "co_names", ())
         count += any(n.startswith("__compiled_fn") and runs_kept_artifact(f_globals.get(n)) for n in names)
     return count
-
-
-def _install() -> None:
-    torch_seam.wrap_once(COUNTER, _counting_apart, "a proved reuse counts against Dynamo's recompile limit, "
-                         "as a compile does")
 
 
 def _counting_apart(original: Any) -> Any:

@@ -1,49 +1,14 @@
 """Batch 1 from the batch-N graph: a size-1 call runs the generic compiled artifact, when proved.
 
-Dynamo gives every backed input size a range ``[2, oo)`` (0/1 specialization), so the
-graph compiled for batch 2 is never reused for batch 1: the call at batch 1 misses the
-cache and the backend compiles again.  The generic graph often computes exactly what a
-batch-1 trace computes.  The proof is made lazily, when size 1 arrives:
-
-1. A generic compile keeps what the proof needs (:mod:`verishape.compiler.widen.kept`): copies
-   of its Dynamo graph and of the AOTAutograd inference graph the backend lowers (taken
-   before any pass rewrites them), the compiled artifact, its inputs, its guards, and every
-   static shape answer the lowering acted on that holds only because a size is at least 2
-   (:mod:`verishape.compiler.widen.questions`).  Nothing is traced at size 1: a program that never
-   sees size 1 pays for two graph copies and the question log.
-2. The call that misses the cache because kept sizes are 1 is traced by Dynamo as stock
-   traces it.  Before the user's backend is asked to compile that trace, :func:`reuse`
-   proves, for the pattern that arrived (the kept sizes that are 1 now, together):
-
-   * the size-1 Dynamo graph equals the generic one with those sizes set to 1, and so does
-     its AOTAutograd inference graph (traced, never lowered), in the canonical form of
-     :mod:`verishape.compiler.widen.canon`; input sizes and strides agree;
-   * the size-1 trace's guards imply the generic frame's guards at 1 (those the lowering
-     added included), the generic ranges of the other sizes, and every recorded answer of
-     the lowering at 1 (a broadcast's "not size 1" is harmless where the two sizes it
-     compares are equal at 1);
-   * the size-1 trace checks every non-shape guard the generic frame checks, and runs under
-     the global state the generic artifact was lowered under (grad mode, autocast,
-     deterministic algorithms: Dynamo's global-state guard).
-
-   Then the size-1 cache entry (its own guards, its own bytecode) calls the generic
-   artifact, its arguments rebuilt from the size-1 call's (a size set to 1 is passed as
-   1), and the user's backend compiles nothing.  Otherwise the backend compiles the
-   size-1 trace as stock would, and the reason is in the frame's decision log.
-
-The same proof serves a call that misses on its inputs' layout rather than a size (a
-served decoder's KV cache: transposed on the first decode step, contiguous after): the
-pattern that arrived is then "no size at 1, some tensors in another layout", and the
-artifact runs on copies in the generic layout (:mod:`verishape.compiler.widen.layout`).  A
-generic guard the new trace does not imply (one Inductor added while lowering) is not a
-refusal where it holds at the call: it is installed as a guard of the new trace, so its
-cache entry checks what the artifact depends on (:func:`~verishape.compiler.widen.goals.prove_at_one`).
-Entries that run a kept artifact are counted apart from Dynamo's recompile limit
-(:mod:`verishape.compiler.widen.limit`).
-
-Only eligible symbols are kept: backed, bound to input tensor sizes, range exactly
-``[2, upper]``, not replaced.  Only the backends whose pipeline is known are used:
-``eager`` (runs the Dynamo graph), ``aot_eager`` and ``inductor`` (inference graphs).
+A generic compile is kept (:mod:`verishape.compiler.widen.kept`).  The call that misses the
+cache because kept sizes are 1 (or inputs in another layout, :mod:`verishape.compiler.widen.layout`)
+is traced by Dynamo as stock traces it; before the user's backend compiles that trace,
+:func:`reuse` proves that the generic artifact computes what it does, and returns the artifact
+called with arguments rebuilt from the call's; otherwise the backend compiles as stock, the
+reason in the frame's decision log.  What is kept, what is proved and why: docs/compile.md,
+"Batch 1 from the batch-N graph (on by default)" and "Beyond 0/1: an input's layout, a served
+decoder loop (issue 38)".  Only eligible sizes (:func:`verishape.compiler.widen.sizes.eligible`)
+of the backends whose pipeline is known (``eager``, ``aot_eager``, ``inductor``) are kept.
 """
 
 from __future__ import annotations
@@ -76,6 +41,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("verishape")
 
+#: a symbol -> its canonical form on one side of a comparison (:class:`Canonicalizer`)
+Rename = Callable[[sympy.Symbol], sympy.Basic]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,11 +136,12 @@ def reuse(env: ShapeEnv, tx: Trace, gm: torch.fx.GraphModule, example_inputs: An
         return None
     now = {tf.source.name: tf.fake for tf in tx.output.tracked_fakes}
     for k in reversed(kept):
-        if k.backend != backend_name or k.owner is None or k.owner() is not owner:
+        if k.backend != backend_name or k.owner() is not owner:
             continue  # another backend's compile (Kept.owner): never this call's to run
         group = _arrived(k, now)
         if group is None or (not group and not k.candidate and not _relaid_only(k, env, tx)):
             continue
+        name = group_name(k.env, group)
         start = time.perf_counter()
         try:
             if backend_name == "inductor" and (why := torch_seam.widening_refused()):
@@ -183,13 +151,12 @@ def reuse(env: ShapeEnv, tx: Trace, gm: torch.fx.GraphModule, example_inputs: An
                                  "its lowering acted on were not seen")
             fn, ev = _prove(k, group, env, tx, gm, example_inputs, prover)
         except NotWidened as exc:  # Note [Proof or stock]: not proved, so the backend compiles as stock
-            env.verishape_log.not_widened.append((group_name(k.env, group), str(exc)))
-            log.info("verishape: %s not widened: %s", group_name(k.env, group), exc)
+            env.verishape_log.not_widened.append((name, str(exc)))
+            log.info("verishape: %s not widened: %s", name, exc)
             continue
         except Exception as exc:  # noqa: BLE001 - reported as a refusal and logged; the backend compiles as stock
-            log.warning("verishape: proving the reuse at size 1 of %s failed, compiling as stock: %r",
-                        group_name(k.env, group), exc)
-            env.verishape_log.not_widened.append((group_name(k.env, group), f"the proof failed: {exc!r}"[:300]))
+            log.warning("verishape: proving the reuse at size 1 of %s failed, compiling as stock: %r", name, exc)
+            env.verishape_log.not_widened.append((name, f"the proof failed: {exc!r}"[:300]))
             continue
         ev = dataclasses.replace(ev, time_s=time.perf_counter() - start)
         counters["verishape"]["reused"] += 1
@@ -207,10 +174,13 @@ def reuse(env: ShapeEnv, tx: Trace, gm: torch.fx.GraphModule, example_inputs: An
     return None
 
 
-def _constants_now(tx: Trace) -> Callable[[Any], int | None]:
-    """The static value the current trace gives a source the kept compile has a symbol
-    for: a tensor's size, stride or storage offset (:func:`_size_now`), or an int input
-    the trace guards equal to its value (:func:`_int_now`)."""
+def _bound(k: Kept, group: Group, env: ShapeEnv, tx: Trace
+           ) -> tuple[Binding, list[tuple[str, Any]], list[str], tuple[Rename, Rename]]:
+    """What the new trace binds ``k``'s symbols to, ``group`` at 1 (a constant where the trace
+    has one: a tensor's size, stride or offset, :func:`_size_now`, or an int input it guards
+    equal to its value, :func:`_int_now`); its inputs, with each int input ``k`` has a symbol for
+    and the trace specialized, at its value (both sides then list the same inputs); those in
+    another layout (:func:`layout.differing`); and both sides' renamings."""
     from .generic_recompile import call_arguments
 
     now = {tf.source.name: tf.fake for tf in tx.output.tracked_fakes}
@@ -220,7 +190,15 @@ def _constants_now(tx: Trace) -> Callable[[Any], int | None]:
     def constant(src: Any) -> int | None:
         size = _size_now(now, src)
         return size if size is not None else _int_now(call, src, matched)
-    return constant
+
+    binding = bind(k.env, group, env, constant)
+    fakes = [(tf.source.name, tf.fake) for tf in tx.output.tracked_fakes]
+    fakes += [(name, value) for src, (name, fake) in zip(k.sources, k.inputs)
+              if name not in now and isinstance(fake, torch.SymInt) and (value := constant(src)) is not None]
+    renames = binding.generic_rename(k.env), binding.nested_rename(env)
+    relaid = layout.differing(_canon_inputs(k.inputs, Canonicalizer(renames[0])),
+                              _canon_inputs(fakes, Canonicalizer(renames[1])))
+    return binding, fakes, relaid, renames
 
 
 #: Dynamo's guards that pin an input to its value at the trace (an int it specialized)
@@ -238,18 +216,6 @@ def _int_now(call: Any, source: Any, matched: set[str]) -> int | None:
         return None
     value = call.value(source)
     return value if type(value) is int else None
-
-
-def _inputs_now(k: Kept, tx: Trace, constant: Callable[[Any], int | None]) -> list[tuple[str, Any]]:
-    """The new trace's tracked inputs, and each int input the kept compile tracks as a
-    symbol where the new trace specialized it (:func:`_int_now`), at its value: both sides
-    then list the same inputs, compared in canonical form."""
-    out = [(tf.source.name, tf.fake) for tf in tx.output.tracked_fakes]
-    names = {name for name, _ in out}
-    for src, (name, fake) in zip(k.sources, k.inputs):
-        if name not in names and isinstance(fake, torch.SymInt) and (value := constant(src)) is not None:
-            out.append((name, value))
-    return out
 
 
 def _size_now(now: dict[str, Any], source: Any) -> int | None:
@@ -278,12 +244,7 @@ def _relaid_only(k: Kept, env: ShapeEnv, tx: Trace) -> bool:
     (:mod:`verishape.compiler.widen.layout`).  Cheap, and silent: any other miss (a
     non-shape guard, another size) is not this module's to report."""
     try:
-        constant = _constants_now(tx)
-        binding = bind(k.env, (), env, constant)
-        fakes = _inputs_now(k, tx, constant)
-        generic = _canon_inputs(k.inputs, Canonicalizer(binding.generic_rename(k.env)))
-        here = _canon_inputs(fakes, Canonicalizer(binding.nested_rename(env)))
-        return bool(layout.differing(generic, here))
+        return bool(_bound(k, (), env, tx)[2])
     except NotWidened:
         return False
 
@@ -304,19 +265,16 @@ def _arrived(k: Kept, now: dict[str, Any]) -> Group | None:
 
 def _prove(k: Kept, group: Group, env: ShapeEnv, tx: Trace, gm: torch.fx.GraphModule, example_inputs: Any,
            prover: Any) -> tuple[Callable[..., Any], Evidence]:
-    """The checks of the module docstring, cheapest first: a refusal after the AOT trace
-    (the costly one, done last) would have paid it on top of the stock compile.  The
-    guards and answers are proved from the size-1 trace's guards as Dynamo left them; the
+    """The checks (docs/architecture.md, "Following a guard"), cheapest first: a refusal after
+    the AOT trace (the costly one, done last) would have paid it on top of the stock compile.
+    The guards and answers are proved from the size-1 trace's guards as Dynamo left them; the
     AOT trace can only add guards, so the premises used are a subset of those installed."""
     _refuse_if_excluded(k.env, group, 1)
     _same_global_state(k, tx)
-    constant = _constants_now(tx)
-    binding = bind(k.env, group, env, constant)
-    fakes = _inputs_now(k, tx, constant)
-    generic_rename, rename = binding.generic_rename(k.env), binding.nested_rename(env)
-    relaid = layout.differing(_canon_inputs(k.inputs, Canonicalizer(generic_rename)),
-                              _canon_inputs(fakes, Canonicalizer(rename)))
-    orders = _relaid_orders(k, relaid, generic_rename)
+    binding, fakes, relaid, (generic_rename, rename) = _bound(k, group, env, tx)
+    # each input in another layout: the dense order of the generic trace's layout (proved)
+    c, generic_fakes = Canonicalizer(generic_rename), dict(k.inputs)
+    orders = {name: layout.dense_order(generic_fakes[name], c, k.env.backed_var_to_val) for name in relaid}
     line = None
     if relaid:
         layout.unobserved(gm, relaid)
@@ -354,11 +312,8 @@ def _prove(k: Kept, group: Group, env: ShapeEnv, tx: Trace, gm: torch.fx.GraphMo
 
 def _same_global_state(k: Kept, tx: Trace) -> None:
     """The generic artifact was lowered under the global state the new trace runs under
-    (Dynamo's global-state guard: grad mode, autocast and its dtypes, deterministic
-    algorithms, default dtype, threads).  The generic entry checks that guard, and a
-    lowering reads that state (Inductor falls back to deterministic kernels under
-    ``use_deterministic_algorithms``), so an artifact made under another state is not what
-    stock would compile for this call: refused."""
+    (Dynamo's global-state guard, which the generic entry checks and a lowering reads:
+    docs/compile.md); else refused."""
     now = global_state(tx)
     if k.global_state is None or now is None:
         raise NotWidened("this torch's Dynamo keeps no global-state guard: the generic artifact's global state is unknown")
@@ -378,19 +333,15 @@ def _same_graph(generic: Canon, here: Canon, what: str) -> tuple[int, ...]:
 
 
 def _same_aot_graph(k: Kept, env: ShapeEnv, gm: torch.fx.GraphModule, example_inputs: Any, binding: Binding,
-                    renames: tuple[Callable[[sympy.Symbol], sympy.Basic], Callable[[sympy.Symbol], sympy.Basic]],
-                    positions: frozenset[int], what: str, stood_in: bool = False,
+                    renames: tuple[Rename, Rename], positions: frozenset[int], what: str, stood_in: bool = False,
                     adds_facts: bool = False) -> str | None:
-    """The new trace's AOT inference graph (traced, never lowered) equals the kept one:
-    its fingerprint (None where the backend has no AOT graph).  A verdict filed by an
-    earlier process for this very comparison answers it without tracing
-    (:mod:`verishape.compiler.widen.verdict`); one that held here, adding no fact to the
-    new trace's env, is filed.  ``stood_in``: the candidate's answers, proved at this call,
-    stand in for the trace (Note [A candidate's answers stand in for its AOT trace]): none
-    is made, and the verdict is filed, so that a restarted process need not trace either;
-    not where the proof carried answers into the new entry's guards (``adds_facts``), as a
-    comparison that added a fact is not: a process whose candidate came from torch's cache
-    (no stand-in, so nothing carried) must not run the artifact without them."""
+    """The new trace's AOT inference graph (traced, never lowered) equals the kept one: its
+    fingerprint (None where the backend has no AOT graph).  An earlier process's verdict
+    (:mod:`verishape.compiler.widen.verdict`) answers it untraced; one that held here, adding
+    no fact to the new trace's env, is filed.  ``stood_in``: the candidate's answers stand in
+    for the trace (Note [A candidate's answers stand in for its AOT trace]): none is made,
+    and a verdict is filed unless the proof carried answers into the entry's guards
+    (``adds_facts``)."""
     if not k.has_aot:
         return None
     aot_kwargs = _without_specializations(k.aot_kwargs or {})
@@ -402,14 +353,13 @@ def _same_aot_graph(k: Kept, env: ShapeEnv, gm: torch.fx.GraphModule, example_in
     if positions and _tensor_count(kept_aot) != _tensor_count(k.dynamo):
         raise NotWidened("the AOT graph's tensor inputs are not the Dynamo graph's: an input's layout is not widened")
     aot_generic = canonical(kept_aot, renames[0], positions)
-    if stood_in:
-        if not adds_facts:
-            verdict.remember(k, trace_key, aot_generic.fingerprint())
-        return aot_generic.fingerprint()
-    before = facts(env)
-    _same_graph(aot_generic, _aot_inference_graph(gm, example_inputs, aot_kwargs, renames[1], positions),
-                f"AOT graph {what}")
-    if facts(env) == before:
+    added = adds_facts
+    if not stood_in:
+        before = facts(env)
+        _same_graph(aot_generic, _aot_inference_graph(gm, example_inputs, aot_kwargs, renames[1], positions),
+                    f"AOT graph {what}")
+        added = facts(env) != before
+    if not added:
         verdict.remember(k, trace_key, aot_generic.fingerprint())
     return aot_generic.fingerprint()
 
@@ -430,15 +380,6 @@ def _tensor_positions(graph: Any, names: list[str]) -> frozenset[int]:
 
 def _tensor_count(graph: Any) -> int:
     return sum(isinstance(value_of(n), torch.Tensor) for n in graph.graph.find_nodes(op="placeholder"))
-
-
-def _relaid_orders(k: Kept, relaid: list[str], generic_rename: Callable[[sympy.Symbol], sympy.Basic]
-                   ) -> dict[str, tuple[int, ...]]:
-    """For each input in another layout: the dense order of the generic trace's layout
-    (proved, :func:`layout.dense_order`)."""
-    fakes = dict(k.inputs)
-    c = Canonicalizer(generic_rename)
-    return {name: layout.dense_order(fakes[name], c, k.env.backed_var_to_val) for name in relaid}
 
 
 def _aot_inference_graph(gm: torch.fx.GraphModule, example_inputs: Any, aot_kwargs: dict[str, Any],
@@ -495,15 +436,11 @@ def _canon_inputs(inputs: list[tuple[str, Any]], c: Canonicalizer) -> dict[str, 
 
 
 def _not_checked(generic: frozenset[tuple[str, str]], here: frozenset[tuple[str, str]]) -> set[tuple[str, str]]:
-    """The generic frame's non-shape guards the new trace does not check.  A ``TYPE_MATCH``
-    on an input is checked by a ``TENSOR_MATCH`` on the same input: Dynamo's tensor guard
-    compares the value's exact Python type first (``Py_TYPE(value) != pytype`` in
-    ``torch/csrc/dynamo/guards.cpp``).  A trace that reads a tensor's symbolic size in Python
-    (``x.shape[0]``) adds that ``TYPE_MATCH``; one where the size is a constant does not.
-    Likewise a value guard (``CONSTANT_MATCH``, ``EQUALS_MATCH``) on an int the new trace
-    specialized, where the generic trace made it a symbol and checks its type: Dynamo's
-    equality guard compares the exact type first (checked: a float ``4.0`` or an ``int``
-    subclass of value 4 fails a guard on ``4``)."""
+    """The generic frame's non-shape guards the new trace does not check.  A ``TYPE_MATCH`` on
+    an input is checked by a ``TENSOR_MATCH`` on it (the exact Python type first:
+    ``Py_TYPE(value) != pytype`` in ``torch/csrc/dynamo/guards.cpp``) or by a value guard
+    (``CONSTANT_MATCH``, ``EQUALS_MATCH``: checked, a float ``4.0`` or an ``int`` subclass of
+    value 4 fails a guard on ``4``)."""
     return {(name, kind) for name, kind in generic - here
             if not (kind == "TYPE_MATCH" and any((name, k) in here for k in ("TENSOR_MATCH", *_VALUE_GUARDS)))}
 

@@ -1,10 +1,6 @@
-"""What widening reads of Dynamo's trace of a frame, as protocols (instead of ``Any``).
-
-Widening never builds these objects: Dynamo's root ``InstructionTranslator`` is a
-:class:`Trace`, its ``OutputGraph`` a :class:`TraceOutput`, and the shape env of either
-trace a reuse compares (the kept compile's, the new call's) is torch's ``ShapeEnv`` (a
-``VeriShapeEnv`` for frames verishape compiles).  Naming the few members read here says
-what a reuse depends on, and a torch that renamed one fails in one place.
+"""What widening reads of Dynamo's trace of a frame, as protocols (instead of ``Any``): never
+built here, Dynamo's root ``InstructionTranslator`` is a :class:`Trace` and its ``OutputGraph`` a
+:class:`TraceOutput`; a torch that renamed a member read here fails in one place.
 """
 
 from __future__ import annotations

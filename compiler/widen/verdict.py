@@ -1,34 +1,10 @@
 """A size-1 AOT comparison, remembered beside the artifact: a warm start looks it up.
 
-The costly part of a reuse at 1 is the AOT comparison (:func:`verishape.compiler.widen.reuse._same_aot_graph`):
-the new trace's AOTAutograd inference graph traced, and, for an artifact torch's cache served,
-the kept graph traced again too; on a tiny GPT-2, two traces of a second each where torch's
-own cache hit costs a tenth.  A restarted server meets the same frame, the same artifact and
-the same size-1 trace again, so the comparison's outcome is kept as a *verdict* and looked up.
-
-Note [A record belongs to its artifact] is enforced here for verdicts.  The comparison is a
-deterministic function of the kept AOT graph, the new trace's AOT graph and the renaming of
-their symbols; a verdict is filed under a digest of what determines each:
-
-* the kept AOT graph: the artifact's cache key (torch's key covers its graph, inputs, options,
-  configs and version, as torch's own cache relies on), and verishape's and torch's versions;
-* the new AOT graph: what AOTAutograd is given, the Dynamo graph's code, every placeholder's
-  value (sizes and strides as expressions, dtype, device, layout, grad), the options of the
-  trace (the decomposition table by op and function name), AOTAutograd's and Inductor's
-  configs, grad mode, autocast and determinism;
-* the renaming: the binding (:class:`verishape.compiler.widen.binding.Binding`) and the
-  inputs in another layout;
-* the facts each trace decided by: both envs' symbols with their sources and ranges, their
-  replacements and guards (:func:`verishape.compiler.widen.record.binding`; torch keeps
-  entries with other guards under one key).
-
-Only a comparison that held *and added no fact to the new trace's env* is kept: skipping it
-then changes nothing the new entry checks.  A candidate's answers proved in place of the
-comparison (Note [A candidate's answers stand in for its AOT trace]) are filed as one that
-held: they depend on nothing the key does not name (the candidate's artifact and facts, the
-new trace's facts).  A verdict is checked by its digest when read
-and names its own key; a missing, unreadable or foreign one is a miss, and the comparison
-runs as before.  It holds no proof of the sizes: the goals at 1 are proved at every reuse.
+Note [A record belongs to its artifact] is enforced here for verdicts: what a verdict is filed
+under and when (docs/compile.md, "Across restarts: the record beside the cached artifact
+(issue 39)", its paragraph "A warm start as a lookup").  A candidate's answers proved in place
+of the comparison (Note [A candidate's answers stand in for its AOT trace]) are filed as one
+that held.
 """
 
 from __future__ import annotations
@@ -55,8 +31,8 @@ def key(k: Kept, env: ShapeEnv, gm: torch.fx.GraphModule, aot_kwargs: dict[str, 
         relaid: frozenset[int]) -> str:
     """The digest of everything the new trace's AOT graph and the renaming depend on, and
     of the facts and the global state both traces were made under (the kept graph's own
-    part is the artifact key a verdict is filed under, :func:`_filed`: torch files entries
-    with other guards under one key, and a trace decides by its env's facts)."""
+    part is the artifact key a verdict is filed under: torch files entries with other
+    guards under one key, and a trace decides by its env's facts)."""
     placeholders = [_describe(n.meta.get("example_value", n.meta.get("val"))) for n in
                     gm.graph.find_nodes(op="placeholder")]
     attributes = [(n.target, _describe(attribute(gm, n.target))) for n in gm.graph.find_nodes(op="get_attr")]
@@ -69,7 +45,7 @@ def lookup(k: Kept, trace_key: str) -> str | None:
     """The kept AOT graph's fingerprint where a verdict says the comparison held; None on a
     miss (no verdict, or one that does not check)."""
     for artifact in _artifact_keys(k):
-        data = record.read_local(_filed(artifact, trace_key))
+        data = record.read_local(f"verdict:{artifact}:{trace_key}")
         fingerprint = _read(data, artifact, trace_key) if data is not None else None
         if fingerprint is not None:
             return fingerprint
@@ -83,16 +59,10 @@ def remember(k: Kept, trace_key: str, fingerprint: str) -> None:
     for artifact in _artifact_keys(k):
         payload = json.dumps([artifact, trace_key, fingerprint]).encode()
         try:
-            record.write_local(_filed(artifact, trace_key), _MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n"
-                               + payload)
+            record.write_local(f"verdict:{artifact}:{trace_key}",
+                               _MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
         except OSError:
             return
-
-
-def _filed(artifact: str, trace_key: str) -> str:
-    """The key a verdict is filed under (named as records are: with the record format and
-    verishape's and torch's versions)."""
-    return f"verdict:{artifact}:{trace_key}"
 
 
 def _read(data: bytes, artifact: str, trace_key: str) -> str | None:
