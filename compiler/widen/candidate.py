@@ -1,21 +1,13 @@
 """A recompile at size 1 compiles a candidate generic in that size; stock traces decide its use.
 
-Automatic dynamic marks a size dynamic when it changes, but 0/1 specialization pins a
-size of 1: a served decoder's decode step at batches 2, 1, 3 compiles three times.  So the
-first attempt of such a recompile traces a *candidate*: the dynamic sizes that are 1 keep a
-symbol (:meth:`VeriShapeEnv.keeping_symbolic_at_one`, a scope this module owns for each
-attempt, :class:`KeptAtOne`), and a question its ranges leave open is answered unguarded as
-for sizes from 2, else by a ``guard_or_*`` default.  The user's backend compiles it and it is
-kept; then Dynamo traces the frame again (a restart), and that attempt is stock's trace at 1.
-
-The candidate never runs as traced (Note [A candidate is never run as traced]; every way its
-attempt can end leads to the restart, :func:`_restart_after_candidate`).  It is used only
-through the reuse proofs against stock's own traces: at 1 (the size-1 proof of
-:mod:`verishape.compiler.widen.reuse`, its defaulted answers among the lowering's) and at
-another size (batch 3: the same proof with no size set).  Candidates are traced only while
-nothing generic is kept for the frame (:func:`generic_kept`) and where the frame takes the
-same tensors as at its previous compile (:func:`other_inputs`).  The design and its
-measurements: ``docs/compile.md``, "A candidate at 1".
+The first attempt of a recompile at which a dynamic size is 1 traces a *candidate*: those sizes
+keep a symbol (:meth:`VeriShapeEnv.keeping_symbolic_at_one`, a scope this module owns for each
+attempt, :class:`KeptAtOne`).  The user's backend compiles it and it is kept, never run as traced
+(Note [A candidate is never run as traced]; every way its attempt ends leads to a restart,
+:func:`_restart_after_candidate`): it is used only through :mod:`verishape.compiler.widen.reuse`'s
+proofs against stock's own traces.  Traced only while nothing generic is kept for the frame
+(:func:`mark_sizes`) and where it takes the same tensors as at its previous compile
+(:func:`other_inputs`).  The design and its measurements: ``docs/compile.md``, "A candidate at 1".
 """
 
 from __future__ import annotations
@@ -148,20 +140,14 @@ def mark_sizes(env: ShapeEnv, code: Any, tensor: Any, source: Any, context: Any)
     if kept is None or sizes is None or not wanted() or raising():
         return  # (an attempt at 2 keeps nothing at 1)
     at_one = [i for i, d in enumerate(sizes) if d is DimDynamic.DYNAMIC and tensor.shape[i] == 1]
-    if at_one and not generic_kept(code):
-        kept.sources.update(TensorPropertySource(source, TensorProperty.SIZE, i).name for i in at_one)
-
-
-def generic_kept(code: Any) -> bool:
-    """Some compile of ``code`` generic in a size is kept: the frame's recompiles are
-    generic already (:mod:`verishape.compiler.widen.generic_recompile`), and a call at 1 is
-    proved against them (``reuse``).  A candidate is traced only before that: the frame's
-    one static compile and a size arriving at 1 (a decode step at batch 2, then 1); later, a
-    candidate attempt would mostly cost a trace (a served loop's prefill at batch 1 is pinned
-    by its mask code)."""
+    if not at_one:
+        return
     from .kept import alive
 
-    return any(k.candidates for k in alive(code))
+    # only while no compile generic in a size is kept: after that the frame's recompiles are generic
+    # and a call at 1 is proved against them; a candidate would mostly cost a trace
+    if not any(k.candidates for k in alive(code)):
+        kept.sources.update(TensorPropertySource(source, TensorProperty.SIZE, i).name for i in at_one)
 
 
 #: the tensor inputs (source names) each frame's latest compile traced
@@ -230,12 +216,8 @@ def raise_size(env: ShapeEnv, tensor: Any, index: int, source_name: str) -> bool
 
 
 def _raise_at_first_compile(tx: Trace) -> None:
-    """Nothing kept for the frame can serve this call (nothing is kept yet, or every kept
-    compile's call took other input tensors: a decode step's first call, with the KV cache,
-    after the prefill's), and the call's declared leading variables are 1 (read off its
-    locals before anything is wrapped): the compile's first attempt is the one at 2, as the
-    attempt after a refused stock trace would be, and no stock trace at 1 is made only to
-    be refused."""
+    """Nothing kept can serve this call (none kept, or each took other input tensors) and its declared
+    leading variables are 1: the first attempt is the one at 2 (Note [A declared size at 1 is compiled at 2])."""
     ctx = compile_context()
     if ctx is None or getattr(ctx, _RAISE, None) is not None:
         return

@@ -1,13 +1,6 @@
-"""A comparable form of what Dynamo made for a frame: its FX graphs (:func:`canonical`).
-(The bytecode around the graph is not compared: the size-1 call runs its own, see
-:mod:`verishape.compiler.widen.reuse`.)
-
-Two traces of one frame (the generic one and one at a specialized size) are compared in
-these forms by :mod:`verishape.compiler.widen.reuse`: size-only nodes are folded to their
-values, symbols are renamed by input source, and names and offsets that only say *when*
-Dynamo generated something are normalised, so that what remains differs only where the
-computation does.
-"""
+"""A comparable form of a frame's FX graphs (:func:`canonical`) for :mod:`verishape.compiler.widen.reuse` to compare
+two traces in: size-only nodes folded, symbols renamed by input source, names and offsets that only say *when* Dynamo
+generated something normalised (not the bytecode around the graph: the size-1 call runs its own)."""
 
 from __future__ import annotations
 
@@ -192,8 +185,7 @@ class Canonicalizer:
         probe = list(storages)
         return self.tensor_meta(mine, probe, loose) == self.tensor_meta(theirs, probe, loose)
 
-    def _copy_of_input(self, node: torch.fx.Node, index: dict[torch.fx.Node, int], storages: list[Any],
-                       outputs: set[torch.fx.Node]) -> bool:
+    def _copy_of_input(self, node: torch.fx.Node, index: dict[torch.fx.Node, int], outputs: set[torch.fx.Node]) -> bool:
         """``aten.clone(x)``, neither returned nor sharing storage with an output, where
         nothing writes to either storage and no op reads a layout (:meth:`_unobserved`): the
         same value as ``x``, whatever layout the copy was given.  At 1 ``contiguous()`` or
@@ -221,9 +213,8 @@ class Canonicalizer:
         be told apart: a functional (AOT) graph, or neither written nor output
         (:meth:`_unobserved`: a static cache's update, whose graph writes the cache alone);
         never for a graph output (the caller could see the storage it shares)."""
-        if node.target is not torch.ops.aten.slice_scatter.default or node in outputs:
-            return False
-        if not isinstance(value_of(node), torch.Tensor) or storage_of(value_of(node)) in self._output_storages:
+        if (node.target is not torch.ops.aten.slice_scatter.default or node in outputs
+                or not isinstance(value_of(node), torch.Tensor) or storage_of(value_of(node)) in self._output_storages):
             return False
         args = list(node.args) + [None] * (6 - len(node.args))
         base, src, dim, start, end, step = args[:6]
@@ -337,7 +328,7 @@ class Canonicalizer:
             return node.args[0]
         if self._full_scatter(node, index, folded, storages, outputs):
             return node.args[1]
-        if self._copy_of_input(node, index, storages, outputs) or self._unbroadcast_values(node, index, outputs):
+        if self._copy_of_input(node, index, outputs) or self._unbroadcast_values(node, index, outputs):
             return node.args[0]
         return None
 

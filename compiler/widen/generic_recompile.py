@@ -1,47 +1,15 @@
 """A frame compiled again is compiled generic in the sizes its input tensors share.
 
-Automatic dynamic (``dynamic=None``) compiles a frame static first and, on each recompile,
-makes dynamic only the sizes that changed since the compiles before.  A served decoder
-shows why that costs compiles: the first decode step's KV cache is a new input (static at
-its first length), the batch has not changed yet when the cache length does, and a batch of
-1 then arrives before anything is generic in the batch; each size that changes later is one
-more compile, and Dynamo's recompile limit (8) is reached within a handful of requests.
-
-Here a frame's *second and later* compiles (``frame_compile_id > 0``: the frame has been
-called with inputs its first artifact does not take), once its calls have brought more than
-one layout of inputs (Note [A frame's inputs that vary earn the generic policy]), also give
-a symbol to every size that two or more of the frame's input tensors share: the sizes of the problem (a batch that
-``input_ids``, the mask and every cache tensor carry; a cache length every layer's keys and
-values carry; a static cache's length its mask carries too), as opposed to a size one tensor
-has alone, whose generality no later call is likely to need and which would only add
-lowering questions (a single-input program keeps stock's policy).  The kind is Dynamo's own
-automatic-dynamic one (``DimDynamic.DYNAMIC``: no duck sizing; a size the trace pins, such
-as a head dimension fixed by the weights, is specialized back with a guard, as
-``maybe_mark_dynamic`` allows).  Sizes of 1 stay specialized (0/1 specialization); the
-widening proofs (:mod:`verishape.compiler.widen.reuse`) then run the generic artifact at 1,
-and in another layout, instead of compiling again.  A recompile whose call brings a kept
-size at 1 (:func:`arrives_at_one`) is headed for such a proof, and takes stock's choices:
-the proof binds the sizes it has as constants, and a trace static in them costs what
-stock's does.  An int argument of such a recompile (>= 2, beside tensors that share a size)
-gets a symbol too (:func:`_int_gets_symbol`): a static cache's length is an int that the
-prefill turns into tensors, carried by no input yet.
-
-A frame whose generic compiles do not pay stops making them: once every kept compile has
-refused :data:`FRUITLESS_ARRIVALS` arrivals at 1 in a row (no reuse of the frame between
-them; :func:`retrace_after_refusal` counts, :func:`reused` resets), the frame's later
-recompiles take stock's choices and a refused arrival is not traced again.  Gemma 2 past its
-sliding window: every decode step's generic compile is refused (its keys become a slice of
-the cache), and each cost twice stock's compile of the same step.
-
-What is left alone: the first compile (static, as stock); tensors Dynamo keeps static
-(parameters and buffers, ``dynamic=False``, ``torch._dynamo.mark_static``); tensors that are
-not reached from the frame's arguments (globals); a frame of a backend other than
-verishape's, or with widening off; sizes already dynamic or unbacked.
-Nothing here decides what an artifact computes: Dynamo traces and guards the symbols as it
-does with ``mark_dynamic``, so this is a compile policy, not a soundness question.  Its
-cost: a frame recompiled for a reason other than a size (a global, a flag) gets generic
-kernels where stock would keep static ones.  ``generic_recompiles=False`` keeps stock's
-policy.
+From a frame's second compile on (``frame_compile_id > 0``), once its calls have brought more
+than one layout of inputs (Note [A frame's inputs that vary earn the generic policy]), every size
+(>= 2) two or more of its input tensors share gets a symbol of Dynamo's automatic-dynamic kind
+(``DimDynamic.DYNAMIC``), and so does an int argument beside them (:func:`_int_gets_symbol`).  A
+call headed for a reuse at 1 (:func:`arrives_at_one`) takes stock's choices; a frame whose arrivals
+at 1 keep being refused (:data:`FRUITLESS_ARRIVALS`) stops.  Left alone: the first compile, static
+tensors, globals, other backends, widening off, sizes already dynamic or unbacked.  Dynamo traces
+and guards the symbols as with ``mark_dynamic``: a compile policy, not a soundness question.  Why
+and at what cost: docs/compile.md, "A frame compiled again is compiled generic in the sizes its
+inputs share".  ``generic_recompiles=False`` keeps stock's policy.
 """
 
 from __future__ import annotations
@@ -209,14 +177,11 @@ def arrives_at_one(code: Any, f_globals: dict[str, Any], f_locals: dict[str, Any
     and no shared size gets a symbol it has not earned by changing.
 
     Why: the reuse binds a size the new trace has as a constant to that constant, so a
-    static trace serves as well as a generic one, and it costs what stock's does; a size
-    made a symbol here would make Dynamo's and AOTAutograd's traces at 1 symbolic in it
-    (Llama 3.2 1B's configuration: the AOT trace at 1 took 14.7 s symbolic in the length,
-    stock's whole compile at 1 12 s).  A size that changes later at 1 then costs one
-    compile, after which automatic dynamic makes it a symbol as stock does.  A source this
-    cannot read (a torch whose sources cannot be evaluated, a property that raises) keeps
-    the generic policy.  Only a kept compile whose every constant size is that size in this
-    call counts (the reuse is refused otherwise, and the trace would be made twice)."""
+    static trace serves as well as a generic one, at stock's cost (docs/compile.md).  A
+    source this cannot read (a torch whose sources cannot be evaluated, a property that
+    raises) keeps the generic policy.  Only a kept compile whose every constant size is that
+    size in this call counts (the reuse is refused otherwise, and the trace would be made
+    twice)."""
     from .kept import alive
     from .sizes import bound_sources
 
@@ -269,14 +234,6 @@ def call_arguments(tx: Trace) -> _CallArguments:
     return _CallArguments(getattr(root, "f_globals", None) or {}, getattr(root, "f_locals", None) or {})
 
 
-def from_arguments(source: Any) -> bool:
-    """``source`` is reached from the frame's arguments (a local), not a global."""
-    from torch._dynamo.source import LocalSource
-
-    base = source.get_base() if hasattr(source, "get_base") else source
-    return isinstance(base, LocalSource)
-
-
 def generic_sizes(context: Any, tensor: Any, shared: frozenset[int]) -> Any:
     """``context`` with every static size of ``tensor`` that is in ``shared`` made dynamic,
     except the sizes ``torch._dynamo.mark_static`` pinned; the same object when nothing
@@ -300,10 +257,13 @@ def _policy_applies(tx: Trace, source: Any) -> bool:
     recompiles, and the input is reached from the frame's arguments (:func:`_call_of`
     says for which compiles)."""
     from torch._dynamo import config
+    from torch._dynamo.source import LocalSource
 
-    return bool(config.automatic_dynamic_shapes and config.assume_static_by_default is not False
-                and wants_generic(getattr(tx.output, "compiler_fn", None))
-                and source is not None and from_arguments(source))
+    if not (config.automatic_dynamic_shapes and config.assume_static_by_default is not False
+            and wants_generic(getattr(tx.output, "compiler_fn", None)) and source is not None):
+        return False
+    # reached from the frame's arguments (a local), not a global
+    return isinstance(source.get_base() if hasattr(source, "get_base") else source, LocalSource)
 
 
 def _generic_on_recompile(original: Any) -> Any:
@@ -370,16 +330,9 @@ def _declared_int(builder: Any, value: int) -> Any:
 
 def _int_gets_symbol(builder: Any, value: int) -> bool:
     """An int argument (>= 2, reached from the frame's arguments, which stock's automatic
-    dynamic would wrap as a constant or a symbol) of a generic recompile gets a symbol.
-
-    Why: an int beside the tensors often *is* a size of the problem that no input tensor
-    carries yet (a static cache's ``max_cache_len``, read by the prefill that creates the
-    cache tensors from it).  Stock makes it a symbol only once it has changed; a prefill
-    recompiled for a new batch keeps it a constant, and every later cache length compiles
-    again (a served loop with the static cache: 6 compiles where 4 do).  Left alone: what
-    stock specializes before asking (0 and 1, nn-module attributes, ``specialize_int``,
-    constant sources), an arrival at 1 (:func:`arrives_at_one`: stock's choices), a frame
-    whose tensors share no size (a single-input program keeps stock's policy)."""
+    dynamic would wrap as a constant or a symbol) of a generic recompile gets a symbol: it
+    often *is* a size no input tensor carries yet (a static cache's ``max_cache_len``; why
+    and what is left alone: docs/compile.md, "An int argument of a generic recompile")."""
     from torch._dynamo import config
     from torch._guards import TracingContext
 

@@ -1,15 +1,9 @@
 """Keeping a generic compile for a later size-1 call: what :mod:`verishape.compiler.widen.reuse`'s
-proof needs of it, recorded while the user's backend compiles it.
-
-A generic compile keeps copies of its Dynamo graph and of the AOTAutograd inference graph
-the backend lowers, the compiled artifact, its inputs and guards, and the lowering's shape
-answers (:mod:`verishape.compiler.widen.questions`).  When torch's AOTAutograd cache serves
-the artifact (a warm restart), nothing is lowered here: the answers come from the record
-the lowering process left beside the cached artifact (:mod:`verishape.compiler.widen.record`),
-read when size 1 arrives, and the inference graph is traced again then (never lowered) from
-the graph AOTAutograd was given, unless a verdict answers the comparison it is traced for
-(:mod:`verishape.compiler.widen.verdict`).  Nothing is read or traced for a program that never sees
-size 1.
+proof needs of it (its Dynamo and AOT inference graphs, artifact, inputs, guards and the lowering's
+answers, :mod:`verishape.compiler.widen.questions`), recorded while the user's backend compiles it.
+Where torch's cache served the artifact, the answers are read from its record
+(:mod:`verishape.compiler.widen.record`) and the AOT graph traced again (never lowered) when size 1
+arrives, unless a verdict answers (:mod:`verishape.compiler.widen.verdict`).
 """
 
 from __future__ import annotations
@@ -141,14 +135,14 @@ class _Recording:
     aot_kwargs: dict[str, Any] | None = None
     aot_calls: int = 0
     questions: questions_.QuestionLog | None = None
-    #: when the user's backend started compiling (what a reuse of it saves)
+    #: when the user's backend started compiling (:attr:`Kept.compile_s`)
     started: float = dataclasses.field(default_factory=time.perf_counter)
     #: the keys torch's caches store the artifact under ("aot:..." AOTAutograd's, "fx:..."
     #: Inductor's FX graph cache's), where they were computed
     keys: list[str] = dataclasses.field(default_factory=list)
-    #: the graph and inputs AOTAutograd was given (kept for an artifact its cache serves)
+    #: :attr:`Kept.aot_source`
     aot_source: tuple[Any, list[Any]] | None = None
-    #: a candidate's answers given without a guard before its lowering (:attr:`Kept.unguarded`)
+    #: :attr:`Kept.unguarded`
     unguarded: tuple[tuple[sympy.Basic, bool], ...] | None = None
 
 
@@ -193,19 +187,13 @@ def observe_aot(mod: Any, args: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
             rec.keys.append("fx:" + fx_key)
         return out
 
-    out = dict(kwargs)
-    out["inference_compiler"] = _same_kind(inner, record_then_compile)
-    return out
-
-
-def _same_kind(original: Any, fn: Callable[..., Any]) -> Any:
-    """``fn`` wrapped like ``original`` (AOTAutograd treats its serializable compilers
-    specially)."""
     from torch._functorch._aot_autograd.schemas import SerializableAOTDispatchCompiler
 
-    if isinstance(original, SerializableAOTDispatchCompiler):
-        return SerializableAOTDispatchCompiler(original.output_code_ty, fn)
-    return fn
+    out = dict(kwargs)
+    # wrapped like ``inner``: AOTAutograd treats its serializable compilers specially
+    out["inference_compiler"] = (SerializableAOTDispatchCompiler(inner.output_code_ty, record_then_compile)
+                                 if isinstance(inner, SerializableAOTDispatchCompiler) else record_then_compile)
+    return out
 
 
 @contextlib.contextmanager
@@ -233,7 +221,9 @@ def keep(rec: _Recording, tx: Trace, compiled: Callable[..., Any], backend_name:
     from torch._guards import CompileContext
 
     context = CompileContext.try_get()
-    served = _served_by_aot_cache(rec, backend_name)
+    # served by AOTAutograd's cache: one AOTAutograd call, whose key is known, and no inference graph lowered here
+    served = (backend_name == "inductor" and rec.aot_calls == 1 and rec.aot is None and rec.aot_source is not None
+              and any(key.startswith("aot:") for key in rec.keys))
     if backend_name in _AOT_BACKENDS and (rec.aot_calls != 1 or (rec.aot is None and not served)):
         rec.env.verishape_log.not_widened.append(
             (group_name(rec.env, tuple(sorted(rec.candidates, key=str))),
@@ -245,7 +235,9 @@ def keep(rec: _Recording, tx: Trace, compiled: Callable[..., Any], backend_name:
     elif not served:
         _copy_record(rec)
     inputs = [(tf.source.name, tf.fake) for tf in tx.output.tracked_fakes]
-    cache_key = _artifact_key(rec, served) if rec.questions is None else None
+    # the key of the entry that served the artifact: AOTAutograd's where its cache did, else the FX graph cache's
+    prefix = "aot:" if served else "fx:"
+    cache_key = next((key for key in rec.keys if key.startswith(prefix)), None) if rec.questions is None else None
     kept = Kept(rec.env, rec.candidates, backend_name, rec.dynamo, rec.aot, rec.aot_kwargs, rec.questions,
                 compiled, inputs, guard_keys(tx.output.guards), CompileContext.current_compile_id(),
                 time.perf_counter() - rec.started, cache_key,
@@ -257,13 +249,6 @@ def keep(rec: _Recording, tx: Trace, compiled: Callable[..., Any], backend_name:
     kept_count()  # drops what Dynamo no longer holds (a reset, an evicted entry)
     with _kept_lock:
         _kept.setdefault(tx.f_code, []).append(kept)
-
-
-def _served_by_aot_cache(rec: _Recording, backend_name: str) -> bool:
-    """Whether AOTAutograd's cache served this compile (one AOTAutograd call, whose key is
-    known, and no inference graph lowered here)."""
-    return (backend_name == "inductor" and rec.aot_calls == 1 and rec.aot is None and rec.aot_source is not None
-            and any(key.startswith("aot:") for key in rec.keys))
 
 
 def _fake_source(rec: _Recording, detached: bool = False) -> tuple[Any, list[Any]] | None:
@@ -295,13 +280,6 @@ def _detached(mod: torch.fx.GraphModule) -> torch.fx.GraphModule:
         if hasattr(old, "_dynamo_source"):
             new._dynamo_source = old._dynamo_source
     return copy
-
-
-def _artifact_key(rec: _Recording, served: bool) -> str | None:
-    """The key of the cache entry that served the artifact: AOTAutograd's where its cache
-    served it, else the FX graph cache's (AOTAutograd missed, Inductor's cache hit)."""
-    prefix = "aot:" if served else "fx:"
-    return next((key for key in rec.keys if key.startswith(prefix)), None)
 
 
 def _copy_record(rec: _Recording) -> None:

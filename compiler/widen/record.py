@@ -1,49 +1,18 @@
 """A generic compile's widening record, kept beside the artifact torch caches.
 
-A size-1 call may run a generic artifact only with the answers its lowering acted on
-(:mod:`verishape.compiler.widen.questions`).  When the artifact comes from torch's
-AOTAutograd or FX-graph cache (a restarted server, a second machine) that lowering ran in
-another process, out of sight.  So the process that lowers a generic graph writes what the
-proof needs of the lowering, the question log, as a record keyed by the key torch's cache
-stores the artifact under; a process served that artifact from the cache reads the record
-back under the same key.  The record is the lowering's log (with the sizes the AOT graph it
-was given computes with), nothing else: the Dynamo graph, guards and inputs come from the live
-trace of the process that reuses, and the AOT comparison from a verdict or a trace
-(:mod:`verishape.compiler.widen.verdict`).
+A size-1 reuse needs the answers the generic graph's lowering acted on; a process served that
+artifact from torch's cache never lowered it.  So the process that lowered it (only that one,
+after the lowering) writes the question log under the artifact's cache key, and a process served
+the artifact reads it back.  The record is that log (with the sizes the AOT graph it was given
+computes with), nothing else: the Dynamo graph, guards and inputs come from the reusing process's
+live trace, the AOT comparison from a verdict or a trace (:mod:`verishape.compiler.widen.verdict`).
 
-Why a record can be trusted, and when it is dropped (the call then compiles as stock, the
-reason in the frame's log, shown by ``verishape.explain``):
-
-Note [A record belongs to its artifact] is enforced here:
-
-* **Its key is the artifact's key.**  Torch's key covers the graph, its inputs' metadata,
-  the compile options, torch's version and the cache tag, which carries verishape's
-  settings (:func:`verishape.compiler.backend.cache_tag`); the record's file name adds the
-  record format and verishape's version.  A record is written only by a process that
-  lowered the graph itself, after the lowering, from the log of that lowering.
-* **It names its sizes and its facts.**  The log's expressions are in the generic trace's
-  symbols; the record keeps, for every symbol of the env, the input sources bound to it and
-  its range, and the env's replacements and guards as the lowering left them, and is named
-  by them too: torch keeps several entries under one key, told apart by their guards, and
-  so do records (two compiles of one key, a candidate and a trace that pinned its size,
-  each find their own).  A process whose trace binds them otherwise, or whose cached entry
-  brought other guards, finds no record under its name, and drops one that says otherwise.
-* **It is whole.**  A digest of the payload is checked before anything is read: a record
-  truncated, corrupted or edited is dropped.  Only the classes a log is made of may be
-  unpickled (:class:`_Unpickler`); anything else fails the read, and is dropped.
-* **Writers race safely.**  A record is written to a temporary file and renamed into
-  place: a reader sees a whole record or none; two processes that lower the same graph
-  write the same log, and the last rename wins.
-
-Where torch's caches go, the record goes: into Inductor's remote cache (Redis) when torch's
-AOTAutograd or FX-graph remote cache is on, under the same name, read back when the local
-folder lacks it (a bounded wait: :data:`REMOTE_TIMEOUT_S`; a Redis that is down or slow
-costs the reuse, never a hang or a crash); and into the artifacts
-``torch.compiler.save_cache_artifacts()`` collects (type ``verishape_widen``, registered
-at ``import torch`` by verishape's plug-in, :mod:`verishape_records`), written to the local folder by
-``load_cache_artifacts()`` in another process.  The restricted
-unpickler is not a security boundary (torch unpickles its own entries in the same folder
-and Redis without one): it keeps a record from naming code a log is not made of.
+Note [A record belongs to its artifact] is enforced here; what ties a record to its artifact,
+and where it goes: docs/compile.md, "Across restarts".  A record is also named by its binding,
+so two compiles of one key (a candidate and a trace that pinned its size) each find their own.
+A remote copy is read where the local folder lacks one, each wait bounded by
+:data:`REMOTE_TIMEOUT_S`.  :class:`_Unpickler` keeps a record from naming code a log is not
+made of (not a security boundary: torch unpickles its own entries without one).
 """
 
 from __future__ import annotations
@@ -78,23 +47,20 @@ class Unrecordable(Exception):
     named in one: the log's own kinds refuse with TypeError, see ``KernelCall.__getstate__``)."""
 
 
-def _name(cache_key: str, bound: tuple[Any, ...] | None = None) -> str:
-    """A record's name: its artifact's key with the record format and both versions, and for
-    a widening record the binding it was written under (:func:`binding`)."""
+def _versions() -> tuple[int, str, str]:
+    """The record format, verishape's version and torch's: in a record's name and payload."""
     import torch
 
     from verishape._version import __version__
 
-    named = (FORMAT, __version__, str(torch.__version__), cache_key, *(() if bound is None else (bound,)))
+    return FORMAT, __version__, str(torch.__version__)
+
+
+def _name(cache_key: str, bound: tuple[Any, ...] | None = None) -> str:
+    """A record's name: its artifact's key with the record format and both versions, and for
+    a widening record the binding it was written under (:func:`binding`)."""
+    named = (*_versions(), cache_key, *(() if bound is None else (bound,)))
     return hashlib.sha256(repr(named).encode()).hexdigest()
-
-
-def file_name(cache_key: str) -> str:
-    return _file_of(_name(cache_key))
-
-
-def _file_of(name: str) -> str:
-    return verishape_records.record_path(name)
 
 
 def binding(env: ShapeEnv) -> tuple[Any, ...]:
@@ -156,11 +122,11 @@ def copy(from_key: str, to_key: str, env: ShapeEnv) -> None:
     process its cache serves.  It is checked when read, like any other."""
     bound = binding(env)
     try:
-        with open(_file_of(_name(from_key, bound)), "rb") as f:
+        with open(verishape_records.record_path(_name(from_key, bound)), "rb") as f:
             data = f.read()
     except FileNotFoundError:
         return
-    _write_local(_name(to_key, bound), data)
+    verishape_records.write_record(_name(to_key, bound), data)
 
 
 def dumps(log: Any, env: ShapeEnv, bound: tuple[Any, ...] | None = None) -> bytes:
@@ -168,14 +134,9 @@ def dumps(log: Any, env: ShapeEnv, bound: tuple[Any, ...] | None = None) -> byte
     the caller has it)."""
     import dataclasses
 
-    import torch
-
-    from verishape._version import __version__
-
     plain = dataclasses.replace(log, _seen=set(), _busy=False)
     try:
-        payload = pickle.dumps((FORMAT, __version__, str(torch.__version__),
-                                binding(env) if bound is None else bound, plain),
+        payload = pickle.dumps((*_versions(), binding(env) if bound is None else bound, plain),
                                protocol=pickle.HIGHEST_PROTOCOL)
     except (pickle.PicklingError, TypeError, AttributeError, RuntimeError) as exc:
         # what pickling raises on an object it cannot copy (RuntimeError: a pybind11 object)
@@ -187,10 +148,6 @@ def loads(data: bytes, env: ShapeEnv, candidates: frozenset[sympy.Symbol], bound
           ) -> Any:
     """The question log in ``data``, checked against the live trace's ``env`` (``bound``: its
     binding, where the caller has it); raises :class:`Dropped` with the reason."""
-    import torch
-
-    from verishape._version import __version__
-
     if not data.startswith(_MAGIC) or len(data) < len(_MAGIC) + _DIGEST + 1:
         raise Dropped("the widening record is not one (truncated, or another file)")
     head = len(_MAGIC)
@@ -201,9 +158,10 @@ def loads(data: bytes, env: ShapeEnv, candidates: frozenset[sympy.Symbol], bound
         fmt, version, torch_version, bound_there, log = _Unpickler(io.BytesIO(payload)).load()
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, ImportError) as exc:
         raise Dropped(f"the widening record cannot be read ({type(exc).__name__}: {exc})"[:200]) from None
-    if (fmt, version, torch_version) != (FORMAT, __version__, str(torch.__version__)):
+    here = _versions()
+    if (fmt, version, torch_version) != here:
         raise Dropped(f"the widening record was written by verishape {version} on torch {torch_version} "
-                      f"(format {fmt}); this is verishape {__version__} on torch {torch.__version__}")
+                      f"(format {fmt}); this is verishape {here[1]} on torch {here[2]}")
     if bound_there != (binding(env) if bound is None else bound):
         raise Dropped("the widening record's sizes are bound to other inputs, or its facts (ranges, guards) "
                       "differ from this trace's")
@@ -220,7 +178,7 @@ def save(cache_keys: list[str], log: Any, env: ShapeEnv) -> list[str]:
     bound = binding(env)
     data = dumps(log, env, bound)
     for name in (_name(key, bound) for key in cache_keys):
-        _write_local(name, data)
+        verishape_records.write_record(name, data)
         _record_artifact(name, data)
         why = _remote_put(name, data)
         if why:
@@ -228,21 +186,17 @@ def save(cache_keys: list[str], log: Any, env: ShapeEnv) -> list[str]:
     return []
 
 
-def _write_local(name: str, data: bytes) -> None:
-    verishape_records.write_record(name, data)
-
-
 def write_local(key: str, data: bytes) -> None:
     """Another record kind filed under ``key`` (named as records are, checked by its
     reader): the local folder and the artifacts torch saves."""
-    _write_local(_name(key), data)
+    verishape_records.write_record(_name(key), data)
     _record_artifact(_name(key), data)
 
 
 def read_local(key: str) -> bytes | None:
     """What :func:`write_local` filed under ``key``; None where the local folder has none."""
     try:
-        with open(file_name(key), "rb") as f:
+        with open(verishape_records.record_path(_name(key)), "rb") as f:
             return f.read()
     except OSError:
         return None
@@ -254,13 +208,13 @@ def load(cache_key: str, env: ShapeEnv, candidates: frozenset[sympy.Symbol]) -> 
     bound = binding(env)
     name = _name(cache_key, bound)
     try:
-        with open(_file_of(name), "rb") as f:
+        with open(verishape_records.record_path(name), "rb") as f:
             data = f.read()
     except FileNotFoundError:
         data = _remote_get(name)
         log = loads(data, env, candidates, bound)
         try:
-            _write_local(name, data)
+            verishape_records.write_record(name, data)
         except OSError:
             pass  # the next process reads the remote copy again
     except OSError as exc:
