@@ -1,7 +1,5 @@
-"""An extern kernel's fake run, recorded while a generic compile is lowered and run again
-at a widened point (:mod:`verishape.compiler.widen.recompute` wraps
-``ExternKernel.process_kernel``; questions asked inside it are moot where it gives the
-recorded outputs there)."""
+"""An extern kernel's fake run, recorded while a generic compile is lowered and run again at a
+widened point (a layout computation of :mod:`verishape.compiler.widen.recompute`)."""
 
 from __future__ import annotations
 
@@ -18,9 +16,8 @@ from .over_ranges import at_point, exprs
 
 @dataclasses.dataclass
 class KernelCall:
-    """One call of Inductor's ``ExternKernel.process_kernel`` during a recorded lowering:
-    an extern (fallback) kernel's fake run on its inputs' layouts, whose outputs' layouts
-    the lowering fixes for the real kernel's results."""
+    """A call of Inductor's ``ExternKernel.process_kernel``: an extern (fallback) kernel's fake
+    run on its inputs' layouts, whose outputs' layouts the lowering fixes."""
 
     kernel: Any
     #: the flattened arguments: ("tensor", sizes, strides, dtype, device), ("size", expr),

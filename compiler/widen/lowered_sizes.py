@@ -1,30 +1,15 @@
-"""Every size the generic artifact computes with, and what it must be at 1.
+"""Every size the generic artifact computes with, and what it must be at 1 (docs/compile.md,
+"Every other decision of the lowering").
 
-Inductor decides some things about a size without asking the ShapeEnv: plain SymPy tests
-such as ``reduction_numel == 0`` in ``Reduction.create``, ``is_zero_elements()`` or
-``size == 1``.  On an expression of a kept size these are structural: ``s - 1 == 0`` is
-False whatever ``s`` is, so the lowering takes its general path, and nothing reaches
-:mod:`verishape.compiler.widen.questions`.  The general path is what a compile at 1 would do
-wherever the size stays positive: a loop of one iteration, a reduction over one element, a
-stride that addresses one element (torch's size-oblivious rules rest on the same fact; the
-decisions that do differ at 1, broadcasting and layout, go through the ShapeEnv and are
-recorded).  It is not what a compile at 1 does where a size becomes 0 or negative: a
-reduction with no identity over no element (``x[1:].max()`` at batch 1) returns its initial
-value where eager raises, and an index divided by a size that is 0 is undefined.
-
-So every size the generic artifact computes with that holds a kept size, taken where it
-is final, must be at least 1 at 1, proved from the size-1 trace's guards like the other
-goals (:mod:`verishape.compiler.widen.goals`), or the reuse is refused:
-
-* the AOT graph the backend lowers: every dimension of every tensor value, and every
-  size-derived divisor of a division node;
-* Inductor's scheduled nodes, read after code generation: loop and reduction ranges,
-  the ranges of every index variable, the divisors and moduli in every index expression
-  (``FloorDiv``, ``ModularIndexing``, ``Mod``...), and the dimensions of every buffer and
-  of every view an extern kernel reads.
-
-A structure this module does not know (a scheduled node without a loop body, say) marks
-the log incomplete, which refuses: what was not read was not checked.
+Inductor's plain SymPy tests on a kept size (``reduction_numel == 0``, ``is_zero_elements()``,
+``size == 1``) never see ranges: on ``s - 1`` they take the general path, which is what a
+compile at 1 does only where every size stays positive (``x[1:].max()`` at batch 1 reduces
+over no element: its initial value, where eager raises).  So every size the generic artifact
+computes with that holds a kept size, taken where it is final (the AOT graph's dimensions and
+divisors; after code generation, Inductor's loop, reduction and index ranges, index divisors
+and moduli, buffer and extern input dimensions), must be at least 1 at 1, proved like the
+other goals (:mod:`verishape.compiler.widen.goals`).  A structure not read marks the log
+incomplete, which refuses: what was not read was not checked.
 """
 
 from __future__ import annotations

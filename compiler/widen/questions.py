@@ -1,20 +1,13 @@
-"""The shape answers a lowering acted on that hold only because a size is at least 2.
+"""The shape answers a lowering acted on that hold only because a size is at least 2
+(docs/compile.md, "Inductor's answers").
 
-A generic compile's backend (Inductor) asks the frame's ShapeEnv many questions while it
-lowers the graph: ``statically_known_*`` for optimizations, ``guard_or_false`` for
-broadcasts (``is_size_one_or_false``), range simplifications of index formulas.  Every one
-that reaches a static answer goes through ``ShapeEnv._maybe_evaluate_static``.  Reusing the
-compiled artifact at size 1 is sound only if every answer it acted on is also right at 1.
-
-:class:`QuestionLog` is installed on the env for the lowering of a generic compile
-(:func:`recording`).  For each static answer about a candidate symbol it asks stock's static
-evaluation again with the candidates' lower bounds lowered from 2 to 1: when the answer is
-the same, it holds at 1 by construction and nothing is kept; otherwise the question, its
-answer, its extra premises (index-variable bounds and axioms the caller passed) and where it
-was asked are kept, to be decided at 1 when size 1 arrives
-(:func:`verishape.compiler.widen.reuse.reuse`).  Guards a lowering adds land in the env's guard
-list, which that proof checks at 1 as a whole; answers asked inside a layout computation:
-:mod:`verishape.compiler.widen.recompute`; size hints: :func:`_observe_hint`.
+:class:`QuestionLog`, installed on the env while a generic compile is lowered
+(:func:`recording`), asks each static answer about a candidate symbol
+(``ShapeEnv._maybe_evaluate_static``) again with the candidates' lower bounds 1: an unchanged
+answer holds at 1 by construction; a changed one is kept with its extra premises and where it
+was asked, to be decided at 1 (:func:`verishape.compiler.widen.reuse.reuse`).  Guards the
+lowering adds are in the env's guard list, proved at 1 as a whole; answers asked inside a
+layout computation: :mod:`verishape.compiler.widen.recompute`; size hints: :func:`_observe_hint`.
 """
 
 from __future__ import annotations
@@ -36,82 +29,58 @@ from . import lowered_sizes, recompute
 if TYPE_CHECKING:
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-#: Where a lowering's answer may differ at 1 without changing what the artifact computes.
-#: Keyed by the Inductor function that asked (the first caller outside ``sizevars.py``):
-#: why, and which local variables hold the two sizes whose equality makes the answer moot
-#: (None: moot for either answer, for the reason given), or a function of its locals giving
-#: them.  A key with a dot is a qualified name (``Class.method``, matched on Python 3.11+).
+#: Where a lowering's answer may differ at 1 without changing what the artifact computes, by
+#: the Inductor function that asked (a dotted key is a qualified name, matched on Python 3.11+):
+#: why, and the local variables (or a function of the locals) holding the two sizes whose
+#: equality makes the answer moot (None: moot for either answer).
 SITES: dict[str, tuple[str, Any]] = {
-    # for x, y in the two shapes: "is y 1?" picks x, "is x 1?" picks y, else x == y is
-    # checked and one is kept; where x == y every branch gives the same size
+    # "is y 1?" picks x, "is x 1?" picks y, else x == y is checked: where x == y every branch agrees
     "broadcast_symbolic_shapes": ("a broadcast between sizes equal at 1", ("x", "y")),
-    # expand(input, target) when "is a 1?" != "is b 1?"; an input whose size equals the
-    # target's is the same expanded or not
+    # expand(input, target) when "is a 1?" != "is b 1?": an input of the target's size is the same expanded
     "broadcast_tensors": ("an expand between sizes equal at 1", ("a", "b")),
-    # size comparisons of a reshape's index math: every branch ends in check_equals guards
-    # on the merged sizes (generic guards, proved at 1), and an index modulo or divided by
-    # a size that is 1 there is still the right index (torch documents the size-1 case as
-    # safe for unbacked sizes, where the answer is a guess)
+    # every branch ends in check_equals guards on the merged sizes (generic guards, proved at 1), and
+    # an index modulo or divided by a size 1 is still right (torch documents it safe for unbacked sizes)
     "compare_sizes": ("reshape index math, right for either answer where its check_equals guards hold", None),
-    # "is the old dimension 1?" picks stride 0 or its stride for the expanded dimension; where
-    # the expanded size equals the old one at 1, that dimension has size 1 there and its
-    # stride addresses nothing
+    # "is the old dimension 1?" picks stride 0 or its own: where the new size equals the old one at 1,
+    # the dimension is 1 there and its stride addresses nothing
     "ExpandView.create": ("an expand of a dimension to its own size, which is 1 there",
                           lambda L: (L["new_size"][len(L["new_stride"])], L["size"])),
-    # "is the old dimension 1?" only chooses whether to run a sanity assertion; the sizes
-    # it returns are the same either way
     "ExpandView._normalize_size": ("a sanity check of an expand's sizes, which it returns unchanged", None),
     "need_use_acc_helper": ("a summation-accuracy choice (a cascade accumulator or a plain one); both compute "
                             "the sum", None),
-    # register_replacement's check_fn asks whether two sizes differ to choose its search
-    # pattern's inputs (a replacement's equivalence is the pattern's own contract)
+    # a replacement's equivalence is the pattern's own contract
     "refresh_arg": ("which sizes a pattern's retrace takes as inputs (it decides only whether a replacement "
                     "matches; a matched replacement is equivalent at every size)", None),
     "argsort_sym": ("a layout heuristic (torch documents argsort_sym's order as optimization-only)", None),
-    # Inductor re-propagates the AOT graph's metadata before lowering: the values it
-    # computes are those of the AOT graph, which was compared at 1 node by node (sizes,
-    # strides of graph outputs and of every dimension larger than 1, storage sharing)
+    # the values it re-derives are the AOT graph's, compared at 1 node by node (sizes, strides of
+    # outputs and of every dimension larger than 1, storage sharing)
     "fake_tensor_prop": ("a re-derivation of the AOT graph's metadata, compared at 1", None),
 }
 
 
 CHECK_FN = "register_replacement.<locals>.check_fn"
 
-#: Functions whose own branch conditions (a question asked directly in them, the innermost
-#: site; questions of the functions they call are not covered) only choose among results
-#: that are each right wherever their own checks hold: why, and which of its questions that
-#: covers.
+#: Functions whose own branch conditions (the innermost site; not the functions they call) only
+#: choose among results each right wherever its own checks hold: why, and which questions it covers.
 DIRECT_SITES: dict[str, tuple[str, Callable[[Question], bool]]] = {
-    # torch 2.11's check_fn asks in its own body what 2.13's ``refresh_arg`` asks (:data:`SITES`);
-    # its ``extra_check`` and the retrace ask their own
+    # torch 2.11's check_fn asks in its own body what 2.13's ``refresh_arg`` asks (:data:`SITES`)
     CHECK_FN: (SITES["refresh_arg"][0], lambda q: True),
-    # the same check_fn retraces the search pattern with the matched sizes (``fwd_only``; 2.15
-    # retraces every pattern, 2.13 those without a pre-traced one) only to build the specific
-    # pattern it matches again (``fx_to_pattern``: each node's op and arguments, and from 2.15
-    # its ``meta["val"]``'s sizes, dtype and device); the graph is then dropped.  What make_fx
-    # extracts into each node's ``meta["tensor_meta"]`` (whether it is contiguous in each
-    # memory format: ``Eq(s, 1)`` on 2.15's decode step) is read by nothing.  Only below
-    # ``fwd_only`` called by check_fn (:func:`_site` names its trace of the replacement apart)
+    # check_fn retraces the search pattern (``fwd_only``) only to rebuild it (``fx_to_pattern`` reads
+    # ops, arguments and, from 2.15, ``meta["val"]``), then drops it: make_fx's ``meta["tensor_meta"]``
+    # (contiguity per memory format: ``Eq(s, 1)`` on 2.15's decode step) is read by nothing.  Only
+    # below ``fwd_only`` called by check_fn (:func:`_site` names its trace of the replacement apart)
     "_extract_tensor_metadata": ("tensor metadata of the pattern matcher's retrace, read by nothing (its pattern "
                                  "reads ops, arguments and sizes)",
                                  lambda q: any(a == "fwd_only" and b == CHECK_FN
                                                for a, b in zip(q.site[1:], q.site[2:]))),
-    # the SIMD kernel's memory statistics (bytes and accesses per thread, split by whether a
-    # stride is 1 or 0): read only by ``add_persistent_rblock``, which adds an autotuning
-    # config whose block covers the reduction to a looped reduction kernel, and that kernel
-    # loops over any length whatever block it runs with (speed only)
+    # the SIMD kernel's memory statistics, read only by ``add_persistent_rblock`` (speed only)
     "StatsForReadsOrWrites.compute": ("memory statistics for a kernel heuristic (an extra autotuning config of a "
                                       "looped reduction, which loops over any length)", lambda q: True),
-    # Triton/SIMD tiling: "is this size larger than the group?" and "is it 1?" pick how a
-    # node's iteration space is split across the kernel's groups; every branch builds an
-    # exact decomposition index = size2*i1 + i2 of the same space.  What makes one valid at a
-    # point is checked on its own: each factor divides (``add_range``'s
-    # statically_known_multiple_of, recorded and proved at 1 where its answer changes), the
-    # groups are used up (the final ``guarding_hint_or_throw(remaining) == 1``, a guarding
-    # hint: an answer proved at 1), and every loop range is at least 1 (the size rule).  Not
-    # "this size is 1" held True: that drops the size's index variable, which only the size
-    # being 1 makes right (a size 1 for every s >= 2 need not be 1 at s = 1: ``Max(1, 3 - s)``),
-    # so that answer is proved at 1 like any other
+    # every branch builds an exact decomposition index = size2*i1 + i2 of the same space; its
+    # validity is checked on its own: ``add_range``'s statically_known_multiple_of and the final
+    # ``guarding_hint_or_throw(remaining) == 1`` are answers proved at 1, loop ranges >= 1 the size
+    # rule.  Not "this size is 1" held True: it drops the index variable, right only where the size
+    # is 1 (``Max(1, 3 - s)`` is 1 for every s >= 2, not at 1), so it is proved at 1 like any other
     "_split_iteration_ranges": ("a tiling split (which exact decomposition of the iteration space; its divisors, "
                                 "its use of every group and its sizes are checked at 1 on their own)",
                                 lambda q: not (isinstance(q.expr, sympy.Eq) and q.answer is sympy.true)),
@@ -147,20 +116,15 @@ class Question:
         (``true``, or two sizes being equal) under which it does not.  ``sub`` sets the
         widened sizes to their value."""
         if self.computed_in is not None:
-            if self.computed_in.right_at(sub):
-                return self.computed_in.why, sympy.true
-            return None
+            return (self.computed_in.why, sympy.true) if self.computed_in.right_at(sub) else None
         if self.site and self.site[0] in DIRECT_SITES and DIRECT_SITES[self.site[0]][1](self):
             return DIRECT_SITES[self.site[0]][0], sympy.true
-        for name in self.site:
-            if name in SITES:
-                why, names = SITES[name]
-                if names is None:
-                    return why, sympy.true
-                if self.operands is not None:
-                    return why, sympy.Eq(*self.operands)
-                return None
-        return None
+        why, names = next((SITES[name] for name in self.site if name in SITES), (None, None))
+        if why is None:
+            return None
+        if names is None:
+            return why, sympy.true
+        return (why, sympy.Eq(*self.operands)) if self.operands is not None else None
 
 
 @dataclasses.dataclass
@@ -195,9 +159,8 @@ class QuestionLog:
         widened = {**ranges, **from_one(ranges, self.candidates)}
         self._busy = True
         try:
-            # a size-oblivious question about a candidate that is size-like (a size kept
-            # symbolic at 1, ``candidate.py``) was answered assuming it is at least 2: asked
-            # again without that assumption
+            # a size-oblivious question about a size-like candidate (kept symbolic at 1, ``candidate.py``)
+            # was answered assuming it is at least 2: asked again without that assumption
             oblivious = size_oblivious and not (expr.free_symbols & self.candidates & getattr(env, "size_like", set()))
             again = base_static(env, expr, size_oblivious=oblivious, axioms=axioms,
                                 var_to_range=tuple(widened.items()))
@@ -211,16 +174,13 @@ class QuestionLog:
                                        recompute.computing.get(), reading))
 
 
-#: Callers of ``_maybe_evaluate_static`` that never guard, and which answers they act on
-#: (the seam's registry names them, ``torch_names.WIDENING_REGISTRY``): (file tail, function)
-#: -> "true" (only a True answer acts: ``statically_known_*``, ``_simplify_with_ranges``'s
-#: ``statically_known``, and ``guard_or_false`` under backed-size-oblivious, which falls back
-#: to False), "false" (only False acts) or "not_false" (``guard_or_true``: only False acts,
-#: unknown falls back to True).  A static answer that is False with the lower bound 2 and
-#: unknown with the lower bound 1 is read as False by a "true" caller both ways: the lowering
-#: decides the same with sizes from 1, so its branch (the general one: ``ModularIndexing``
-#: rather than ``FloorDiv``, a looped rather than a persistent reduction, no split) holds at 1
-#: by construction, with nothing trusted beyond what every other unchanged answer trusts.
+#: Callers of ``_maybe_evaluate_static`` that never guard (named in ``torch_names.WIDENING_REGISTRY``),
+#: (file tail, function) -> which answers they act on: "true" (``statically_known*``, and
+#: ``guard_or_false`` under backed-size-oblivious, which falls back to False), "false", or
+#: "not_false" (``guard_or_true``: unknown falls back to True).  An answer False with the lower
+#: bound 2 and unknown with 1 is read as False by a "true" caller both ways: the lowering decides
+#: the same over sizes from 1, so its (general) branch holds at 1 by construction, trusting
+#: nothing beyond what an unchanged answer does.
 NON_GUARDING_READS: dict[tuple[str, str], str] = {
     ("_inductor/sizevars.py", "statically_known_true"): "true",
     ("_inductor/sizevars.py", "statically_known"): "true",
@@ -259,43 +219,31 @@ def _same_action(reading: str, a: Any, b: Any) -> bool:
         return False
 
     def acts(answer: Any) -> bool:  # whether the caller takes its acting branch on ``answer``
-        if reading == "true":
-            return answer is not None and bool(answer)
-        if reading == "false":
-            return answer is not None and not bool(answer)
-        return answer is None or bool(answer)  # not_false
+        if answer is None:
+            return reading == "not_false"
+        return bool(answer) != (reading == "false")
 
     return acts(a) == acts(b)
 
 
 #: Inductor functions (the innermost one asking) whose guarding-hint reads only steer a
-#: heuristic: ``mark_reuse`` decides whether to realize an input buffer before broadcasting,
-#: repeating or unfolding it (speed only; the values computed are the same)
+#: heuristic: ``mark_reuse`` realizes an input before broadcasting, repeating or unfolding it
+#: (speed only)
 HEURISTIC_HINT_SITES = ("expand", "repeat", "unfold",
-                        # torch 2.11 reads these through ``size_hint``, which 2.13 split into
-                        # ``optimization_hint`` (non-guarding) and ``guarding_hint_or_throw``: 2.13
-                        # reads each of them as an optimization hint (torch's own classification):
-                        # a reduction's split factor, the memory planner's buffer sizes, a layout's
-                        # fill order, the loop order, the generated benchmark harness, a Triton
-                        # kernel's autotuning size hints, the tiling candidates' stride scores
+                        # 2.11 reads these through ``size_hint``; 2.13 as optimization hints (torch's
+                        # own classification): split factor, buffer sizes, fill order, loop order,
+                        # benchmark harness, autotuning size hints, tiling stride scores
                         "num_splits", "_compute_and_update_buf_size", "get_fill_order", "_apply_loop_reordering",
                         "benchmark_compiled_module", "codegen_kernel", "tile_ranges",
-                        # the GPU scheduler's loop reordering for fusion (2.11 reads the strides
-                        # through ``stride_hints`` -> ``size_hint``; 2.13 through
-                        # ``optimization_hint``): which loop order two nodes' accesses of one buffer
-                        # compare in, which shared buffer (the largest) guides the reordering, and
-                        # how much memory a fusion shares; a reordered loop nest computes the same
-                        # values at every size
+                        # the GPU scheduler's loop reordering for fusion (2.13: optimization hints):
+                        # a reordered loop nest computes the same values at every size
                         "normalize_with_stride_order", "shared_data_after_reordering_loop",
                         "_try_reorder_loops_for_candidates", "decide_loop_order_to_match", "numel_hint",
                         "numbytes_hint",
-                        # 2.11's reshape index walk compares hints to choose which sizes to merge
-                        # next; every branch ends in check_equals guards on the merged sizes (generic
-                        # guards, proved at 1), as 2.13's compare_sizes (:data:`SITES`)
+                        # 2.11's reshape index walk: every branch ends in check_equals guards, as in
+                        # 2.13's compare_sizes (:data:`SITES`)
                         "_dynamic_reshape_indexer",
-                        # the C++ kernel's parallel depth (how many outer loops an OpenMP region
-                        # spans): 2.11 reads the loop size through ``CppKernel.size_hint`` (a
-                        # guarding hint), 2.13 through ``optimization_hint``
+                        # the C++ kernel's OpenMP parallel depth (2.13: an optimization hint)
                         "decide_parallel_depth",
                         # the wrapper's memory planning: reuse a freed buffer of the same symbolic
                         # size (the key decides that) only where the peak does not grow (the hint)
@@ -332,21 +280,14 @@ def _on_scheduled(scheduler: Any) -> None:
 
 def _widened_now() -> dict[sympy.Symbol, ValueRanges] | None:
     """The widened ranges of the env being lowered under a log (None elsewhere)."""
-    import torch
-
-    ctx = torch._guards.TracingContext.try_get()
-    env = getattr(getattr(ctx, "fake_mode", None), "shape_env", None) if ctx is not None else None
-    log = VeriShapeEnv.observer_of(env)
+    log = VeriShapeEnv.observer_of(recompute.shape_env_now())
     return log.widened if isinstance(log, QuestionLog) else None
 
 
 def _observe_hint(log: QuestionLog, kind: str, expr: Any, value: Any, caller: str = "") -> None:
-    """A size hint read while a generic compile is lowered.  An optimization hint is a
-    heuristic (counted).  A guarding hint (``guarding_hint_or_throw``, "safe to use for a
-    guarding decision") is counted too where it only steers a heuristic
-    (:data:`HEURISTIC_HINT_SITES`; ``maybe_copy_cpu_scalar`` when the tensor is on the target
-    device already, so nothing is copied whatever the size), and is otherwise an answer,
-    ``expr == value``, that must hold at 1."""
+    """A size hint read while a generic compile is lowered: a heuristic (counted) where it is
+    an optimization hint or only steers one (:data:`HEURISTIC_HINT_SITES`; ``maybe_copy_cpu_scalar``
+    with the tensor on the target device: nothing is copied), else an answer that must hold at 1."""
     if not isinstance(expr, sympy.Expr) or not (expr.free_symbols & log.candidates) or caller in HINT_ATTACHING:
         return
     site, _ = _site()

@@ -1,19 +1,14 @@
 """Layout computations recorded while a generic compile is lowered, and recomputed at 1.
 
-Some of Inductor's shape questions are asked inside a computation whose *result* is all the
-lowering keeps: a view's strides (``fake_impls._compute_stride``), a convolution's output
-layout (``conv_layout``), a stride-order check (``Layout.is_stride_ordered``), an extern
-kernel's outputs (``ExternKernel.process_kernel``), a dense-layout check
-(``is_non_overlapping_and_dense_or_false``).  Each call is recorded with its operands
-and result; at size 1 the same torch function is run again on integers, and an answer asked
-inside it is moot where the result agrees (:mod:`verishape.compiler.widen.questions`).
+Some shape questions are asked inside a computation whose *result* is all the lowering keeps
+(the table in docs/compile.md, "Inductor's answers").  Each call is recorded with its
+operands and result; at 1 the same torch function runs again, and an answer asked inside it
+is moot where the result agrees (:mod:`verishape.compiler.widen.questions`).
 
-:func:`tracking` wraps those functions, and Inductor's size-hint reads, for one block where
-Inductor looks them up at each call, each named once in the seam's registry
-(``torch_names.WIDENING_REGISTRY``) and installed with its one ``wrap()``.  A missing optional
-one is said once and left alone (its answers are then not recomputed: refused); a missing
-required one (a hint reader, the scheduler's code generation, ``bound_sympy``) refuses
-widening on that torch (``torch_seam.widening_refused``).  Arguments pass through untouched.
+:func:`tracking` wraps those functions and the size-hint reads for one block, each named once
+in ``torch_names.WIDENING_REGISTRY``; arguments pass through untouched.  A missing optional
+one is said once and left alone (its answers are refused); a missing required one refuses
+widening on that torch (``torch_seam.widening_refused``).
 """
 
 from __future__ import annotations
@@ -32,6 +27,7 @@ import torch
 
 from verishape.core import torch_names, torch_seam
 
+from . import over_ranges
 from .kernel_call import KernelCall, sizes_of, spec_of
 from .over_ranges import NotANumber, at_point, exprs, number
 
@@ -45,10 +41,8 @@ WidenedRanges = Callable[[], "dict[sympy.Symbol, Any] | None"]
 
 @dataclasses.dataclass
 class ViewStrides:
-    """One call of torch's view-stride computation during a recorded lowering (Inductor's
-    ``View.create`` asks it for the strides of a view of a non-contiguous buffer; a view
-    is a ``ReinterpretView`` with those strides, or, when it answers None, reshape index
-    math that is right for any size)."""
+    """A call of torch's view-stride computation (``fake_impls._compute_stride``: Inductor's
+    ``View.create`` asks it for a view of a non-contiguous buffer; None: reshape index math)."""
 
     old_size: tuple[sympy.Expr, ...]
     old_stride: tuple[sympy.Expr, ...]
@@ -61,12 +55,9 @@ class ViewStrides:
     why = "a view's strides, the same at 1 on every dimension larger than 1"
 
     def right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
-        """Whether the same computation at ``sub`` (over the ranges of sizes that stay symbolic:
-        :mod:`verishape.compiler.widen.over_ranges`) gives the recorded strides on every
-        dimension whose size is not 1 (a size-1 dimension's stride addresses nothing)."""
+        """Whether the same computation at ``sub`` (over the ranges of sizes that stay symbolic)
+        gives the recorded strides where the size is not 1 (a size-1 stride addresses nothing)."""
         from torch._subclasses import fake_impls
-
-        from . import over_ranges
 
         if not self.done:
             return False
@@ -88,9 +79,8 @@ class ViewStrides:
 
 @dataclasses.dataclass
 class ConvLayout:
-    """One call of Inductor's ``conv_layout`` during a recorded lowering: the output layout
-    of a convolution, read off torch's fake convolution (whose backend and memory-format
-    choice asks about the batch size).  The lowering fixes the output buffer to it."""
+    """A call of Inductor's ``conv_layout``: a convolution's output layout, read off torch's
+    fake convolution (whose memory-format choice asks about the batch size)."""
 
     #: (sizes, strides, dtype, device) of the input, the weight and the bias (or None)
     operands: tuple[tuple[tuple[sympy.Expr, ...], tuple[sympy.Expr, ...], Any, Any] | None, ...]
@@ -101,9 +91,8 @@ class ConvLayout:
     why = "a convolution's output layout, the same at 1 on every dimension larger than 1"
 
     def right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
-        """Whether the recorded layout at ``sub`` is the one torch's fake convolution gives
-        there (sizes equal, strides equal where the size is not 1); only with every size
-        and stride a number at ``sub``."""
+        """Whether torch's fake convolution at ``sub`` (every size a number there) gives the
+        recorded layout: sizes equal, strides equal where the size is not 1."""
         from torch._subclasses.fake_tensor import FakeTensorMode
 
         if not self.done or self.result is None or self.params is None:
@@ -111,13 +100,11 @@ class ConvLayout:
         try:
             operands = [None if o is None else ([number(e, sub) for e in o[0]], [number(e, sub) for e in o[1]],
                                                  o[2], o[3]) for o in self.operands]
-            sizes = [number(e, sub) for e in self.result[0]]
-            strides = [number(e, sub) for e in self.result[1]]
+            sizes, strides = ([number(e, sub) for e in part] for part in self.result)
         except NotANumber:
             return False
         with FakeTensorMode():
-            x, w, b = (None if o is None else torch.empty_strided(o[0], o[1], dtype=o[2], device=o[3])
-                       for o in operands)
+            x, w, b = (None if o is None else torch.empty_strided(*o[:2], dtype=o[2], device=o[3]) for o in operands)
             out = torch.ops.aten.convolution(x, w, b, *self.params)
         if list(out.shape) != sizes:
             return False
@@ -126,27 +113,23 @@ class ConvLayout:
 
 @dataclasses.dataclass
 class StrideOrder:
-    """One call of Inductor's ``Layout.is_stride_ordered`` during a recorded lowering: does
-    a buffer already have the stride order an op requires (``require_strides`` copies it
-    into that order when not)."""
+    """A call of Inductor's ``Layout.is_stride_ordered``: does a buffer already have the
+    stride order an op requires (``require_strides`` copies it when not)."""
 
     size: tuple[sympy.Expr, ...]
     stride: tuple[sympy.Expr, ...]
     order: tuple[int, ...]
     result: bool | None = None
     done: bool = False
-    #: the ranges of the symbols in the sizes and strides, where it was asked
     ranges: dict[sympy.Symbol, Any] = dataclasses.field(default_factory=dict)
     why = "a stride-order check whose result is the same at 1"
 
     def right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
         """Whether torch's own check gives the recorded result on the layout at ``sub``
-        (run on integers, under a size allocator of its own: nothing is guarded)."""
+        (under a size allocator of its own: nothing is guarded)."""
         from torch._inductor import ir
         from torch._inductor.sizevars import SizeVarAllocator
         from torch._inductor.virtualized import V
-
-        from . import over_ranges
 
         if not self.done or self.result is None:
             return False
@@ -178,25 +161,22 @@ class StrideOrder:
 
 @dataclasses.dataclass
 class DenseCheck:
-    """One call of torch's ``is_non_overlapping_and_dense_or_false`` during a recorded
-    lowering (Inductor's ``run_node`` asks it of a node's value to decide whether to give
-    it a channels-last layout): a pure function of sizes and strides."""
+    """A call of torch's ``is_non_overlapping_and_dense_or_false`` (Inductor's ``run_node``
+    asks it to decide on a channels-last layout): a pure function of sizes and strides."""
 
     size: tuple[sympy.Expr, ...]
     stride: tuple[sympy.Expr, ...]
     result: bool | None = None
     done: bool = False
-    #: the ranges of the symbols in the sizes and strides, where it was asked
     ranges: dict[sympy.Symbol, Any] = dataclasses.field(default_factory=dict)
-    #: the function that called the check, as (file tail, name) (how it reads the result:
-    #: :class:`OverlapCheck`)
+    #: the check's caller as (file tail, name): how it reads the result (:class:`OverlapCheck`)
     reader: tuple[str, str] = ("", "")
     why = "a dense-layout check whose result is the same at 1"
 
     def right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
-        """Whether torch's own check, run on the sizes and strides at ``sub``, gives the
-        recorded result: on integers (a tensor on the meta device: nothing is guarded), or
-        over the ranges of sizes that stay symbolic there (:mod:`verishape.compiler.widen.over_ranges`)."""
+        """Whether torch's own check on the sizes and strides at ``sub`` gives the recorded
+        result: on a meta tensor (nothing is guarded), or over the ranges of sizes that stay
+        symbolic there."""
         if not self.done or self.result is None:
             return False
         try:
@@ -218,8 +198,6 @@ class DenseCheck:
         return result
 
     def _right_over_ranges(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
-        from . import over_ranges
-
         module_name, name = torch_names.DENSE_CHECK_ON_SIZES
         check = getattr(sys.modules.get(module_name), name, None)
         if check is None:
@@ -237,12 +215,10 @@ class DenseCheck:
 
 @dataclasses.dataclass
 class OverlapCheck(DenseCheck):
-    """One call of torch's internal-overlap check (``torch_names.OVERLAP_CHECK``) during a
-    recorded lowering.  torch 2.15's reinplacing pass runs ``copy_``'s meta function on the
-    view it writes through, which raises where the check says "yes" (its size questions:
-    ``s < 2``, a dimension of size 1 is skipped).  A pure function of sizes and strides,
-    rerun on integers at 1 (sizes that stay symbolic there: not recomputed, refused).  Its
-    result (no 0, yes 1, too hard 2) compares whole, except for a caller of
+    """A call of torch's internal-overlap check (``torch_names.OVERLAP_CHECK``; torch 2.15's
+    reinplacing pass runs ``copy_``'s meta function, which raises on "yes", on the view it
+    writes through: ``s < 2``).  Rerun on integers at 1 only (a size symbolic there: refused).
+    Its result (no 0, yes 1, too hard 2) compares whole, except for a caller of
     :data:`YES_READERS`, which acts on "yes" alone (a (1, 2, 4) view is "no" where an
     (s, 2, 4) one is "too hard": the copy raises for neither)."""
 
@@ -261,10 +237,9 @@ class OverlapCheck(DenseCheck):
         return False
 
 
-#: torch's callers of the overlap check that act only on "yes" (``== 1``, torch 2.11 to
-#: 2.15), by (file, function): ``copy_``'s meta function raises, a scatter's output is a
-#: plain clone; a caller not named here (2.15's slice-scatter chunking reads ``!= 0``)
-#: compares the whole result
+#: torch's callers of the overlap check that act only on "yes" (``== 1``, 2.11 to 2.15):
+#: ``copy_``'s meta function raises, a scatter's output is a plain clone; any other caller
+#: (2.15's slice-scatter chunking reads ``!= 0``) compares the whole result
 YES_READERS = (("torch/_meta_registrations.py", "meta_copy_"), ("torch/_meta_registrations.py", "_scatter_meta_output"))
 
 
@@ -299,6 +274,8 @@ def _say_missing(where: str) -> None:
 #: the guarding-hint readers of each torch release (one registry row; see the seam)
 _GUARDING_HINTS = next(row.paths for row in torch_names.WIDENING_REGISTRY
                        if "SizeVarAllocator.guarding_hint_or_throw" in row.paths)
+#: what recording a layout check raises on a call it does not know (another signature, a sparse tensor)
+_CHECK_ERRORS = (ValueError, TypeError, AttributeError, RuntimeError, sympy.SympifyError)
 
 
 @contextlib.contextmanager
@@ -306,13 +283,16 @@ def tracking(on_hint: HintSink, on_scheduled: ScheduledSink, widened: WidenedRan
     """For one block, wrap the layout computations recomputed at 1 (tying the questions asked
     in a call to it), the hint reads, the scheduler's code generation (``on_scheduled`` reads
     the sizes after it) and the direct range reads (:func:`_widening_range_reads`)."""
-    makers = {"_compute_stride": _tracked_compute_stride, "conv_layout": _tracked_conv_layout,
-              "Layout.is_stride_ordered": _tracked_stride_order, "ExternKernel.process_kernel": _tracked_process_kernel,
+    makers = {"_compute_stride": _tracked(_view_strides, (ValueError, TypeError, AttributeError),
+                                          lambda out: None if out is None else exprs(out)),
+              "conv_layout": _tracked_conv_layout,
+              "Layout.is_stride_ordered": _tracked(_stride_order, _CHECK_ERRORS),
+              "ExternKernel.process_kernel": _tracked_process_kernel,
               "SizeVarAllocator.optimization_hint": _tracked_hint("optimization", on_hint),
               **{path: _tracked_hint("guarding", on_hint) for path in _GUARDING_HINTS},
               "Scheduler.codegen": _tracked_codegen(on_scheduled),
-              "is_non_overlapping_and_dense_or_false": _tracked_dense(DenseCheck, bool),
-              torch_names.OVERLAP_CHECK[1]: _tracked_dense(OverlapCheck, int)}
+              "is_non_overlapping_and_dense_or_false": _tracked(_dense(DenseCheck), _CHECK_ERRORS, bool),
+              torch_names.OVERLAP_CHECK[1]: _tracked(_dense(OverlapCheck), _CHECK_ERRORS, int)}
     restore = []
     try:
         restore += [functools.partial(setattr, *undo) for undo in _widening_range_reads(widened)]
@@ -334,16 +314,14 @@ def tracking(on_hint: HintSink, on_scheduled: ScheduledSink, widened: WidenedRan
 def _widening_range_reads(widened: WidenedRanges) -> list[tuple[Any, str, Any]]:
     """Wrap ``bound_sympy`` wherever an Inductor module imported it: a call about a kept
     size sees that size's range with the lower bound 1 (``widened()``), so every bound the
-    lowering derives this way holds at 1 as it holds for the generic sizes (a wider range
-    gives a looser bound, which every use of a bound accepts: it is an over-approximation).
-    Returns what to restore."""
+    lowering derives this way holds at 1 (a wider range gives a looser bound, which every use
+    of a bound accepts: it is an over-approximation).  Returns what to restore."""
     module_name, name = RANGE_READER
-    source = sys.modules.get(module_name)
-    raw = getattr(source, name, None) if source is not None else None
+    raw = getattr(sys.modules.get(module_name), name, None)
     if raw is None:
         _say_missing(f"{module_name}.{name}")
         return []
-    original = getattr(raw, "_verishape_original", raw)
+    original = _unwrapped(raw)
 
     def bound_sympy(expr: Any, ranges: Any = None) -> Any:
         wide = widened()
@@ -407,32 +385,67 @@ def _tracked_hint(kind: str, on_hint: HintSink) -> Any:
     return make
 
 
-def _tracked_compute_stride(original: Any) -> Any:
-    def tracked(*args: Any, **kwargs: Any) -> Any:
-        try:
-            old_shape, old_stride, new_shape = args[:3]
-            view: ViewStrides | None = ViewStrides(exprs(old_shape), exprs(old_stride), exprs(new_shape))
-            view.ranges = _ranges_now(view.old_size + view.old_stride + view.new_size)
-        except (ValueError, TypeError, AttributeError):
-            view = None  # not the signature this knows: the call is not recomputed (refused)
-        out = _inside(view, original, args, kwargs)
-        if view is not None:
-            view.result = None if out is None else exprs(out)
-            view.done = True
-        return out
+def _tracked(record: Callable[[tuple[Any, ...], dict[str, Any]], Any], errors: tuple[type[Exception], ...],
+             result: Callable[[Any], Any] = bool) -> Callable[[Any], Any]:
+    """A maker for ``torch_seam.wrap``: ``original`` (a layout computation) recording each call
+    as ``record(args, kwargs)`` makes it, and its result as ``result`` makes it; a call whose
+    recording raises one of ``errors`` (a signature or operand this does not know) is not
+    recomputed (refused)."""
+    def make(original: Any) -> Any:
+        def tracked(*args: Any, **kwargs: Any) -> Any:
+            try:
+                call = record(args, kwargs)
+            except errors:
+                call = None
+            out = _inside(call, original, args, kwargs)
+            if call is not None:
+                call.result, call.done = result(out), True
+            return out
 
-    return tracked
+        return tracked
+    return make
+
+
+def shape_env_now() -> Any:
+    """The ShapeEnv being traced or lowered (None outside a trace)."""
+    return getattr(getattr(torch._guards.TracingContext.try_get(), "fake_mode", None), "shape_env", None)
 
 
 def _ranges_now(exprs: tuple[sympy.Expr, ...]) -> dict[sympy.Symbol, Any]:
     """The value ranges, in the ShapeEnv being traced or lowered, of the symbols of ``exprs``
     (those it knows; none outside a trace)."""
-    ctx = torch._guards.TracingContext.try_get()
-    env = getattr(getattr(ctx, "fake_mode", None), "shape_env", None) if ctx is not None else None
+    env = shape_env_now()
     if env is None:
         return {}
     free = set().union(*(e.free_symbols for e in exprs))
     return {s: env.var_to_range[s] for s in free if s in env.var_to_range}
+
+
+def _view_strides(args: tuple[Any, ...], kwargs: dict[str, Any]) -> ViewStrides:
+    old_size, old_stride, new_size = args[:3]
+    old_size, old_stride, new_size = exprs(old_size), exprs(old_stride), exprs(new_size)
+    return ViewStrides(old_size, old_stride, new_size, ranges=_ranges_now(old_size + old_stride + new_size))
+
+
+def _stride_order(args: tuple[Any, ...], kwargs: dict[str, Any]) -> StrideOrder:
+    layout, order = args[:2]
+    size, stride = tuple(map(sympy.sympify, layout.size)), tuple(map(sympy.sympify, layout.stride))
+    return StrideOrder(size, stride, tuple(map(int, order)), ranges=_ranges_now(size + stride))
+
+
+def _dense(kind: type[DenseCheck]) -> Callable[[tuple[Any, ...], dict[str, Any]], DenseCheck]:
+    """The recording of a check of one tensor's sizes and strides, with its caller."""
+    def record(args: tuple[Any, ...], kwargs: dict[str, Any]) -> DenseCheck:
+        (a,) = args
+        size, stride = exprs(a.shape), exprs(a.stride())
+        caller = sys._getframe(2).f_code  # frames: this, the check (:func:`_tracked`), its caller
+        # the caller as :data:`YES_READERS` names one: the tail of its file from ``torch/``, its name
+        filename = caller.co_filename.replace("\\", "/")
+        at = filename.rfind("/torch/")
+        reader = (filename[at + 1:] if at >= 0 else filename), caller.co_name
+        return kind(size, stride, ranges=_ranges_now(size + stride), reader=reader)
+
+    return record
 
 
 class _Unrecorded:
@@ -486,48 +499,6 @@ def _tracked_process_kernel(original: Any) -> Any:
     return process_kernel
 
 
-def _tracked_predicate(original: Any, record: Callable[..., Any], result: Callable[[Any], Any] = bool) -> Any:
-    """``original`` (a layout check) recording each call as ``record(*args)`` made it, and
-    its result as ``result`` makes it; a call ``record`` does not know (another signature, a
-    sparse tensor) is not recomputed (refused)."""
-    def check(*args: Any, **kwargs: Any) -> Any:
-        try:
-            call = record(*args)
-        except (ValueError, TypeError, AttributeError, RuntimeError, sympy.SympifyError):
-            call = None
-        out = _inside(call, original, args, kwargs)
-        if call is not None:
-            call.result, call.done = result(out), True
-        return out
-
-    return check
-
-
-def _tracked_stride_order(original: Any) -> Any:
-    def record(layout: Any, order: Any, *_: Any) -> StrideOrder:
-        size, stride = tuple(map(sympy.sympify, layout.size)), tuple(map(sympy.sympify, layout.stride))
-        return StrideOrder(size, stride, tuple(map(int, order)), ranges=_ranges_now(size + stride))
-
-    return _tracked_predicate(original, record)
-
-
-def _tracked_dense(kind: type[DenseCheck], result: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """A check of one tensor's sizes and strides (:class:`DenseCheck`, :class:`OverlapCheck`),
-    its result kept as ``result`` makes it."""
-    def make(original: Any) -> Any:
-        def record(a: Any) -> DenseCheck:
-            size, stride = exprs(a.shape), exprs(a.stride())
-            caller = sys._getframe(2).f_code  # frames: this, the check (:func:`_tracked_predicate`), its caller
-            # the caller as :data:`YES_READERS` names one: the tail of its file from ``torch/``, its name
-            filename = caller.co_filename.replace("\\", "/")
-            at = filename.rfind("/torch/")
-            reader = (filename[at + 1:] if at >= 0 else filename), caller.co_name
-            return kind(size, stride, ranges=_ranges_now(size + stride), reader=reader)
-
-        return _tracked_predicate(original, record, result)
-    return make
-
-
 def _tracked_conv_layout(original: Any) -> Any:
     import inspect
 
@@ -536,21 +507,14 @@ def _tracked_conv_layout(original: Any) -> Any:
     def operand(node: Any) -> Any:
         return None if node is None else _node_layout(node)
 
-    def record(args: Any, kwargs: Any) -> ConvLayout | None:
-        try:
-            a = signature.bind(*args, **kwargs).arguments
-            params = ([int(v) for v in a["stride"]], [int(v) for v in a["padding"]], [int(v) for v in a["dilation"]],
-                      bool(a["transposed"]), [int(v) for v in a["output_padding"]], int(a["groups"]))
-            return ConvLayout((operand(a["x"]), operand(a["weight"]), operand(a["bias"])), params)
-        except (TypeError, KeyError, AttributeError, NotImplementedError):
-            return None  # a symbolic parameter, or not the signature this knows: not recomputed (refused)
+    def record(args: tuple[Any, ...], kwargs: dict[str, Any]) -> ConvLayout:
+        a = signature.bind(*args, **kwargs).arguments
+        params = ([int(v) for v in a["stride"]], [int(v) for v in a["padding"]], [int(v) for v in a["dilation"]],
+                  bool(a["transposed"]), [int(v) for v in a["output_padding"]], int(a["groups"]))
+        return ConvLayout((operand(a["x"]), operand(a["weight"]), operand(a["bias"])), params)
 
-    def conv_layout(*args: Any, **kwargs: Any) -> Any:
-        call = record(args, kwargs)
-        layout = _inside(call, original, args, kwargs)
-        if call is not None:
-            call.result = (tuple(sympy.sympify(e) for e in layout.size), tuple(sympy.sympify(e) for e in layout.stride))
-            call.done = True
-        return layout
+    def result(layout: Any) -> Any:
+        return tuple(sympy.sympify(e) for e in layout.size), tuple(sympy.sympify(e) for e in layout.stride)
 
-    return conv_layout
+    # a symbolic parameter, or not the signature this knows: not recomputed (refused)
+    return _tracked(record, (TypeError, KeyError, AttributeError, NotImplementedError), result)(original)

@@ -18,9 +18,8 @@ if TYPE_CHECKING:
 
 def at_one(expr: sympy.Basic, sub: dict[sympy.Symbol, sympy.Basic], what: str) -> sympy.Basic:
     """``expr`` with the widened sizes set (``sub``).  Where it divides by a size that is 0
-    there (``FloorDiv(i, s - 1)`` at s = 1; torch's SymPy functions raise while they
-    simplify), the generic artifact would divide by zero too: a refusal naming ``what``,
-    not an internal error."""
+    there (``FloorDiv(i, s - 1)`` at s = 1: torch's SymPy functions raise), the generic
+    artifact would too: a refusal naming ``what``, not an internal error."""
     try:
         return expr.xreplace(sub)
     except ZeroDivisionError:
@@ -28,10 +27,9 @@ def at_one(expr: sympy.Basic, sub: dict[sympy.Symbol, sympy.Basic], what: str) -
 
 
 def merged_into(env: ShapeEnv, symbol: sympy.Symbol) -> list[sympy.Symbol]:
-    """``symbol`` and every symbol torch replaced by it: one size under several names.
-    On a Hugging Face model ``input_ids`` and ``attention_mask`` get a batch symbol each
-    and a guard may equate them (``s52 -> s92``): both inputs are that size, so both are
-    set to 1 together and neither may stay a symbol of its own in the comparison."""
+    """``symbol`` and every symbol torch replaced by it: one size under several names (a
+    guard equating ``input_ids``' and ``attention_mask``'s batch), set to 1 together, none
+    left a symbol of its own in the comparison."""
     merged = sorted((s for s, r in env.replacements.items() if r == symbol and s != symbol), key=str)
     return [symbol, *merged]
 

@@ -1,7 +1,6 @@
-"""A graph's nodes copied as plain records before a backend's passes rewrite the graph in
-place (:class:`Snapshot`), and the helpers that treat them like FX nodes: what widening keeps
-of a dynamic compile's Dynamo and AOT graphs (:mod:`verishape.compiler.widen.reuse`) and compares
-later in canonical form (:mod:`verishape.compiler.widen.canon`)."""
+"""A graph's nodes copied as plain records before a backend's passes rewrite it in place
+(:class:`Snapshot`: what widening keeps of a dynamic compile's Dynamo and AOT graphs), and
+helpers that treat them like FX nodes (:mod:`verishape.compiler.widen.canon`)."""
 
 from __future__ import annotations
 
@@ -33,30 +32,24 @@ _READ_META = ("val", "example_value", "grapharg")
 
 
 class Snapshot:
-    """A graph's nodes, copied before a backend's passes rewrite the graph in place: each
-    node's op, target, arguments and the metadata widening reads (the values shared), as
-    plain records, and the module attributes its ``get_attr`` nodes name.  Much cheaper than
-    ``Graph.graph_copy`` (which builds and validates FX nodes: about 1.2 s for a 12-layer
-    GPT-2's Dynamo and AOT graphs) and enough for everything read later:
-    ``snapshot.graph.nodes``, ``find_nodes``, :func:`attribute`.
-
-    Why not the module and every node's metadata: a kept compile lives as long as its cache
-    entry, and the AOT graph Inductor lowered (rewritten, with stack traces, module stacks
-    and provenance on every node) was about 21,000 objects of a tiny LLaMA's decode step
-    that stock frees after the compile and every full garbage collection then walks."""
+    """A graph's nodes as plain records (op, target, arguments, the metadata widening reads,
+    values shared) and the module attributes its ``get_attr`` nodes name: enough for
+    everything read later (``snapshot.graph.nodes``, ``find_nodes``, :func:`attribute`).
+    Not ``Graph.graph_copy``, which builds and validates FX nodes (seconds on a large
+    model), nor the module and all metadata: a kept compile lives as long as its cache
+    entry, and the lowered graph's stack traces and provenance are objects that stock frees
+    after the compile and every full garbage collection would walk."""
 
     def __init__(self, gm: torch.fx.GraphModule) -> None:
         mapping: dict[torch.fx.Node, SnapNode] = {}
-        nodes = []
         for n in gm.graph.nodes:
             s = SnapNode(n.op, n.target, {key: n.meta[key] for key in _READ_META if key in n.meta}, n.name)
             s.args = _remap(n.args, mapping)
             s.kwargs = _remap(n.kwargs, mapping)
             each_node((s.args, s.kwargs), lambda used, s=s: used.users.setdefault(s, None))
             mapping[n] = s
-            nodes.append(s)
-        self.nodes = nodes
-        self._attributes = {n.target: attribute(gm, n.target) for n in nodes if n.op == "get_attr"}
+        self.nodes = list(mapping.values())  # in graph order
+        self._attributes = {n.target: attribute(gm, n.target) for n in self.nodes if n.op == "get_attr"}
 
     @property
     def graph(self) -> Snapshot:
