@@ -1,10 +1,9 @@
-"""How a new trace's sizes bind a kept compile's symbols, as one frozen value: per generic
-symbol, 1 (the widened sizes), the new trace's symbol by source, a constant there, or the
-generic symbol a new symbol makes it one with (docs/compile.md, "Widening as one obligation,
-and a gate against regressions (issue 48)").  Every generic guard and range is a goal at that
-point (:meth:`Binding.point`).  Refused here: a size the new trace keeps symbolic where the
-generic trace has a constant, a new symbol whose sources split a generic symbol's, and a
-generic symbol whose sources take different constants.
+"""How a new trace's sizes bind a kept compile's symbols: per generic symbol, 1 (the widened
+sizes), the new trace's symbol by source, a constant there, or the generic symbol a new symbol
+makes it one with (docs/compile.md, "Widening as one obligation, and a gate against regressions
+(issue 48)"); every generic guard and range is a goal at that point.  Refused: a size the new
+trace keeps symbolic where the generic trace has a constant, a new symbol whose sources split a
+generic symbol's, a generic symbol whose sources take different constants.
 """
 
 from __future__ import annotations
@@ -46,20 +45,16 @@ class Binding:
         return out
 
     def generic_rename(self, env: ShapeEnv) -> Callable[[sympy.Symbol], sympy.Basic]:
-        """A generic symbol -> its value at the point, or its canonical name."""
+        """A generic symbol -> its value at the point, or the canonical name of it or its value."""
         at = self.point(env)
 
-        def name(s: sympy.Symbol) -> sympy.Basic:
-            names = source_names(env, s)
-            if not names:
-                raise NotWidened(f"symbol {s} has no input source")
-            return sympy.Symbol(self.names.get(names[0], names[0]), integer=True)
-
         def rename(s: sympy.Symbol) -> sympy.Basic:
-            v = at.get(s)
-            if v is None:
-                return name(s)
-            return v if v.is_number else name(v)  # type: ignore[arg-type]
+            v = at.get(s, s)
+            if v.is_number:
+                return v
+            if not (names := source_names(env, v)):
+                raise NotWidened(f"symbol {v} has no input source")
+            return sympy.Symbol(self.names.get(names[0], names[0]), integer=True)
         return rename
 
     def nested_rename(self, nested_env: ShapeEnv) -> Callable[[sympy.Symbol], sympy.Basic]:
@@ -72,12 +67,10 @@ class Binding:
         return rename
 
 
-def bind(env: ShapeEnv, group: Group, nested_env: ShapeEnv, size_now: Callable[[Any], int | None],
-         value: int = 1) -> Binding:
-    """The binding of ``env``'s symbols (the kept compile's) by ``nested_env``'s (the new
-    trace's), with ``group`` at ``value``; ``size_now(source)`` is the new trace's constant
-    for a tensor-size source (None where it is symbolic or not an input).  Raises
-    :class:`NotWidened` for the bindings the module docstring refuses."""
+def bind(env: ShapeEnv, group: Group, nested_env: ShapeEnv, size_now: Callable[[Any], int | None]) -> Binding:
+    """The binding of ``env``'s symbols (the kept compile's) by ``nested_env``'s (the new trace's),
+    ``group`` at 1; ``size_now(source)``: the new trace's constant for a source (None: symbolic or
+    not an input).  :class:`NotWidened` for the bindings the module docstring refuses."""
     widened = frozenset(merged_group(env, group))
     _check_pinned(env, size_now)
     # every generic symbol's sources (replaced ones included: theirs are within what replaced
@@ -95,25 +88,23 @@ def bind(env: ShapeEnv, group: Group, nested_env: ShapeEnv, size_now: Callable[[
     all_generic -= unread
     generic = {s: g for s in env.var_to_sources if s not in widened and s not in env.replacements
                for g in [frozenset(source_names(env, s))] if g and g not in unread}
-    nested_covered = frozenset().union(*nested_groups) if nested_groups else frozenset()
-    covered = frozenset().union(*all_generic) if all_generic else frozenset()
+    nested_covered, covered = frozenset().union(*nested_groups), frozenset().union(*all_generic)
     if nested_covered - covered:
         raise NotWidened(f"the size-1 trace keeps symbolic sizes the generic trace has as constants "
                          f"({sorted(nested_covered - covered)[:3]})")
     fixed = _constants(env, generic, nested_covered, size_now)
-    constant = frozenset().union(*(generic[s] for s in fixed)) if fixed else frozenset()
+    constant = frozenset().union(*(generic[s] for s in fixed))
     if covered - nested_covered - constant:
         raise NotWidened(f"the size-1 trace binds other input sizes to symbols differently "
                          f"({sorted(covered - nested_covered - constant)[:3]})")
     fixed.update(_merges(generic, all_generic, nested_env, nested_groups))
-    return Binding(group, value, _generic_names(env, widened), fixed, widened)
+    return Binding(group, 1, _generic_names(env, widened), fixed, widened)
 
 
 def _pinned(env: ShapeEnv, s: sympy.Symbol) -> bool:
-    """``s``, a tensor size, was replaced by a number (a size the trace specialized back
-    with a guard, such as a head count generic recompiles made a symbol and the weights
-    fix).  Strides and offsets are left to the layout's own checks (an input in another
-    layout is copied into the generic one)."""
+    """``s``, a tensor size, was replaced by a number (specialized back with a guard: a head count
+    generic recompiles made a symbol and the weights fix).  Strides and offsets are left to the
+    layout's own checks (an input in another layout is copied into the generic one)."""
     from torch._dynamo.source import TensorProperty
 
     r = env.replacements.get(s)
@@ -122,22 +113,19 @@ def _pinned(env: ShapeEnv, s: sympy.Symbol) -> bool:
 
 
 def _check_pinned(env: ShapeEnv, size_now: Callable[[Any], int | None]) -> None:
-    """A size the generic trace pinned to a number is that number in the artifact: the new
-    trace must have it too, where it has it as a constant (one it keeps symbolic is refused
-    with the other symbolic sizes the generic trace has as constants)."""
+    """A size the generic trace pinned to a number is that number in the artifact: the new trace
+    must have it too where it has a constant (one symbolic there is refused by :func:`bind`)."""
     for s in env.var_to_sources:
         if _pinned(env, s):
             for src in env.var_to_sources[s]:
-                now = size_now(src)
-                if now is not None and now != env.replacements[s]:
+                if (now := size_now(src)) is not None and now != env.replacements[s]:
                     raise NotWidened(f"the size-1 trace has {src.name} = {now} where the generic trace pinned it "
                                      f"to {env.replacements[s]}")
 
 
 def _constants(env: ShapeEnv, generic: dict[sympy.Symbol, frozenset[str]], nested_covered: frozenset[str],
                size_now: Callable[[Any], int | None]) -> dict[sympy.Symbol, sympy.Basic]:
-    """The generic symbols none of whose sources the new trace keeps symbolic, and which
-    it has as one constant at every source: that constant."""
+    """The generic symbols the new trace has as one constant at every source (none kept symbolic): that constant."""
     out: dict[sympy.Symbol, sympy.Basic] = {}
     for s, g in generic.items():
         if g & nested_covered:
@@ -178,10 +166,10 @@ def _merges(generic: dict[sympy.Symbol, frozenset[str]], all_generic: set[frozen
 
 
 def _unread_bases(env: ShapeEnv, groups: set[frozenset[str]]) -> set[frozenset[str]]:
-    """Those of ``groups`` (source names of one symbol each) naming only a view input's
-    ``_base`` sizes whose symbol no guard, replacement or deferred assert of ``env``
-    mentions: the base is there to build the view, its size is read by nothing else (a
-    graph that took the base as an input would differ from the other graph anyway)."""
+    """Those of ``groups`` (source names of one symbol each) naming only a view input's ``_base``
+    sizes whose symbol no guard, replacement or deferred assert of ``env`` mentions: the base is
+    there to build the view, its size read by nothing else (a graph that took the base as an
+    input would differ from the other graph anyway)."""
     if not groups:
         return set()
     read: set[Any] = set()
@@ -193,23 +181,13 @@ def _unread_bases(env: ShapeEnv, groups: set[frozenset[str]]) -> set[frozenset[s
     for asserts in getattr(env, "deferred_runtime_asserts", {}).values():
         for a in asserts:
             read |= a.expr.free_symbols
-    out = set()
-    for symbol in env.var_to_sources:
-        names = frozenset(source_names(env, symbol))
-        if names in groups and all("._base." in n for n in names) and symbol not in read:
-            out.add(names)
-    return out
+    return {names for symbol in env.var_to_sources if (names := frozenset(source_names(env, symbol))) in groups
+            and all("._base." in n for n in names) and symbol not in read}
 
 
 def _generic_names(env: ShapeEnv, widened: frozenset[sympy.Symbol]) -> dict[str, str]:
-    """Each source name of a generic symbol outside ``widened`` -> that symbol's first
-    source name (the canonical name both traces' symbols are renamed to)."""
-    out = {}
-    # replaced symbols first, so that a source listed under the symbol that replaced it
-    # maps to that symbol's name
-    for s in sorted(env.var_to_sources, key=lambda s: (s not in env.replacements, str(s))):
-        names = source_names(env, s)
-        if s not in widened and names:
-            for n in names:
-                out[n] = names[0]
-    return out
+    """Each source name of a generic symbol outside ``widened`` -> that symbol's first source
+    name (the canonical name both traces' symbols are renamed to).  Replaced symbols first, so
+    that a source listed under the symbol that replaced it maps to that symbol's name."""
+    return {n: names[0] for s in sorted(env.var_to_sources, key=lambda s: (s not in env.replacements, str(s)))
+            if s not in widened for names in [source_names(env, s)] for n in names}

@@ -1,7 +1,5 @@
-"""Calling a kept generic artifact from a later trace's arguments (:mod:`verishape.compiler.widen.reuse`
-proves that it may): each generic argument rebuilt from the new call's, sizes set to 1 as
-constants, inputs in another layout copied into the generic one, sizes the new frame
-returns as constants left out of the results."""
+"""Calling a kept generic artifact from a later trace's arguments, once
+:mod:`verishape.compiler.widen.reuse` proved that it may."""
 
 from __future__ import annotations
 
@@ -29,8 +27,7 @@ def argument_map(k: Kept, binding: Binding, gm: torch.fx.GraphModule, orders: di
 
     here: dict[str, int] = {}
     for i, node in enumerate(gm.graph.find_nodes(op="placeholder")):
-        src = placeholder_source(node)
-        if src is not None:
+        if (src := placeholder_source(node)) is not None:
             here.setdefault(src.name, i)
     point = binding.point(k.env)
     constants = {s for s, v in point.items() if v.is_number}
@@ -41,33 +38,29 @@ def argument_map(k: Kept, binding: Binding, gm: torch.fx.GraphModule, orders: di
         if isinstance(value, torch.SymInt) and value.node.expr.free_symbols <= constants:
             constant = int(at_one(value.node.expr, point, f"generic graph argument {node.name} = {value.node.expr}"))
             out.append(lambda args, c=constant: c)
-            continue
-        if src is None:
+        elif src is None:
             raise NotWidened(f"generic graph argument {node.name} has no source")
-        if src.name in orders:
+        elif src.name in orders:
             out.append(lambda args, i=here[src.name], o=orders[src.name]: layout.to_layout(args[i], o))
-            continue
-        if src.name in here:
+        elif src.name in here:
             out.append(lambda args, i=here[src.name]: args[i])
-            continue
-        if (isinstance(src, TensorPropertySource) and src.prop is TensorProperty.STRIDE
+        elif (isinstance(src, TensorPropertySource) and src.prop is TensorProperty.STRIDE
                 and src.base.name in orders):
             raise NotWidened(f"the generic graph reads a stride of {src.base.name}, an input in another layout")
-        if (isinstance(value, torch.SymInt) and isinstance(src, TensorPropertySource)
+        elif (isinstance(value, torch.SymInt) and isinstance(src, TensorPropertySource)
                 and src.prop in (TensorProperty.SIZE, TensorProperty.STRIDE) and src.base.name in here):
             i, d = here[src.base.name], src.idx
             out.append((lambda args, i=i, d=d: args[i].size(d)) if src.prop is TensorProperty.SIZE
                        else (lambda args, i=i, d=d: args[i].stride(d)))
-            continue
-        raise NotWidened(f"generic graph argument {src.name} is not an argument of the size-1 graph")
+        else:
+            raise NotWidened(f"generic graph argument {src.name} is not an argument of the size-1 graph")
     return out
 
 
 def calling(compiled: Callable[..., Any], args: list[Callable[[tuple[Any, ...]], Any]],
             keep: tuple[int, ...] | None = None) -> Callable[..., Any]:
-    """The generic artifact called with arguments rebuilt from the size-1 call's; with
-    ``keep``, only those of its results (the sizes the generic graph returns, which the
-    size-1 frame's bytecode returns as constants, left out)."""
+    """The generic artifact called with arguments rebuilt from the size-1 call's; with ``keep``,
+    only those results (sizes the size-1 frame's bytecode returns as constants left out)."""
     # Dynamo calls what a backend returns with the graph's arguments unpacked, whatever
     # ``_boxed_call`` says (``functools.wraps`` copies that flag onto unboxed wrappers)
     def generic_artifact_at_size_1(*size_1_args: Any) -> Any:

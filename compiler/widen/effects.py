@@ -1,8 +1,6 @@
-"""What an FX graph (or a :class:`~verishape.compiler.widen.snapshot.Snapshot`) does to
-storage: whether it is functional, which storages it writes, whether an op reads a layout.
-The canonical comparison (:mod:`verishape.compiler.widen.canon`) and the layout copy
-(:mod:`verishape.compiler.widen.layout`) fold or copy only what no write and no layout read
-can tell apart, and ask here what those are."""
+"""What an FX graph (or a :class:`~verishape.compiler.widen.snapshot.Snapshot`) does to storage:
+whether it is functional, which storages it writes, whether an op reads a layout.  The canonical
+comparison and the layout copy fold or copy only what no write and no layout read can tell apart."""
 
 from __future__ import annotations
 
@@ -37,8 +35,7 @@ _INPLACE_OPERATORS = tuple(getattr(operator, n) for n in (
     "ilshift", "irshift", "imatmul"))
 
 
-#: ops whose values depend on their input's layout (strides, offset, storage), not only on
-#: its values
+#: ops whose values depend on their input's layout (strides, offset, storage), not only its values
 _LAYOUT_READERS = ("as_strided", "_reshape_alias", "set_", "storage_offset", "data_ptr", "untyped_storage",
                    "_make_dep_token", "view_as_real", "view_as_complex")
 
@@ -58,10 +55,9 @@ _KNOWN_MODULES = ("torch", "operator", "_operator", "math")
 
 
 def mutated_storages(gm: Any) -> set[Any] | None:
-    """The storages a Dynamo or AOT graph writes to in place (None: some node's writes are
-    not known, so every storage may be).  A write is an in-place method or function (a
-    name ending in one underscore: its first argument), an in-place operator or
-    ``setitem`` (its first argument), ``out=``, ``inplace=True``, or an ATen overload's
+    """The storages a Dynamo or AOT graph writes in place (None: some node's writes are unknown).
+    A write: an in-place method or function (a name ending in one underscore), an in-place operator
+    or ``setitem`` (each its first argument), ``out=``, ``inplace=True``, or an ATen overload's
     argument its schema marks written; a submodule or higher-order op is not looked into."""
     out: set[Any] = set()
     for node in gm.graph.nodes:
@@ -75,11 +71,9 @@ def mutated_storages(gm: Any) -> set[Any] | None:
         if "out" in node.kwargs:
             out |= storages_of(node.kwargs["out"])
         if isinstance(target, torch._ops.OpOverload):
-            written = [i for i, a in enumerate(target._schema.arguments)
-                       if a.alias_info is not None and a.alias_info.is_write]
-            for i in written:
-                arg = node.args[i] if i < len(node.args) else node.kwargs.get(target._schema.arguments[i].name)
-                out |= storages_of(arg)
+            for i, a in enumerate(target._schema.arguments):
+                if a.alias_info is not None and a.alias_info.is_write:
+                    out |= storages_of(node.args[i] if i < len(node.args) else node.kwargs.get(a.name))
             continue
         name = target if isinstance(target, str) else getattr(target, "__name__", "")
         if not isinstance(name, str):

@@ -39,12 +39,10 @@ def answer_goals(k: Kept, sub: dict[sympy.Symbol, sympy.Basic]) -> list[tuple[sy
     out = []
     for q in (k.questions.questions if k.questions is not None else ()):
         goal = goal_of(q.expr, q.answer)
-        moot = q.moot(sub)
-        if moot is not None:
+        if (moot := q.moot(sub)) is not None:
             goal = sympy.Or(goal, moot[1])
-        # index variables as plain integers first: SymPy would fold ``q0 >= 0`` of a
-        # variable declared non-negative to True, and the premise would be lost when the
-        # prover renames its symbols to plain ones (a ModularIndexing over q0 then unproved)
+        # index variables as plain integers first: SymPy folds ``q0 >= 0`` of a non-negative q0 to
+        # True, a premise lost once the prover renames symbols to plain ones (a ModularIndexing unproved)
         plain = {s: sympy.Symbol(s.name, integer=True) for s, _ in q.extra_ranges if isinstance(s, sympy.Symbol)}
         extra = [a.xreplace(plain) for a in q.axioms]
         for s, vr in q.extra_ranges:
@@ -73,18 +71,16 @@ class AtOne:
     #: those guards in the new trace's symbols, for the new entry to install once the reuse holds
     install: tuple[sympy.Basic, ...] = ()
     #: how many of a candidate's unguarded answers were proved with the rest, standing in for
-    #: a trace of its AOT graph (Note [A candidate's answers stand in for its AOT trace]);
-    #: None where they were not asked for or not proved (the AOT graph is then compared)
+    #: its AOT trace (Note [A candidate's answers stand in for its AOT trace]); None: not proved
     unguarded: int | None = None
 
 
 def prove_at_one(k: Kept, binding: Binding, nested_env: ShapeEnv, prover: Any, what: str,
                  unguarded: bool = False) -> AtOne:
-    """Prove that the new trace's guards and input ranges (its symbols renamed to the generic
-    ones by source) imply the generic guards, the generic ranges of the other input symbols and
-    every recorded lowering answer at the binding's point; what was proved (``what`` names the
-    reuse in the proof record), or :class:`NotWidened` naming the first goal not proved.
-    ``unguarded``: the candidate's unguarded answers too (:func:`unguarded_goals`)."""
+    """Prove that the new trace's guards and ranges (symbols renamed to the generic ones by source)
+    imply the generic guards, the other input symbols' generic ranges and every recorded lowering
+    answer at the binding's point: what was proved (``what`` names the reuse in the record), or
+    :class:`NotWidened`.  ``unguarded``: the candidate's unguarded answers too (:func:`unguarded_goals`)."""
     from verishape.core.premises import Premises
 
     env = k.env
@@ -108,8 +104,7 @@ def prove_at_one(k: Kept, binding: Binding, nested_env: ShapeEnv, prover: Any, w
         stand_in, premises = None, Premises.of_trace(nested_env, to_generic, covered)
     if premises is None:
         raise NotWidened("the new trace's facts cannot be stated over plain symbols (two would merge)")
-    # answers with premises of their own (index-variable bounds) are proved one by one; the
-    # rest join the guards in one obligation
+    # answers with premises of their own (index-variable bounds) one by one; the rest join the guards
     for goal, extra, why in answers:
         if extra and goal is not sympy.true and _prove_one(prover, premises, goal, why, extra) is None:
             raise NotWidened(f"a shape answer the lowering acted on is not proved at 1: {why}")
@@ -166,20 +161,14 @@ def unguarded_goals(k: Kept, sub: dict[sympy.Symbol, sympy.Basic]) -> tuple[symp
 
 
 def _to_generic(env: ShapeEnv, names: dict[str, str], nested_env: ShapeEnv) -> dict[sympy.Symbol, sympy.Symbol]:
-    """Each symbol of the new trace -> the generic symbol its first source binds to
-    (``names``: :attr:`Binding.names`)."""
-    by_name = {}
+    """Each symbol of the new trace -> the generic symbol its first source binds to (``names``:
+    :attr:`Binding.names`; a view's unread base is not in it, ``binding._unread_bases``)."""
     # replaced symbols first: a source also listed under the symbol that replaced it maps
     # to that symbol, the one the generic goals (``env.replace``) are written in
-    for s in sorted(env.var_to_sources, key=lambda s: (s not in env.replacements, str(s))):
-        for n in source_names(env, s):
-            by_name[n] = s
-    out = {}
-    for s in nested_env.var_to_sources:
-        ns = source_names(nested_env, s)
-        if ns and ns[0] in names:  # (not in ``names``: a view's unread base, ``binding._unread_bases``)
-            out[s] = by_name[names[ns[0]]]
-    return out
+    by_name = {n: s for s in sorted(env.var_to_sources, key=lambda s: (s not in env.replacements, str(s)))
+               for n in source_names(env, s)}
+    return {s: by_name[names[ns[0]]] for s in nested_env.var_to_sources
+            if (ns := source_names(nested_env, s)) and ns[0] in names}
 
 
 def _generic_goals(env: ShapeEnv, sub: dict[sympy.Symbol, sympy.Basic], widened: set[sympy.Symbol],
@@ -189,15 +178,14 @@ def _generic_goals(env: ShapeEnv, sub: dict[sympy.Symbol, sympy.Basic], widened:
 
     goals = [(at_one(env.replace(g.expr), sub, f"the generic guard {g.expr}"), f"the generic guard {g.expr}")
              for g in env.guards]
-    # a view input's base sized in the generic trace alone (``binding._unread_bases``: no
-    # guard, replacement or assert reads it, and the compared graphs do not): its range is
-    # about nothing the artifact computes with
+    # a view input's base sized in the generic trace alone (``binding._unread_bases``: nothing
+    # reads it): its range is about nothing the artifact computes with
     unread = {s for s in env.var_to_sources if s not in matched and source_names(env, s)
               and all("._base." in n for n in source_names(env, s))}
     others = {s: vr for s, vr in env.var_to_range.items()
               if s not in widened and s not in unread and env.var_to_sources.get(s)}
-    # a replaced symbol's range is a fact about what replaced it (the premises name sources
-    # by the symbol that replaced theirs), so it is written in the replacement, as the guards are
+    # a replaced symbol's range is about what replaced it (the premises name sources by the
+    # symbol that replaced theirs): written in the replacement, as the guards are
     return goals + [(at_one(env.replace(r), sub, f"the generic range {r}"), f"the generic range {r}{_named(env, r)}")
                     for r in range_facts(others.keys(), others)]
 
@@ -235,8 +223,7 @@ def _proved(goals: list[tuple[sympy.Basic, str]], carriable: set[int], premises:
 
 
 def _hints_of(premises: Premises) -> dict[sympy.Symbol, int]:
-    """The new call's values of the generic symbols the new trace binds (the premises'
-    witness, back from plain symbols)."""
+    """The new call's values of the generic symbols (the premises' witness, from plain symbols)."""
     from_plain = {v: k for k, v in premises.to_plain.items()}
     return {from_plain.get(s, s): int(v) for s, v in (premises.witness or {}).items()}
 
@@ -249,18 +236,16 @@ def _named(env: ShapeEnv, fact: sympy.Basic) -> str:
 
 def _carried(goal: sympy.Basic, hints: dict[sympy.Symbol, int],
              to_nested: dict[sympy.Symbol, sympy.Symbol]) -> sympy.Basic | None:
-    """A generic guard (or range) the new trace's guards do not imply, in the new trace's
-    symbols, for the new entry to check once the whole proof holds (:attr:`AtOne.install`),
-    where it holds at this call and names only sizes the new trace has; else None
-    (docs/compile.md, "What the generic artifact depends on, carried")."""
+    """A generic guard (or range) the new trace does not imply, in its symbols, for the new entry to
+    check once the proof holds (:attr:`AtOne.install`), where it holds at this call and names only
+    sizes the new trace has; else None (docs/compile.md, "What the generic artifact depends on, carried")."""
     if not goal.free_symbols <= to_nested.keys() or goal.xreplace(hints) is not sympy.true:
         return None
     return goal.xreplace(to_nested)
 
 
 def install(env: ShapeEnv, guards: list[sympy.Basic]) -> None:
-    """Install what the proof asked the new entry to check (:attr:`AtOne.install`), the
-    proof done: each holds at this call's hints (checked before any is installed)."""
+    """Install :attr:`AtOne.install` once the proof is done, each checked to hold at this call first."""
     for g in guards:
         if g.xreplace(env.backed_var_to_val) is not sympy.true:
             raise NotWidened(f"{g} does not hold at this call: not installed as a guard")
@@ -272,9 +257,8 @@ def install(env: ShapeEnv, guards: list[sympy.Basic]) -> None:
 def size_goals(k: Kept, merged: set[sympy.Symbol], sub: dict[sympy.Symbol, sympy.Basic],
                ranges: dict[sympy.Symbol, Any]) -> list[tuple[sympy.Basic, str]]:
     """For an Inductor artifact: every size it computes with is at least 1 at 1
-    (:mod:`verishape.compiler.widen.lowered_sizes`); those that value ranges of the size-1
-    trace already bound are dropped here (a cheap tier), the rest join the proof.  Raises
-    :class:`NotWidened` where the lowering's sizes were not all read."""
+    (:mod:`verishape.compiler.widen.lowered_sizes`), less those the size-1 trace's ranges bound (a
+    cheap tier).  :class:`NotWidened` where the lowering's sizes were not all read."""
     from torch.utils._sympy.value_ranges import bound_sympy
 
     if k.backend != "inductor":
@@ -289,18 +273,13 @@ def size_goals(k: Kept, merged: set[sympy.Symbol], sub: dict[sympy.Symbol, sympy
     if log.sizes.incomplete:
         raise NotWidened(f"the sizes Inductor's generated code computes with were not all read: "
                          f"{log.sizes.incomplete}")
-    out = []
-    for goal, what in lowered_sizes.goals(log.sizes.entries, merged, sub):
-        if isinstance(goal, sympy.Ge) and goal.rhs == 1 and goal.lhs.free_symbols <= ranges.keys():
-            if bound_sympy(goal.lhs, ranges).lower >= 1:
-                continue
-        out.append((goal, what))
-    return out
+    return [(goal, what) for goal, what in lowered_sizes.goals(log.sizes.entries, merged, sub)
+            if not (isinstance(goal, sympy.Ge) and goal.rhs == 1 and goal.lhs.free_symbols <= ranges.keys()
+                    and bound_sympy(goal.lhs, ranges).lower >= 1)]
 
 
 def _prove_one(prover: Any, premises: Premises, goal: sympy.Basic, what: str,
                extra: Iterable[sympy.Basic] = ()) -> Any:
-    """A proof record when ``premises`` (with ``extra`` for this question) imply ``goal``,
-    not vacuously; else None."""
+    """A proof record when ``premises`` and ``extra`` imply ``goal``, not vacuously; else None."""
     with premises.assuming(*extra):
         return premises.ask(goal, Decision.SPECIALIZATION_WIDENED, where=what, prover=prover)

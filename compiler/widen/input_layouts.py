@@ -1,7 +1,6 @@
 """The input layout of each compile of a frame: which tensors its call brought, by path
 (:func:`walk`), recorded by frame compile id (Note [A frame's inputs that vary earn the generic policy]).
-Both :mod:`verishape.compiler.widen.generic_recompile` and :mod:`verishape.compiler.widen.candidate`
-read it, so it imports neither.
+Read by generic_recompile and candidate, so it imports neither.
 """
 
 from __future__ import annotations
@@ -53,8 +52,8 @@ _layouts: weakref.WeakKeyDictionary[Any, dict[int, frozenset[tuple[Any, ...]]]] 
 
 
 def inputs_vary(code: Any, layout: frozenset[tuple[Any, ...]]) -> bool:
-    """Records this compile's input layout for ``code``; whether the frame's compiles so far,
-    this one included, have brought more than one (Note [A frame's inputs that vary earn the generic policy])."""
+    """Records this compile's input layout for ``code``; whether the frame's compiles so far, this one
+    included, have brought more than one (Note [A frame's inputs that vary earn the generic policy])."""
     from torch._guards import CompileContext
 
     n = getattr(CompileContext.current_compile_id(), "frame_compile_id", None)
@@ -64,9 +63,7 @@ def inputs_vary(code: Any, layout: frozenset[tuple[Any, ...]]) -> bool:
     if n == 0:
         seen.clear()
     seen[n] = layout
-    if any(i not in seen for i in range(n)):
-        return True
-    return len({seen[i] for i in range(n + 1)}) > 1
+    return any(i not in seen for i in range(n)) or len({seen[i] for i in range(n + 1)}) > 1
 
 
 def _paths(layout: frozenset[tuple[Any, ...]]) -> frozenset[tuple[Any, ...]]:
@@ -75,10 +72,9 @@ def _paths(layout: frozenset[tuple[Any, ...]]) -> frozenset[tuple[Any, ...]]:
 
 
 def other_tensors_than_all(code: Any, f_locals: dict[str, Any], compile_ids: list[Any]) -> bool:
-    """This call reaches its input tensors by other paths than the call of every compile
-    in ``compile_ids`` did (each one's layout recorded by :func:`inputs_vary`): their graphs
-    take other inputs, and no proof serves this call from them.  False where a layout was
-    not recorded."""
+    """This call reaches its input tensors by other paths than every compile in ``compile_ids`` did
+    (as :func:`inputs_vary` recorded): their graphs take other inputs, no proof serves this call
+    from them.  False where a layout was not recorded."""
     seen = _layouts.get(code, {})
     ids = [getattr(c, "frame_compile_id", None) for c in compile_ids]
     if not ids or any(i not in seen for i in ids):

@@ -17,9 +17,8 @@ from .snapshot import placeholder_source, value_of
 
 
 def differing(generic: dict[str, Any], here: dict[str, Any]) -> list[str]:
-    """The inputs whose canonical sizes agree and whose strides or storage offset do not;
-    raises :class:`NotWidened` when any other property differs (an input only one side
-    tracks, another size, a scalar)."""
+    """The inputs whose canonical sizes agree and strides or storage offset do not; :class:`NotWidened`
+    where anything else differs (an input only one side tracks, another size, a scalar)."""
     if generic.keys() != here.keys():
         raise NotWidened("the two traces track different inputs")
     out = []
@@ -28,20 +27,17 @@ def differing(generic: dict[str, Any], here: dict[str, Any]) -> list[str]:
         if g == h:
             continue
         # a canonical tensor input (``reuse._canon_inputs``): ("tensor", sizes, strides, offset)
-        if (isinstance(g, tuple) and isinstance(h, tuple) and len(g) == len(h) == 4 and g[0] == h[0] == "tensor"
-                and g[1] == h[1]):
-            out.append(name)
-            continue
-        raise NotWidened(f"input {name} differs from the generic trace in more than its layout")
+        if not (isinstance(g, tuple) and isinstance(h, tuple) and len(g) == len(h) == 4
+                and g[0] == h[0] == "tensor" and g[1] == h[1]):
+            raise NotWidened(f"input {name} differs from the generic trace in more than its layout")
+        out.append(name)
     return sorted(out)
 
 
 def dense_order(fake: torch.Tensor, canon: Canonicalizer, hints: dict[sympy.Symbol, Any]) -> tuple[int, ...]:
-    """The order of dimensions (outermost first) whose dense layout gives ``fake``'s
-    strides, for every value of its sizes: checked on the canonical expressions (a
-    dimension of size 1 is skipped: its only index is 0).  The order is read off the
-    strides at the generic compile's hints; raises :class:`NotWidened` when the layout is
-    not dense in it (a slice, a broadcast, an offset)."""
+    """The order of dimensions (outermost first, read off the strides at the generic compile's hints)
+    whose dense layout gives ``fake``'s strides for every value of its sizes, checked on the canonical
+    expressions (a size-1 dimension skipped: its only index is 0); :class:`NotWidened` where not dense."""
     if canon.number(fake.storage_offset()) != 0:
         raise NotWidened("the generic input starts at an offset into its storage")
     sizes, strides = canon.scalar(fake.shape), canon.scalar(fake.stride())
@@ -57,11 +53,10 @@ def dense_order(fake: torch.Tensor, canon: Canonicalizer, hints: dict[sympy.Symb
 
 
 def unobserved(gm: torch.fx.GraphModule, names: list[str]) -> None:
-    """Raise :class:`NotWidened` unless the graph neither writes to the storage of these
-    inputs nor returns anything that shares it, and no op of it reads a layout
-    (``as_strided`` reads storage positions, which a copy in another layout holds other
-    values at): then the copy the artifact runs on can not be told from the input.  Checked
-    on the Dynamo graph here, and by the caller on the call's AOT graph where it traces one
+    """:class:`NotWidened` unless the graph neither writes these inputs' storage nor returns anything
+    sharing it, and no op reads a layout (``as_strided`` reads storage positions a copy holds other
+    values at): then the copy the artifact runs on can not be told from the input.  Checked here on
+    the Dynamo graph, by the caller on the AOT graph where it traces one
     (Note [A copy into the generic layout needs no AOT trace])."""
     by_source = {src.name: node for node in gm.graph.find_nodes(op="placeholder")
                  if (src := placeholder_source(node)) is not None}
@@ -83,9 +78,8 @@ def unobserved(gm: torch.fx.GraphModule, names: list[str]) -> None:
             raise NotWidened(f"the graph returns a tensor sharing input {name}'s storage: its layout is not widened")
 
 
-#: a layout reuse must pay back within this many calls: the copies of that many calls must
-#: cost less than the compile the reuse saves (a reuse entry serves every later call in its
-#: layout: a served decoder's every decode step after the first)
+#: a layout reuse must pay back within this many calls: their copies must cost less than the
+#: compile it saves (its entry serves every later call in the layout: each decode step)
 PAYBACK_CALLS = 1000
 #: bytes a copy moves per second, by device type (read and write; a conservative figure,
 #: below what this CPU and an H100 measure), for the estimate
@@ -93,11 +87,10 @@ COPY_BYTES_PER_S = {"cpu": 2e9, "cuda": 5e11}
 
 
 def pays_back(fakes: list[torch.Tensor], compile_s: float) -> sympy.Basic | None:
-    """Raise :class:`NotWidened` when copying these inputs (at this call's sizes) on
-    :data:`PAYBACK_CALLS` calls would cost more than ``compile_s``, the generic compile's time;
-    else return that line as a bound on the bytes copied in the new trace's symbols (None where
-    static), for the caller to install as a guard of the new entry.  A heuristic of speed, not
-    of soundness (docs/compile.md; ``benchmarks/layout_copy_cost.py``)."""
+    """:class:`NotWidened` where copying these inputs on :data:`PAYBACK_CALLS` calls costs more than
+    ``compile_s``, the generic compile's; else that line as a bound on the bytes copied in the new
+    trace's symbols (None where static), a guard for the new entry.  Speed, not soundness
+    (docs/compile.md; ``benchmarks/layout_copy_cost.py``)."""
     moved, symbolic = 0, sympy.Integer(0)
     for t in fakes:
         numel = t.numel()
@@ -118,10 +111,9 @@ def pays_back(fakes: list[torch.Tensor], compile_s: float) -> sympy.Basic | None
 
 
 def to_layout(t: torch.Tensor, order: tuple[int, ...]) -> torch.Tensor:
-    """A copy of ``t`` laid out densely in ``order`` (outermost first), keeping ``t``'s own
-    stride on each dimension of size 1: such a stride addresses nothing, but an op run eagerly
-    on the copy reads it to pick its output's strides (issue 48: ``x * 2`` of an input
-    expanded along the batch, copied at batch 1, returned strides (1, 1) where eager's are (4, 1))."""
+    """A copy of ``t`` laid out densely in ``order`` (outermost first), keeping ``t``'s own stride on
+    each size-1 dimension: it addresses nothing, but an eager op reads it for its output's strides
+    (issue 48: ``x * 2`` of an input expanded along the batch, copied at 1, gave (1, 1), eager (4, 1))."""
     strides = [0] * t.dim()
     inner = 1
     for d in reversed(order):  # innermost first: each stride is the product of the sizes inside it

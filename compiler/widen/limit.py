@@ -1,6 +1,5 @@
-"""A proved reuse is not a recompile: Dynamo's recompile limit counts it apart, up to a limit of
-its own of the same size (docs/compile.md, "A reuse is not a recompile."); the accumulated limit
-(every entry of the code object) is left as it is.
+"""A proved reuse is not a recompile: Dynamo's recompile limit counts it apart, up to a limit of its
+own of the same size (docs/compile.md, "A reuse is not a recompile."); the accumulated limit is kept.
 """
 
 from __future__ import annotations
@@ -33,14 +32,11 @@ def runs_kept_artifact(fn: Any) -> bool:
 
 
 def reuse_entries(code: types.CodeType, f_globals: dict[str, Any]) -> int:
-    """How many of ``code``'s cache entries call a kept artifact.  Read off each entry's own
-    bytecode (the compiled function it calls is a global of the frame), not off a list of
-    compile ids: those restart after ``torch._dynamo.reset()``."""
-    count = 0
-    for entry in torch_seam.cache_entries(code):
-        names = getattr(getattr(entry, "code", None), "co_names", ())
-        count += any(n.startswith("__compiled_fn") and runs_kept_artifact(f_globals.get(n)) for n in names)
-    return count
+    """How many of ``code``'s cache entries call a kept artifact, read off each entry's bytecode (the
+    compiled function it calls is a frame global), not off compile ids: those restart at a reset."""
+    return sum(any(n.startswith("__compiled_fn") and runs_kept_artifact(f_globals.get(n))
+                   for n in getattr(getattr(entry, "code", None), "co_names", ()))
+               for entry in torch_seam.cache_entries(code))
 
 
 def _counting_apart(original: Any) -> Any:

@@ -1,14 +1,11 @@
-"""Batch 1 from the batch-N graph: a size-1 call runs the generic compiled artifact, when proved.
+"""Batch 1 from the batch-N graph: a size-1 call runs the kept generic artifact, when proved.
 
-A generic compile is kept (:mod:`verishape.compiler.widen.kept`).  The call that misses the
-cache because kept sizes are 1 (or inputs in another layout, :mod:`verishape.compiler.widen.layout`)
-is traced by Dynamo as stock traces it; before the user's backend compiles that trace,
-:func:`reuse` proves that the generic artifact computes what it does, and returns the artifact
-called with arguments rebuilt from the call's; otherwise the backend compiles as stock, the
-reason in the frame's decision log.  What is kept, what is proved and why: docs/compile.md,
-"Batch 1 from the batch-N graph (on by default)" and "Beyond 0/1: an input's layout, a served
-decoder loop (issue 38)".  Only eligible sizes (:func:`verishape.compiler.widen.sizes.eligible`)
-of the backends whose pipeline is known (``eager``, ``aot_eager``, ``inductor``) are kept.
+A call that misses the cache because kept sizes (:mod:`verishape.compiler.widen.kept`) are 1, or
+inputs are in another layout (:mod:`verishape.compiler.widen.layout`), is traced as stock traces
+it; :func:`reuse` then proves the generic artifact computes what that trace does and returns it,
+called with arguments rebuilt from the call's; else the backend compiles as stock, the reason in
+the frame's decision log.  docs/compile.md, "Batch 1 from the batch-N graph (on by default)" and
+"Beyond 0/1: an input's layout, a served decoder loop (issue 38)".
 """
 
 from __future__ import annotations
@@ -47,9 +44,8 @@ Rename = Callable[[sympy.Symbol], sympy.Basic]
 
 @dataclasses.dataclass(frozen=True)
 class Evidence:
-    """What proves that the size-1 call may run the generic artifact: fingerprints of
-    the compared graphs, the goals proved at 1 and the solver's proof.  A frozen value,
-    built once by :func:`_prove` when every check has passed (a refusal builds none)."""
+    """What proves that the size-1 call may run the generic artifact (the compared graphs'
+    fingerprints, the goals proved at 1, the solver's proof), built by :func:`_prove` once all hold."""
 
     #: the value the group's sizes take (None: no size moves, only a layout)
     value: int | None
@@ -58,26 +54,21 @@ class Evidence:
     dynamo: str
     aot: str | None
     reused: str
-    #: what was proved at the point (:class:`verishape.compiler.widen.goals.AtOne`): the
-    #: goals, the lowering answers among them, the guards carried into the new entry
+    #: what was proved at the point (:class:`verishape.compiler.widen.goals.AtOne`)
     at_one: AtOne
     #: reads of optimization hints of the sizes set to 1 (heuristics: speed only)
     hints: int = 0
     time_s: float = 0.0
     #: sizes the generic graph returns that the size-1 frame returns as constants
     dropped_outputs: int = 0
-    #: inputs whose layout (strides, offset) differs from the generic trace's: copied into
-    #: the generic layout before the artifact runs (:mod:`verishape.compiler.widen.layout`)
+    #: inputs in another layout (strides, offset) than the generic trace's, copied into it to run
     restrided: tuple[str, ...] = ()
-    #: guards, in the new trace's symbols, installed on the new trace once the proof holds
-    #: (the carried guards, a copy's pay-back line): never before, so that a refusal
-    #: leaves the trace exactly as stock would compile it
+    #: guards (carried ones, a copy's pay-back line) in the new trace's symbols, installed once
+    #: the proof holds, never before: a refusal leaves the trace as stock would compile it
     install: tuple[sympy.Basic, ...] = ()
-    #: the generic artifact came from torch's cache, its lowering's answers from the record
-    #: beside it (:mod:`verishape.compiler.widen.record`)
+    #: the artifact came from torch's cache, its answers from the record (:mod:`verishape.compiler.widen.record`)
     from_cache: bool = False
-    #: the artifact is a candidate, traced with sizes symbolic at 1 and never run as traced
-    #: (:mod:`verishape.compiler.widen.candidate`)
+    #: the artifact is a candidate (:mod:`verishape.compiler.widen.candidate`), never run as traced
     candidate: bool = False
     #: that candidate traced declared sizes at 1 at 2 (Note [A declared size at 1 is compiled at 2])
     raised: bool = False
@@ -87,33 +78,31 @@ class Evidence:
         return self.at_one.record
 
     def describe(self, timed: bool = True) -> str:
+        at_one, relaid = self.at_one, self.restrided
         graphs = f"dynamo graph {self.dynamo}" + (f", aot graph {self.aot}" if self.aot else "") + (
-            f"; the call's AOT graph not traced: the candidate's {self.at_one.unguarded} unguarded answer(s) implied"
-            if self.at_one.unguarded is not None else
+            f"; the call's AOT graph not traced: the candidate's {at_one.unguarded} unguarded answer(s) implied"
+            if at_one.unguarded is not None else
             "; the call's AOT graph not traced: the artifact runs on copies in its own layout"
-            if self.restrided and self.value is None and not self.candidate else "")
-        relaid = (f"{len(self.restrided)} input(s) copied into the generic layout ({', '.join(self.restrided[:2])}"
-                  + (", ..." if len(self.restrided) > 2 else "") + ")") if self.restrided else ""
-        return (f"{head(self.sources, self.value, self.restrided, self.raised)} ({graphs}) and runs the artifact "
-                f"of compile {self.reused}"
-                + ((" (a candidate traced at 2 for declared sizes at 1" if self.raised else
-                    " (a candidate traced with the size symbolic at 1") + ", in that compile's first attempt)"
-                   if self.candidate and self.value is not None else "")
-                + (f"; {relaid}" if relaid else "")
-                + (f"; {len(self.at_one.carried)} guard(s) carried into this entry's guards"
-                   if self.at_one.carried else "")
-                + "; "
-                f"{len(self.at_one.goals)} generic guard(s), range(s) and lowering answer(s) "
-                f"({self.at_one.answers} answer(s)) implied " + (f"at {self.value}" if self.value is not None else "at this call")
-                + (f"; {self.hints} optimization hint read(s), heuristics" if self.hints else "")
-                + ("; the artifact came from torch's cache, its lowering's answers from the widening record beside it"
-                   if self.from_cache else "")
-                + (f"; {self.time_s * 1e3:.0f} ms" if timed else ""))
+            if relaid and self.value is None and not self.candidate else "")
+        first = (f"{head(self.sources, self.value, relaid, self.raised)} ({graphs}) "
+                 f"and runs the artifact of compile {self.reused}")
+        if self.candidate and self.value is not None:
+            first += (" (a candidate traced at 2 for declared sizes at 1" if self.raised else
+                      " (a candidate traced with the size symbolic at 1") + ", in that compile's first attempt)"
+        parts = [first, relaid and f"{len(relaid)} input(s) copied into the generic layout ({', '.join(relaid[:2])}"
+                 + (", ..." if len(relaid) > 2 else "") + ")",
+                 at_one.carried and f"{len(at_one.carried)} guard(s) carried into this entry's guards",
+                 f"{len(at_one.goals)} generic guard(s), range(s) and lowering answer(s) ({at_one.answers} answer(s)) "
+                 "implied " + (f"at {self.value}" if self.value is not None else "at this call"),
+                 self.hints and f"{self.hints} optimization hint read(s), heuristics",
+                 self.from_cache and "the artifact came from torch's cache, its lowering's answers from the widening "
+                 "record beside it",
+                 timed and f"{self.time_s * 1e3:.0f} ms"]
+        return "; ".join(p for p in parts if p)
 
 
 def head(sources: tuple[str, ...], value: int | None, restrided: tuple[str, ...], raised: bool = False) -> str:
-    """What a reuse admits, in words: the first line of :meth:`Evidence.describe`, and
-    where the proof of that reuse is filed."""
+    """What a reuse admits, in words: :meth:`Evidence.describe`'s start, and where its proof is filed."""
     if value is None and not restrided:
         return ("the trace equals the generic graph of a candidate compiled "
                 + ("at 2 for declared sizes at 1" if raised else "with sizes symbolic at 1"))
@@ -125,17 +114,12 @@ def head(sources: tuple[str, ...], value: int | None, restrided: tuple[str, ...]
 
 def reuse(env: ShapeEnv, tx: Trace, gm: torch.fx.GraphModule, example_inputs: Any, backend_name: str,
           prover: Any, owner: object) -> Callable[..., Any] | None:
-    """At a compile of a frame with a kept generic compile: when the sizes that miss are
-    kept sizes at 1, prove and return the generic artifact adapted to this trace's
-    arguments; None (compile as stock) when there is nothing to reuse or it is refused.
-    ``owner``: the backend compiling this trace; only its own kept compiles are run."""
+    """The kept generic artifact adapted to this trace's arguments, where proved; None (compile as
+    stock) where nothing is reused.  ``owner``: the backend compiling; only its own kept compiles run."""
     from torch._dynamo.utils import counters
 
-    kept = alive(tx.f_code)
-    if not kept:
-        return None
     now = {tf.source.name: tf.fake for tf in tx.output.tracked_fakes}
-    for k in reversed(kept):
+    for k in reversed(alive(tx.f_code)):
         if k.backend != backend_name or k.owner() is not owner:
             continue  # another backend's compile (Kept.owner): never this call's to run
         group = _arrived(k, now)
@@ -159,12 +143,13 @@ def reuse(env: ShapeEnv, tx: Trace, gm: torch.fx.GraphModule, example_inputs: An
             env.verishape_log.not_widened.append((name, f"the proof failed: {exc!r}"[:300]))
             continue
         ev = dataclasses.replace(ev, time_s=time.perf_counter() - start)
-        counters["verishape"]["reused"] += 1
-        counters["verishape"]["reused_at_size_1" if group else "reused_relaid" if ev.restrided else "reused_generic"] += 1
+        count = counters["verishape"]
+        count["reused"] += 1
+        count["reused_at_size_1" if group else "reused_relaid" if ev.restrided else "reused_generic"] += 1
         if ev.at_one.unguarded is not None:  # Note [A candidate's answers stand in for its AOT trace]
-            counters["verishape"]["aot_trace_stood_in"] += 1
+            count["aot_trace_stood_in"] += 1
         elif ev.restrided and not group and not ev.candidate:  # Note [A copy into the generic layout needs no AOT trace]
-            counters["verishape"]["aot_trace_not_needed"] += 1
+            count["aot_trace_not_needed"] += 1
         limit.note()
         env.verishape_log.widened.append(ev)
         if ev.proof is not None:
@@ -176,11 +161,9 @@ def reuse(env: ShapeEnv, tx: Trace, gm: torch.fx.GraphModule, example_inputs: An
 
 def _bound(k: Kept, group: Group, env: ShapeEnv, tx: Trace
            ) -> tuple[Binding, list[tuple[str, Any]], list[str], tuple[Rename, Rename]]:
-    """What the new trace binds ``k``'s symbols to, ``group`` at 1 (a constant where the trace
-    has one: a tensor's size, stride or offset, :func:`_size_now`, or an int input it guards
-    equal to its value, :func:`_int_now`); its inputs, with each int input ``k`` has a symbol for
-    and the trace specialized, at its value (both sides then list the same inputs); those in
-    another layout (:func:`layout.differing`); and both sides' renamings."""
+    """The new trace's binding of ``k``'s symbols, ``group`` at 1 (constants: :func:`_size_now`,
+    :func:`_int_now`); its inputs, each int input ``k`` has a symbol for and the trace specialized
+    at its value (both sides list the same inputs); those in another layout; both renamings."""
     from .generic_recompile import call_arguments
 
     now = {tf.source.name: tf.fake for tf in tx.output.tracked_fakes}
@@ -206,10 +189,9 @@ _VALUE_GUARDS = ("CONSTANT_MATCH", "EQUALS_MATCH")
 
 
 def _int_now(call: Any, source: Any, matched: set[str]) -> int | None:
-    """An int input's value at the call being traced (``call``: its arguments), where the
-    trace specialized it (its guard pins every call of the new entry to that value): a kept
-    compile that made the int a symbol (a generic recompile's ``max_cache_len`` or sliding
-    window) is bound to it as to a size the new trace has as a constant.  None elsewhere."""
+    """An int input's value at this call where the trace specialized it (a guard pins the new
+    entry to it): a kept compile's symbol for it (a generic recompile's ``max_cache_len``) binds
+    to it as to a constant size.  None elsewhere."""
     from torch._dynamo.source import TensorPropertySource
 
     if isinstance(source, TensorPropertySource) or getattr(source, "name", None) not in matched:
@@ -219,9 +201,8 @@ def _int_now(call: Any, source: Any, matched: set[str]) -> int | None:
 
 
 def _size_now(now: dict[str, Any], source: Any) -> int | None:
-    """The static value the current trace gives ``source`` (a tensor's size, stride or
-    storage offset), or None when it is symbolic, its tensor is not an input, or the source
-    is something else."""
+    """The static value the trace gives ``source`` (a tensor input's size, stride or storage
+    offset); None elsewhere."""
     from torch._dynamo.source import TensorProperty, TensorPropertySource
 
     if not isinstance(source, TensorPropertySource):
@@ -239,10 +220,8 @@ def _size_now(now: dict[str, Any], source: Any) -> int | None:
 
 
 def _relaid_only(k: Kept, env: ShapeEnv, tx: Trace) -> bool:
-    """No kept size is 1, and the call's inputs differ from the generic trace's only in
-    the layout of some tensors (the same sizes): worth a proof
-    (:mod:`verishape.compiler.widen.layout`).  Cheap, and silent: any other miss (a
-    non-shape guard, another size) is not this module's to report."""
+    """No kept size is 1 and the call's inputs differ from the generic trace's only in some tensors'
+    layout: worth a proof.  Silent: any other miss is not this module's to report."""
     try:
         return bool(_bound(k, (), env, tx)[2])
     except NotWidened:
@@ -254,8 +233,7 @@ def _arrived(k: Kept, now: dict[str, Any]) -> Group | None:
     that arrived); None when one size of a candidate is 1 and another is not."""
     out = []
     for symbol in k.candidates:
-        values = [_size_now(now, src) for src in bound_sources(k.env, symbol)]
-        ones = [v == 1 for v in values]
+        ones = [_size_now(now, src) == 1 for src in bound_sources(k.env, symbol)]
         if all(ones):
             out.append(symbol)
         elif any(ones):
@@ -265,11 +243,10 @@ def _arrived(k: Kept, now: dict[str, Any]) -> Group | None:
 
 def _prove(k: Kept, group: Group, env: ShapeEnv, tx: Trace, gm: torch.fx.GraphModule, example_inputs: Any,
            prover: Any) -> tuple[Callable[..., Any], Evidence]:
-    """The checks (docs/architecture.md, "Following a guard"), cheapest first: a refusal after
-    the AOT trace (the costly one, done last) would have paid it on top of the stock compile.
-    The guards and answers are proved from the size-1 trace's guards as Dynamo left them; the
-    AOT trace can only add guards, so the premises used are a subset of those installed."""
-    _refuse_if_excluded(k.env, group, 1)
+    """The checks (docs/architecture.md, "Following a guard"), cheapest first: a refusal after the
+    costly AOT trace would pay it on top of the stock compile.  Premises are the size-1 trace's guards
+    as Dynamo left them: the AOT trace only adds guards, so they are a subset of those installed."""
+    _refuse_if_excluded(k.env, group)
     _same_global_state(k, tx)
     binding, fakes, relaid, (generic_rename, rename) = _bound(k, group, env, tx)
     # each input in another layout: the dense order of the generic trace's layout (proved)
@@ -283,8 +260,7 @@ def _prove(k: Kept, group: Group, env: ShapeEnv, tx: Trace, gm: torch.fx.GraphMo
     positions = _tensor_positions(k.dynamo, relaid)
     dynamo_generic = canonical(k.dynamo, generic_rename, positions)
     keep = _same_graph(dynamo_generic, canonical(gm, rename, _tensor_positions(gm, relaid)), f"Dynamo graph {what}")
-    missing = _not_checked(k.guard_keys, guard_keys(tx.output.guards))
-    if missing:
+    if missing := _not_checked(k.guard_keys, guard_keys(tx.output.guards)):
         raise NotWidened(f"the generic frame checks guards the size-1 trace does not: {sorted(missing)[:3]}")
     k.from_cache()
     args = calling.argument_map(k, binding, gm, orders)
@@ -311,9 +287,8 @@ def _prove(k: Kept, group: Group, env: ShapeEnv, tx: Trace, gm: torch.fx.GraphMo
 
 
 def _same_global_state(k: Kept, tx: Trace) -> None:
-    """The generic artifact was lowered under the global state the new trace runs under
-    (Dynamo's global-state guard, which the generic entry checks and a lowering reads:
-    docs/compile.md); else refused."""
+    """The generic artifact was lowered under the new trace's global state (Dynamo's guard on
+    it, which a lowering reads: docs/compile.md); else refused."""
     now = global_state(tx)
     if k.global_state is None or now is None:
         raise NotWidened("this torch's Dynamo keeps no global-state guard: the generic artifact's global state is unknown")
@@ -324,8 +299,7 @@ def _same_global_state(k: Kept, tx: Trace) -> None:
 
 
 def _same_graph(generic: Canon, here: Canon, what: str) -> tuple[int, ...]:
-    """The generic graph's outputs the new graph returns too (:func:`returned_sizes`);
-    refused where the graphs differ."""
+    """The generic graph's outputs the new graph returns too; refused where the graphs differ."""
     keep = returned_sizes(generic, here)
     if keep is None:
         raise NotWidened(f"the {what} differs from the generic graph{first_difference(generic, here)}")
@@ -333,24 +307,20 @@ def _same_graph(generic: Canon, here: Canon, what: str) -> tuple[int, ...]:
 
 
 def _same_aot_graph(k: Kept, env: ShapeEnv, gm: torch.fx.GraphModule, example_inputs: Any, binding: Binding,
-                    renames: tuple[Rename, Rename], positions: frozenset[int], what: str, stood_in: bool = False,
-                    adds_facts: bool = False) -> str | None:
+                    renames: tuple[Rename, Rename], positions: frozenset[int], what: str, stood_in: bool,
+                    adds_facts: bool) -> str | None:
     """The new trace's AOT inference graph (traced, never lowered) equals the kept one: its
-    fingerprint (None where the backend has no AOT graph).  An earlier process's verdict
-    (:mod:`verishape.compiler.widen.verdict`) answers it untraced; one that held here, adding
-    no fact to the new trace's env, is filed.  ``stood_in``: the candidate's answers stand in
-    for the trace (Note [A candidate's answers stand in for its AOT trace]): none is made,
-    and a verdict is filed unless the proof carried answers into the entry's guards
-    (``adds_facts``)."""
+    fingerprint (None: no AOT graph).  A verdict (:mod:`verishape.compiler.widen.verdict`) answers
+    it untraced; one that held adding no fact to the env is filed.  ``stood_in``: no trace is made
+    (Note [A candidate's answers stand in for its AOT trace]); filed unless ``adds_facts``."""
     if not k.has_aot:
         return None
     aot_kwargs = _without_specializations(k.aot_kwargs or {})
     trace_key = verdict.key(k, env, gm, aot_kwargs, binding, positions)
-    found = verdict.lookup(k, trace_key)
-    if found is not None:
+    if (found := verdict.lookup(k, trace_key)) is not None:
         return found
     kept_aot = k.aot_graph()
-    if positions and _tensor_count(kept_aot) != _tensor_count(k.dynamo):
+    if positions and len(_tensors(kept_aot)) != len(_tensors(k.dynamo)):
         raise NotWidened("the AOT graph's tensor inputs are not the Dynamo graph's: an input's layout is not widened")
     aot_generic = canonical(kept_aot, renames[0], positions)
     added = adds_facts
@@ -366,27 +336,20 @@ def _same_aot_graph(k: Kept, env: ShapeEnv, gm: torch.fx.GraphModule, example_in
 
 def _tensor_positions(graph: Any, names: list[str]) -> frozenset[int]:
     """The positions, among the graph's tensor placeholders, of those bound to ``names``."""
-    out, position = set(), -1
-    for node in graph.graph.find_nodes(op="placeholder"):
-        if isinstance(value_of(node), torch.Tensor):
-            position += 1
-            src = placeholder_source(node)
-            if src is not None and src.name in names:
-                out.add(position)
+    out = frozenset(i for i, node in enumerate(_tensors(graph))
+                    if (src := placeholder_source(node)) is not None and src.name in names)
     if len(out) != len(names):
         raise NotWidened("an input in another layout is not a tensor argument of the graph")
-    return frozenset(out)
+    return out
 
 
-def _tensor_count(graph: Any) -> int:
-    return sum(isinstance(value_of(n), torch.Tensor) for n in graph.graph.find_nodes(op="placeholder"))
+def _tensors(graph: Any) -> list[Any]:
+    return [n for n in graph.graph.find_nodes(op="placeholder") if isinstance(value_of(n), torch.Tensor)]
 
 
 def _aot_inference_graph(gm: torch.fx.GraphModule, example_inputs: Any, aot_kwargs: dict[str, Any],
-                         rename: Callable[[sympy.Symbol], sympy.Basic], relaid: frozenset[int] = frozenset()) -> Canon:
-    """The AOTAutograd inference graph of ``gm`` under ``aot_kwargs`` (the generic
-    compile's options, :func:`_without_specializations`), in canonical form; traced, never
-    lowered."""
+                         rename: Rename, relaid: frozenset[int] = frozenset()) -> Canon:
+    """``gm``'s AOTAutograd inference graph under ``aot_kwargs``, canonical; traced, never lowered."""
     def read(fw: torch.fx.GraphModule) -> Canon:
         if relaid and reads_layout(fw):
             raise NotWidened("an op of the AOT graph reads its input's layout: an input's layout is not widened")
@@ -396,20 +359,16 @@ def _aot_inference_graph(gm: torch.fx.GraphModule, example_inputs: Any, aot_kwar
                                "the size-1 trace produced no AOT inference graph")
 
 
-#: Inductor decompositions that rewrite a matrix product into pointwise work when a
-#: dimension is statically 1 and otherwise keep the op (``return NotImplemented``): at 1
-#: they turn ``bmm`` into a multiply and a sum where the generic trace keeps ``bmm``
+#: Inductor decompositions that turn a matrix product into pointwise work (``bmm`` into a multiply
+#: and a sum) where a dimension is statically 1, and otherwise keep the op (``NotImplemented``)
 SIZE_ONE_SPECIALIZATIONS = ("bmm", "mm", "addmm", "baddbmm")
 
 
 def _without_specializations(aot_kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The generic compile's AOT options, less the decompositions that only specialize a
-    matrix product at size 1 (:data:`SIZE_ONE_SPECIALIZATIONS`), for the size-1 trace that
-    is compared and never lowered.  Any decomposition table gives a graph with the Dynamo
-    graph's values (a decomposition preserves what the op computes), so a generic AOT graph
-    equal to the size-1 trace under this table computes, at 1, what the program does; the
-    op kept is what the generic branch of those decompositions keeps too.  Where the
-    generic trace did decompose one of them, the graphs differ and the reuse is refused."""
+    """The generic AOT options less :data:`SIZE_ONE_SPECIALIZATIONS`, for the size-1 trace (compared,
+    never lowered).  Sound: a decomposition preserves what the op computes, so a generic AOT graph
+    equal to the size-1 trace under any table computes what the program does at 1; the op kept is
+    what those decompositions' generic branch keeps, and one the generic trace decomposed differs."""
     table = aot_kwargs.get("decompositions")
     if not table:
         return aot_kwargs
@@ -419,38 +378,28 @@ def _without_specializations(aot_kwargs: dict[str, Any]) -> dict[str, Any]:
 
 
 def _canon_inputs(inputs: list[tuple[str, Any]], c: Canonicalizer) -> dict[str, Any]:
-    """Sizes, strides and storage offset of every tracked input, in canonical form: equal
-    on both sides, the generic artifact sees the tensors its graph was traced with.  The
-    ``_base`` of a view input is left out: the graph reads the view, compared here (a graph
-    that took the base itself has it as a placeholder, compared with the graphs)."""
-    out = {}
+    """Every tracked input's sizes, strides and storage offset, canonical: equal on both sides, the
+    artifact sees the tensors it was traced with.  A view's ``_base`` is left out: the graph reads
+    the view (a graph taking the base has it as a placeholder, compared with the graphs)."""
     names = {name for name, _ in inputs}
-    for name, fake in inputs:
-        if name.endswith("._base") and name[:-len("._base")] in names:
-            continue
-        if isinstance(fake, torch.Tensor):
-            out[name] = ("tensor", c.scalar(fake.shape), c.scalar(fake.stride()), c.number(fake.storage_offset()))
-        else:
-            out[name] = c.scalar(fake) if is_size_only(fake) else type(fake).__name__
-    return out
+    return {name: ("tensor", c.scalar(fake.shape), c.scalar(fake.stride()), c.number(fake.storage_offset()))
+            if isinstance(fake, torch.Tensor) else c.scalar(fake) if is_size_only(fake) else type(fake).__name__
+            for name, fake in inputs if not (name.endswith("._base") and name[:-len("._base")] in names)}
 
 
 def _not_checked(generic: frozenset[tuple[str, str]], here: frozenset[tuple[str, str]]) -> set[tuple[str, str]]:
-    """The generic frame's non-shape guards the new trace does not check.  A ``TYPE_MATCH`` on
-    an input is checked by a ``TENSOR_MATCH`` on it (the exact Python type first:
-    ``Py_TYPE(value) != pytype`` in ``torch/csrc/dynamo/guards.cpp``) or by a value guard
-    (``CONSTANT_MATCH``, ``EQUALS_MATCH``: checked, a float ``4.0`` or an ``int`` subclass of
-    value 4 fails a guard on ``4``)."""
+    """The generic frame's non-shape guards the new trace does not check.  A ``TYPE_MATCH`` is
+    checked by a ``TENSOR_MATCH`` (exact type first: ``Py_TYPE(value) != pytype`` in
+    ``torch/csrc/dynamo/guards.cpp``) or a value guard (a float ``4.0`` or an ``int`` subclass fails one on ``4``)."""
     return {(name, kind) for name, kind in generic - here
             if not (kind == "TYPE_MATCH" and any((name, k) in here for k in ("TENSOR_MATCH", *_VALUE_GUARDS)))}
 
 
-def _refuse_if_excluded(env: ShapeEnv, symbols: Group, value: int) -> None:
-    """A generic guard that is False at ``value`` makes reuse impossible (checked before
-    any graph is compared)."""
-    sub = {s: sympy.Integer(value) for s in merged_group(env, symbols)}
+def _refuse_if_excluded(env: ShapeEnv, symbols: Group) -> None:
+    """Refused where a generic guard is False at 1 (before any graph is compared)."""
+    sub = {s: sympy.Integer(1) for s in merged_group(env, symbols)}
     for g in env.guards:
         if at_one(env.replace(g.expr), sub, f"the generic frame's guard {env.replace(g.expr)}") is sympy.false:
             sloc = getattr(g, "sloc", None)
-            raise NotWidened(f"the generic frame's guard {env.replace(g.expr)} excludes {value} (added at "
+            raise NotWidened(f"the generic frame's guard {env.replace(g.expr)} excludes 1 (added at "
                              f"{str(sloc).strip()[:120] if sloc is not None else '?'})")

@@ -1,6 +1,6 @@
-"""What widening reads of Dynamo's trace of a frame, as protocols (instead of ``Any``): never
-built here, Dynamo's root ``InstructionTranslator`` is a :class:`Trace` and its ``OutputGraph`` a
-:class:`TraceOutput`; a torch that renamed a member read here fails in one place.
+"""What widening reads of Dynamo's trace of a frame, as protocols: Dynamo's root
+``InstructionTranslator`` is a :class:`Trace`, its ``OutputGraph`` a :class:`TraceOutput`; a torch
+that renamed a member read here fails in one place.
 """
 
 from __future__ import annotations
@@ -46,11 +46,9 @@ class Trace(Protocol):
 
 def aot_inference_graph(mod: Any, args: list[Any], aot_kwargs: dict[str, Any],
                         read: Callable[[torch.fx.GraphModule], T], training: str, none: str) -> T:
-    """What ``read`` makes of AOTAutograd's inference graph of ``mod`` on ``args`` (traced
-    under ``aot_kwargs``, never lowered or run; torch's AOTAutograd cache off, so that it
-    is traced), read as AOTAutograd hands it to its compiler.  Raises :class:`NotWidened`
-    with what ``read`` raised, with ``training`` where AOTAutograd makes a training graph,
-    and with ``none`` where it makes no graph."""
+    """What ``read`` makes of AOTAutograd's inference graph of ``mod`` on ``args`` as handed to its
+    compiler (under ``aot_kwargs``, never lowered or run; AOTAutograd's cache off, so it is traced).
+    :class:`NotWidened` with what ``read`` raised, ``training`` for a training graph, ``none`` for none."""
     import torch
     from torch._functorch.aot_autograd import aot_module_simplified
 

@@ -1,10 +1,8 @@
 """A size-1 AOT comparison, remembered beside the artifact: a warm start looks it up.
 
-Note [A record belongs to its artifact] is enforced here for verdicts: what a verdict is filed
-under and when (docs/compile.md, "Across restarts: the record beside the cached artifact
-(issue 39)", its paragraph "A warm start as a lookup").  A candidate's answers proved in place
-of the comparison (Note [A candidate's answers stand in for its AOT trace]) are filed as one
-that held.
+Note [A record belongs to its artifact] is enforced here for verdicts: what one is filed under
+and when (docs/compile.md, "A warm start as a lookup (issue 49)").  Answers proved in place of
+the comparison (Note [A candidate's answers stand in for its AOT trace]) are filed as one that held.
 """
 
 from __future__ import annotations
@@ -29,10 +27,9 @@ _MAGIC = b"verishape-aot-verdict\n"
 
 def key(k: Kept, env: ShapeEnv, gm: torch.fx.GraphModule, aot_kwargs: dict[str, Any], binding: Binding,
         relaid: frozenset[int]) -> str:
-    """The digest of everything the new trace's AOT graph and the renaming depend on, and
-    of the facts and the global state both traces were made under (the kept graph's own
-    part is the artifact key a verdict is filed under: torch files entries with other
-    guards under one key, and a trace decides by its env's facts)."""
+    """The digest of all the new trace's AOT graph and the renaming depend on, and of both traces'
+    facts and global state (the kept graph's own part is the artifact key a verdict is filed under:
+    torch files entries with other guards under one key, and a trace decides by its env's facts)."""
     placeholders = [_describe(n.meta.get("example_value", n.meta.get("val"))) for n in
                     gm.graph.find_nodes(op="placeholder")]
     attributes = [(n.target, _describe(attribute(gm, n.target))) for n in gm.graph.find_nodes(op="get_attr")]
@@ -103,8 +100,8 @@ def _options(aot_kwargs: dict[str, Any]) -> Any:
 
 
 def _binding(b: Binding) -> Any:
-    return (sorted(map(str, b.group)), b.value, sorted(b.names.items()), sorted((str(s), str(v)) for s, v in b.fixed.items()),
-            sorted(map(str, b.widened)))
+    return (sorted(map(str, b.group)), b.value, sorted(b.names.items()),
+            sorted((str(s), str(v)) for s, v in b.fixed.items()), sorted(map(str, b.widened)))
 
 
 def _state() -> Any:
