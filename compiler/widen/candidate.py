@@ -1,12 +1,11 @@
 """A recompile at size 1 compiles a candidate generic in that size; stock traces decide its use.
 
-The first attempt of a recompile at which a dynamic size is 1 traces a *candidate*: those sizes
-keep a symbol (:meth:`VeriShapeEnv.keeping_symbolic_at_one`, a scope this module owns for each
-attempt, :class:`KeptAtOne`).  The user's backend compiles it and it is kept, never run as traced
-(Note [A candidate is never run as traced]; every way its attempt ends leads to a restart,
-:func:`_restart_after_candidate`): it is used only through :mod:`verishape.compiler.widen.reuse`'s
-proofs against stock's own traces.  Traced only while nothing generic is kept for the frame
-(:func:`mark_sizes`) and where it takes the same tensors as at its previous compile
+The first attempt of a recompile at which a dynamic size is 1 traces a *candidate*: those sizes keep a symbol
+(:meth:`VeriShapeEnv.keeping_symbolic_at_one`, a scope this module owns for each attempt, :class:`KeptAtOne`).  The
+user's backend compiles it and it is kept, never run as traced (Note [A candidate is never run as traced]; every way
+its attempt ends leads to a restart, :func:`_restart_after_candidate`): it is used only through
+:mod:`verishape.compiler.widen.reuse`'s proofs against stock's own traces.  Traced only while nothing generic is
+kept for the frame (:func:`mark_sizes`) and where it takes the same tensors as at its previous compile
 (:func:`other_inputs`).  The design and its measurements: ``docs/compile.md``, "A candidate at 1".
 """
 
@@ -33,8 +32,7 @@ _DONE = "_verishape_candidate_done"
 
 
 def compile_context() -> Any:
-    """Dynamo's context of the compile under way (one per compile, kept across its
-    attempts), or None."""
+    """Dynamo's context of the compile under way (one per compile, kept across its attempts), or None."""
     from torch._guards import CompileContext
 
     return CompileContext.try_get()
@@ -58,10 +56,9 @@ def wanted() -> bool:
 
 @dataclasses.dataclass
 class KeptAtOne:
-    """One attempt's sizes kept symbolic at 1 (the core's ``SymbolicAtOne``): filled by
-    :func:`mark_sizes` as Dynamo wraps the inputs, and by the env as it makes their symbols
-    and answers their questions; the attempt is a candidate once a symbol was made.  Or
-    (:func:`raise_size`) the declared sizes at 1 this attempt traces at 2."""
+    """One attempt's sizes kept symbolic at 1 (the core's ``SymbolicAtOne``): filled by :func:`mark_sizes` as Dynamo
+    wraps the inputs, and by the env as it makes their symbols and answers their questions; the attempt is a
+    candidate once a symbol was made.  Or (:func:`raise_size`) the declared sizes at 1 this attempt traces at 2."""
 
     sources: set[str] = dataclasses.field(default_factory=set)
     symbols: set[sympy.Symbol] = dataclasses.field(default_factory=set)
@@ -93,11 +90,10 @@ def _restart_after_candidate(original: Any) -> Any:
 
     def run(self: Any) -> Any:
         output = getattr(self, "output", None)
-        if output is None or getattr(output, "root_tx", None) is not self:
+        if (output is None or getattr(output, "root_tx", None) is not self
+                or not isinstance(output.shape_env, VeriShapeEnv) or not wanted()):
             return original(self)
         env = output.shape_env
-        if not isinstance(env, VeriShapeEnv) or not wanted():
-            return original(self)
         # whether this is a candidate attempt is known only once its inputs are wrapped
         kept = KeptAtOne()
         _raise_at_first_compile(self)
@@ -157,8 +153,7 @@ _last_inputs: dict[Any, frozenset[str]] = {}
 def _tensor_inputs(tx: Trace) -> frozenset[str]:
     import torch
 
-    # (a view input's ``_base`` is tracked or not depending on how Dynamo fakes the view:
-    # not an input of its own)
+    # (a view input's ``_base`` is tracked or not, as Dynamo fakes the view: not an input of its own)
     return frozenset(tf.source.name for tf in tx.output.tracked_fakes
                      if isinstance(tf.fake, torch.Tensor) and not tf.source.name.endswith("._base"))
 
@@ -169,24 +164,21 @@ def note_inputs(tx: Trace) -> None:
 
 
 def other_inputs(tx: Trace) -> bool:
-    """The candidate's frame takes other tensors than at its previous compile: the call is
-    not the same program at another size (a decoder's first decode step after its prefill
-    adds the KV cache), and a candidate there would mostly be refused against the stock
-    trace (the decode path at length 1 is another graph): not compiled."""
+    """The candidate's frame takes other tensors than at its previous compile: not the same program at
+    another size (a decoder's first decode step adds the KV cache), so a candidate there would mostly be
+    refused against the stock trace: not compiled."""
     return _last_inputs.get(tx.f_code) != _tensor_inputs(tx)
 
 
 def is_candidate(env: ShapeEnv) -> bool:
-    """This trace kept a size symbolic at 1, or traced a declared size at 1 at 2 (inside its
-    attempt's scope)."""
+    """This trace kept a size symbolic at 1, or traced a declared size at 1 at 2 (inside its attempt's scope)."""
     kept = VeriShapeEnv.symbolic_at_one_of(env)
     return kept is not None and bool(kept.symbols or getattr(kept, "raised", None))
 
 
 def is_raised(env: ShapeEnv) -> bool:
     """This trace traced declared sizes at 1 at 2 (:func:`raise_size`)."""
-    kept = VeriShapeEnv.symbolic_at_one_of(env)
-    return bool(getattr(kept, "raised", None))
+    return bool(getattr(VeriShapeEnv.symbolic_at_one_of(env), "raised", None))
 
 
 # A declared size at 1 with nothing kept to serve it is traced at 2, as a candidate:

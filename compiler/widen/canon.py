@@ -33,14 +33,10 @@ class Canon:
 
 
 def returned_sizes(generic: Canon, other: Canon) -> tuple[int, ...] | None:
-    """Where two graphs differ only in sizes the generic one returns: the positions of the
-    generic outputs that ``other`` returns too, in order (None when they differ otherwise).
-
-    A frame that returns a size (``x.shape[0] - 1``) returns it from its graph while the size
-    is symbolic; at 1 Dynamo folds it, and the size-1 frame's own bytecode returns the
-    constant, so its graph lacks that output.  Every other node and output must be the
-    same; the dropped outputs are folded values (sizes), which the caller leaves out of the
-    generic artifact's results."""
+    """Where two graphs differ only in sizes the generic one returns: the positions of the generic outputs ``other``
+    returns too, in order (None where they differ otherwise).  A returned size (``x.shape[0] - 1``) is a graph
+    output while symbolic; at 1 Dynamo folds it and the size-1 bytecode returns the constant.  So the dropped
+    outputs must be folded values; the caller leaves them out of the generic artifact's results."""
     if generic.entries != other.entries:
         return None
     keep: list[int] = []
@@ -55,30 +51,26 @@ def returned_sizes(generic: Canon, other: Canon) -> tuple[int, ...] | None:
 
 
 class Canonicalizer:
-    """Turns a graph into :class:`Canon` with ``rename`` applied to every symbol.
-
-    ``rename`` maps each symbol to its canonical form (the generic side substitutes the
-    widened symbol by 1 and names the others by their first input source; the size-1 side
-    names its symbols by source).  A symbol ``rename`` does not cover (unbacked, or
-    without a source) makes the graph incomparable."""
+    """Turns a graph into :class:`Canon`, every symbol through ``rename`` (the generic side: the
+    widened symbol by 1, the others by their first input source; the size-1 side: by source).  A
+    symbol ``rename`` does not cover (unbacked, or without a source) makes the graph incomparable."""
 
     def __init__(self, rename: Callable[[sympy.Symbol], sympy.Basic], relaid: frozenset[int] = frozenset()) -> None:
         self._rename = rename
-        #: positions (among tensor placeholders) of the placeholders whose layout (strides, offset) is not compared: the
-        #: caller copies them into the generic layout (:mod:`verishape.compiler.widen.layout`)
+        #: positions (among tensor placeholders) whose strides and offset are not compared: the caller
+        #: copies those inputs into the generic layout (:mod:`verishape.compiler.widen.layout`)
         self._relaid = relaid
-        #: storage of a folded whole-dimension scatter -> the storage of its src
+        #: storage of a folded whole-dimension scatter -> its src's
         self._same_storage: dict[Any, Any] = {}
-        #: storages some graph output uses (a scatter writing one is never folded)
+        #: storages a graph output uses (a scatter writing one is never folded)
         self._output_storages: set[Any] = set()
-        #: the graph only calls ATen ops that mutate nothing (see :func:`~verishape.compiler.widen.effects.is_functional`)
+        #: the graph calls only ATen ops that mutate nothing (:func:`is_functional`)
         self._functional = False
-        #: intermediates that no write or output can observe compare by value alone (sizes,
-        #: dtype, device; not strides): every op of the graph computes its values from its
-        #: inputs' values, none reads a layout (see :func:`reads_layout`)
+        #: no op reads a layout (:func:`reads_layout`) and the writes are known: an intermediate nothing
+        #: can observe compares by value alone (sizes, dtype, device; not strides)
         self._values_only = False
-        #: the storages the graph writes to (see :func:`mutated_storages`; None: unknown):
-        #: which storage an intermediate shares is compared only where it could be observed
+        #: storages the graph writes (:func:`mutated_storages`; None: unknown): an intermediate's storage
+        #: sharing is compared only where it could be observed
         self._written: set[Any] | None = None
 
     def expr(self, e: sympy.Basic) -> sympy.Basic:
@@ -104,47 +96,39 @@ class Canonicalizer:
 
     def tensor_meta(self, t: torch.Tensor, storages: list[Any], loose: bool = False,
                     hide_alias: bool = False) -> tuple[Any, ...]:
-        """Sizes, strides, offset, dtype, device, layout, grad flag and storage identity.
+        """Sizes, strides, offset, dtype, device, layout, grad flag and storage identity (its index in
+        ``storages``; ``hide_alias``: left out).
 
-        ``loose``: the stride of a dimension of size 1 is left out.  Its only index is 0,
-        so it never moves an address: two tensors that agree on everything else view the
-        same elements of the same storage (torch's contiguity checks skip such strides
-        too).  At size 1 ATen's stride choice for them differs from the generic formula
-        (a clone of a (1, 7) slice of a (1, 8) tensor keeps stride 8, where (s, 7) is made
-        contiguous).  Used for intermediates only: a graph output's strides are seen by
-        the caller, and an input's are what its guards check.
-
-        ``hide_alias``: the storage identity is left out (an intermediate of a graph that
-        mutates nothing, which no output shares storage with)."""
+        ``loose`` (intermediates only: an output's strides are the caller's, an input's its guards'): a
+        size-1 dimension's stride is left out.  Its only index is 0, so it moves no address (torch's
+        contiguity checks skip it too), and at 1 ATen's choice of it differs from the generic formula (a
+        clone of a (1, 7) slice of a (1, 8) tensor keeps stride 8, where (s, 7) is made contiguous)."""
         key = t.untyped_storage()._cdata  # the storage's identity; fake tensors have one too
         key = self._same_storage.get(key, key)
-        if hide_alias:
-            alias: Any = "private"
-        else:
-            if key not in storages:
-                storages.append(key)
-            alias = storages.index(key)
+        if not hide_alias and key not in storages:
+            storages.append(key)
+        alias: Any = "private" if hide_alias else storages.index(key)
         sizes, strides = self.scalar(t.shape), self.scalar(t.stride())
         if loose:
             strides = tuple("size-1" if n == 1 else st for n, st in zip(sizes, strides))
         return ("tensor", sizes, strides, self.number(t.storage_offset()),
                 str(t.dtype), str(t.device), str(t.layout), bool(t.requires_grad), alias)
 
-    def meta(self, value: Any, storages: list[Any], loose: bool = False, private: bool = False) -> Any:
-        """``private``: the value is an intermediate, whose storage sharing is not compared
-        where no output shares its storage and nothing in the graph writes to it (then
-        whether it is a copy or a view cannot be observed)."""
+    def meta(self, value: Any, storages: list[Any], intermediate: bool = False) -> Any:
+        """``intermediate`` (not a graph output): strides compared loosely (:meth:`tensor_meta`), and its
+        storage sharing left out where no output shares its storage and nothing in the graph writes to
+        it (a copy and a view cannot be told apart there)."""
         if isinstance(value, torch.Tensor):
             key = storage_of(value)
-            hide = (private and self._written is not None and key not in self._output_storages
+            hide = (intermediate and self._written is not None and key not in self._output_storages
                     and key not in self._written)
             if hide and self._values_only:
                 # only its values can be observed: sizes, dtype and device decide them
                 return ("tensor", self.scalar(value.shape), str(value.dtype), str(value.device),
                         str(value.layout), bool(value.requires_grad), "private")
-            return self.tensor_meta(value, storages, loose, hide_alias=hide)
+            return self.tensor_meta(value, storages, loose=intermediate, hide_alias=hide)
         if isinstance(value, (list, tuple)):
-            return tuple(self.meta(v, storages, loose, private) for v in value)
+            return tuple(self.meta(v, storages, intermediate) for v in value)
         if value is None:
             return None
         return ("other", type(value).__name__)
@@ -167,57 +151,42 @@ class Canonicalizer:
 
     def _identity_view(self, node: torch.fx.Node, index: dict[torch.fx.Node, int], storages: list[Any],
                        loose: bool = False) -> bool:
-        """An ATen view op (``slice``, ``alias``, ``view``, ``expand``...) whose result has
-        its input's sizes, strides, storage offset, dtype and storage: it reads exactly the
-        input's elements, so it is the input.  The traces differ in these (a generic
-        ``slice(x, 0, 0, end)`` is dropped at size 1, or becomes ``alias``; ViT's
-        ``cls_token.expand(batch, -1, -1)`` is dropped at batch 1, where the generic expand
-        gives the size-1 dimension stride 0); folded on both sides.  ``loose`` (not for a
-        graph output): strides of size-1 dimensions are not compared (see
-        :meth:`tensor_meta`)."""
+        """An ATen view op whose result has its input's sizes, strides, offset, dtype and storage: it reads exactly
+        the input's elements, so it is the input (folded on both sides).  The traces differ in these: a generic
+        ``slice(x, 0, 0, end)`` is dropped at 1 or becomes ``alias``; ViT's ``cls_token.expand(batch, -1, -1)`` is
+        dropped at batch 1 (the generic one gives that dimension stride 0).  ``loose``: :meth:`tensor_meta`'s."""
         target = node.target
-        if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload) or not target.is_view:
-            return False
-        pair = _tensor_and_source(node, index)
+        pair = (_tensor_and_source(node, index) if node.op == "call_function"
+                and isinstance(target, torch._ops.OpOverload) and target.is_view else None)
         if pair is None:
             return False
-        mine, theirs = pair
         probe = list(storages)
-        return self.tensor_meta(mine, probe, loose) == self.tensor_meta(theirs, probe, loose)
+        return self.tensor_meta(pair[0], probe, loose) == self.tensor_meta(pair[1], probe, loose)
 
     def _copy_of_input(self, node: torch.fx.Node, index: dict[torch.fx.Node, int], outputs: set[torch.fx.Node]) -> bool:
-        """``aten.clone(x)``, neither returned nor sharing storage with an output, where
-        nothing writes to either storage and no op reads a layout (:meth:`_unobserved`): the
-        same value as ``x``, whatever layout the copy was given.  At 1 ``contiguous()`` or
-        ``reshape`` of an input that is contiguous there returns it, where the generic graph
-        copies (T5's decoder; the attention of a static cache's decode step, whose graph
-        writes the cache and nothing else); there a copy and the original cannot be told
-        apart."""
+        """``aten.clone(x)`` not returned, where neither it nor ``x`` can be observed but by value
+        (:meth:`_unobserved`; an op that reads a layout could read past a copy's elements): it has ``x``'s
+        values, whatever layout it was given.  At 1 ``contiguous()`` or ``reshape`` of an input contiguous
+        there returns it where the generic graph copies (T5's decoder; a static cache's decode step)."""
         pair = _tensor_and_source(node, index) if node.target is torch.ops.aten.clone.default else None
         if node in outputs or pair is None:
             return False
         mine, theirs = pair
-        if not self._unobserved(mine, theirs):
-            return False  # (an op that reads a layout could read past a copy's elements)
-        # a copy has its input's values, whatever layout it was given
-        return (self.scalar(mine.shape), mine.dtype, mine.device) == (self.scalar(theirs.shape), theirs.dtype,
-                                                                      theirs.device)
+        return self._unobserved(mine, theirs) and (
+            (self.scalar(mine.shape), mine.dtype, mine.device) == (self.scalar(theirs.shape), theirs.dtype,
+                                                                   theirs.device))
 
     def _full_scatter(self, node: torch.fx.Node, index: dict[torch.fx.Node, int], folded: dict[torch.fx.Node, Any],
                       storages: list[Any], outputs: set[torch.fx.Node]) -> bool:
-        """``aten.slice_scatter(base, src, dim, 0, end)`` whose slice is the whole of
-        ``dim`` (``end >= base.size(dim)``, step 1) and whose ``src`` has its result's
-        sizes and strides: every element comes from ``src``, so the result *is* ``src``'s
-        value.  Generic traces write ``t[:, 1:] = v`` through a full dim-0 slice and scatter
-        it back; at size 1 ATen drops that slice.  Only where a fresh copy and ``src`` cannot
-        be told apart: a functional (AOT) graph, or neither written nor output
-        (:meth:`_unobserved`: a static cache's update, whose graph writes the cache alone);
-        never for a graph output (the caller could see the storage it shares)."""
+        """``aten.slice_scatter(base, src, dim, 0, end)`` over the whole of ``dim`` (step 1) whose ``src``
+        has its result's sizes and strides: every element comes from ``src``, so the result *is* ``src``'s
+        value.  Generic traces write ``t[:, 1:] = v`` through a full dim-0 slice and scatter it back; at 1
+        ATen drops that slice.  Only where a fresh copy and ``src`` cannot be told apart: a functional
+        (AOT) graph, or neither is written nor output (:meth:`_unobserved`); never a graph output."""
         if (node.target is not torch.ops.aten.slice_scatter.default or node in outputs
                 or not isinstance(value_of(node), torch.Tensor) or storage_of(value_of(node)) in self._output_storages):
             return False
-        args = list(node.args) + [None] * (6 - len(node.args))
-        base, src, dim, start, end, step = args[:6]
+        base, src, dim, start, end, step = (list(node.args) + [None] * 6)[:6]
         dim = node.kwargs.get("dim", 0 if dim is None else dim)
         start = node.kwargs.get("start", start)
         end = node.kwargs.get("end", end)
@@ -231,8 +200,7 @@ class Canonicalizer:
             return False
 
         def number(a: Any) -> Any:
-            return folded[a] if is_node(a) and a in folded else (
-                None if is_node(a) else self.number(a))
+            return folded[a] if is_node(a) and a in folded else (None if is_node(a) else self.number(a))
 
         size = self.number(whole.shape[dim])
         first, last, stride = number(0 if start is None else start), number(end), number(step)
@@ -289,16 +257,13 @@ class Canonicalizer:
                 entry = self._placeholder(node, value, storages, position in self._relaid)
             else:
                 entry = (node.op, target, self._arg(args, index, folded), self._arg(kwargs, index, folded),
-                         self.meta(value, storages, loose=node not in outputs, private=node not in outputs)
-                         if node.op != "output" else None)
+                         self.meta(value, storages, intermediate=node not in outputs) if node.op != "output" else None)
             index[node] = len(entries)
             entries.append(entry)
         return Canon(tuple(entries), returned)
 
     def _prepare(self, gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
-        """Read what the comparison of ``gm`` depends on (its outputs and their storages,
-        whether it is functional, what it writes, whether anything reads a layout); returns
-        the output nodes."""
+        """Read what comparing ``gm`` depends on (the fields :meth:`__init__` names); returns its output nodes."""
         outputs: set[torch.fx.Node] = set()
         for node in gm.graph.find_nodes(op="output"):
             each_node(node.args, outputs.add)
@@ -310,10 +275,9 @@ class Canonicalizer:
         return outputs
 
     def _unobserved(self, *values: Any) -> bool:
-        """Only these tensors' values can be observed, not which storage they are in: every
-        op computes values from values (none reads a layout), the graph's writes are known
-        and none is to their storages, and no output shares them.  A functional graph
-        writes nothing; an AOT graph of a static cache writes the cache alone."""
+        """Only these tensors' values can be observed, not which storage they are in: no op reads a
+        layout, the graph's writes are known and none reaches their storages, and no output shares them
+        (a functional graph writes nothing; an AOT graph of a static cache writes the cache alone)."""
         if not self._values_only or self._written is None:
             return False
         return all(isinstance(v, torch.Tensor) and storage_of(v) not in self._written
@@ -321,9 +285,7 @@ class Canonicalizer:
 
     def _same_value_as(self, node: torch.fx.Node, index: dict[torch.fx.Node, int], folded: dict[torch.fx.Node, Any],
                        storages: list[Any], outputs: set[torch.fx.Node]) -> torch.fx.Node | None:
-        """The node whose value ``node``'s is, where that cannot be told apart: a view equal
-        to its input, a whole-dimension scatter of its source, a copy never told apart from
-        its input; else None."""
+        """The node whose value ``node``'s is, where the two cannot be told apart, else None."""
         if self._identity_view(node, index, storages, loose=node not in outputs):
             return node.args[0]
         if self._full_scatter(node, index, folded, storages, outputs):
@@ -334,17 +296,13 @@ class Canonicalizer:
 
     def _unbroadcast_values(self, node: torch.fx.Node, index: dict[torch.fx.Node, int],
                             outputs: set[torch.fx.Node]) -> bool:
-        """A reshape that only drops leading dimensions of size 1, used only as the values of
-        ``index_put``, which broadcasts its values to the indexed shape: there the dropped
-        dimensions change nothing.  torch's indexing drops them before it calls
-        ``index_put`` (``y[:, :, i] = v`` with a ``v`` of batch 1: (1, 2, 1, 8) becomes
-        (2, 1, 8)), so the graph at batch 1 has a reshape the generic graph has not (Gemma
-        2's static sliding-window cache).  The reshape must view its input, or its input and
-        it must be unobserved (:meth:`_unobserved`): a copy taken before a write to its
-        input is not the input."""
-        if node.op != "call_function" or node in outputs or target_name(node.target) not in _RESHAPES:
-            return False
-        pair = _tensor_and_source(node, index)
+        """A reshape that only drops leading size-1 dimensions, used only as the values of ``index_put``, which
+        broadcasts them back to the indexed shape.  torch's indexing drops them before it calls ``index_put``
+        (``y[:, :, i] = v`` with ``v`` of batch 1: (1, 2, 1, 8) becomes (2, 1, 8)), so the graph at batch 1 has a
+        reshape the generic one has not (Gemma 2's static sliding-window cache).  It must view its input, or both be
+        unobserved: a copy taken before a write to its input is not the input."""
+        pair = (None if node.op != "call_function" or node in outputs or target_name(node.target) not in _RESHAPES
+                else _tensor_and_source(node, index))
         if pair is None:
             return False
         mine, theirs = pair
@@ -357,15 +315,13 @@ class Canonicalizer:
         users = list(node.users)
         return bool(users) and all(
             u.target in _BROADCAST_VALUES and len(u.args) >= 3 and u.args[2] is node and u.args[0] is not node
-            and not _mentions(u.args[1], node) and not _mentions(u.kwargs, node) for u in users)
+            and not _mentions((u.args[1], u.kwargs), node) for u in users)
 
     def _arg(self, a: Any, index: dict[torch.fx.Node, int], folded: dict[torch.fx.Node, Any]) -> Any:
         """A node's argument in comparable form: another node by position (or the value a
         size node was folded to), containers item by item, numbers renamed, constants by repr."""
         if is_node(a):
-            if a in folded:
-                return ("value", folded[a])
-            return ("node", index[a])
+            return ("value", folded[a]) if a in folded else ("node", index[a])
         if isinstance(a, (list, tuple)):
             items = tuple(self._arg(x, index, folded) for x in a)
             if items and all(i[0] == "value" for i in items):
@@ -389,27 +345,22 @@ class Canonicalizer:
     def _placeholder(self, node: torch.fx.Node, value: Any, storages: list[Any], relaid: bool) -> tuple[Any, ...]:
         """An input's entry: its source and metadata (``relaid``: without strides and offset)."""
         src = placeholder_source(node)
-        source = src.name if src is not None else None
         meta = self.meta(value, storages)
         if relaid and isinstance(value, torch.Tensor):
             meta = (*meta[:2], "relaid", "relaid", *meta[4:])
-        return ("placeholder", source, meta)
+        return ("placeholder", src.name if src is not None else None, meta)
 
     def _moot_causal(self, node: torch.fx.Node, target: str) -> tuple[Any, Any]:
-        """``node``'s arguments, with ``is_causal`` of an attention call read as False when
-        the query and the key both have one position.
-
-        Why: the causal mask of a 1 x 1 score matrix is ``[[True]]``, which masks nothing, so
-        ``is_causal=True`` and ``False`` compute the same there.  Hugging Face decoders pass
-        ``is_causal=q_len > 1`` (BART): the generic graph at length 1 says True, the length-1
-        trace False.  Only the flag is normalised; every other argument and the output
-        metadata are still compared, and a key longer than one position keeps the flag."""
+        """``node``'s arguments, an attention call's ``is_causal`` read as False where the query and the
+        key both have one position: the causal mask of a 1 x 1 score matrix is ``[[True]]``, so True and
+        False compute the same there (Hugging Face decoders pass ``is_causal=q_len > 1``, BART: the generic
+        graph says True at length 1, the length-1 trace False).  Only the flag is normalised; every other
+        argument and the output metadata are still compared."""
         if "scaled_dot_product" not in target or len(node.args) < 2:
             return node.args, node.kwargs
         q, k = (value_of(a) if is_node(a) else None for a in node.args[:2])
-        if not all(isinstance(t, torch.Tensor) and t.dim() >= 2 for t in (q, k)):
-            return node.args, node.kwargs
-        if not (self.number(q.shape[-2]) == 1 and self.number(k.shape[-2]) == 1):
+        if not (all(isinstance(t, torch.Tensor) and t.dim() >= 2 for t in (q, k))
+                and self.number(q.shape[-2]) == 1 and self.number(k.shape[-2]) == 1):
             return node.args, node.kwargs
         if "is_causal" in node.kwargs:
             return node.args, {**node.kwargs, "is_causal": False}
@@ -450,6 +401,8 @@ def first_difference(generic: Canon, other: Canon, width: int = 160) -> str:
 _RESHAPES = ("aten.view.default", "aten._unsafe_view.default", "aten.reshape.default")
 #: ATen ops that broadcast their third argument (the values) to the shape they index
 _BROADCAST_VALUES = (torch.ops.aten.index_put.default, torch.ops.aten.index_put_.default)
+
+
 def _tensor_and_source(node: torch.fx.Node, index: dict[torch.fx.Node, int]) -> tuple[torch.Tensor, torch.Tensor] | None:
     """The tensor ``node`` makes and that of its first argument, a node already compared."""
     source = node.args[0] if node.args else None
@@ -467,17 +420,10 @@ def _mentions(a: Any, node: torch.fx.Node) -> bool:
 
 def canonical(gm: torch.fx.GraphModule, rename: Callable[[sympy.Symbol], sympy.Basic],
               relaid: frozenset[int] = frozenset()) -> Canon:
-    """``gm`` as :class:`Canon`.
-
-    Kept, in order: tensor placeholders and every node whose value holds a tensor or
-    nothing (``None``: asserts and other effects are compared, never dropped), each with
-    its op, target, arguments and value metadata (sizes, strides, storage offset, dtype,
-    device, layout, ``requires_grad``, and which earlier kept value shares its storage).
-    Folded: nodes whose value is a number or a tuple of numbers (SymInt placeholders,
-    ``sym_size``, size arithmetic), replaced at each use by their value as an expression.
-    Every symbol goes through ``rename``; expressions are expanded, so ``1*s1`` and
-    ``s1`` compare equal.  ``relaid``: positions of the placeholders whose strides and
-    offset are not compared (the caller runs the generic artifact on a copy in its layout).  Raises
-    :class:`NotWidened` for what it cannot compare (submodules, tensor constants, unnamed
-    symbols)."""
+    """``gm`` as :class:`Canon`.  Kept, in order: tensor placeholders and every node whose value holds a tensor or
+    nothing (asserts and other effects are compared, never dropped), with op, target, arguments and value metadata
+    (:meth:`Canonicalizer.meta`).  Folded: nodes whose value is a number or a tuple of numbers, replaced at each use
+    by that value.  Every symbol goes through ``rename``, expressions expanded (``1*s1`` equals ``s1``).
+    ``relaid``: placeholders compared without strides and offset.  Raises :class:`NotWidened` for what it cannot
+    compare (submodules, tensor constants, unnamed symbols)."""
     return Canonicalizer(rename, relaid).graph(gm)

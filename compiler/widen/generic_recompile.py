@@ -1,15 +1,11 @@
-"""A frame compiled again is compiled generic in the sizes its input tensors share.
-
-From a frame's second compile on (``frame_compile_id > 0``), once its calls have brought more
-than one layout of inputs (Note [A frame's inputs that vary earn the generic policy]), every size
-(>= 2) two or more of its input tensors share gets a symbol of Dynamo's automatic-dynamic kind
-(``DimDynamic.DYNAMIC``), and so does an int argument beside them (:func:`_int_gets_symbol`).  A
-call headed for a reuse at 1 (:func:`arrives_at_one`) takes stock's choices; a frame whose arrivals
-at 1 keep being refused (:data:`FRUITLESS_ARRIVALS`) stops.  Left alone: the first compile, static
-tensors, globals, other backends, widening off, sizes already dynamic or unbacked.  Dynamo traces
-and guards the symbols as with ``mark_dynamic``: a compile policy, not a soundness question.  Why
-and at what cost: docs/compile.md, "A frame compiled again is compiled generic in the sizes its
-inputs share".  ``generic_recompiles=False`` keeps stock's policy.
+"""A frame compiled again is compiled generic in the sizes its input tensors share (why, what is left alone and at
+what cost: docs/compile.md, "A frame compiled again is compiled generic in the sizes its inputs share").  From a
+frame's second compile on, once its calls have brought more than one layout of inputs
+(Note [A frame's inputs that vary earn the generic policy]), every size (>= 2) two or more of its input tensors
+share gets a symbol of Dynamo's automatic-dynamic kind, and so does an int argument beside them
+(:func:`_int_gets_symbol`).  A call headed for a reuse at 1 (:func:`arrives_at_one`) takes stock's choices; a frame
+whose arrivals at 1 keep being refused (:data:`FRUITLESS_ARRIVALS`) stops.  A compile policy, not a soundness
+question: Dynamo traces and guards the symbols as with ``mark_dynamic``.
 """
 
 from __future__ import annotations
@@ -46,9 +42,8 @@ def install() -> None:
 
 
 def wants_generic(compiler_fn: Any) -> bool:
-    """The frame's backend is a verishape backend with generic recompiles on: a
-    ``VerishapeBackend`` says so itself; the named backend (``backend="verishape"``) from the
-    ``mode`` and ``options`` torch's wrapper holds for it."""
+    """The frame's backend is a verishape backend with generic recompiles on: a ``VerishapeBackend`` says so itself;
+    the named backend (``backend="verishape"``) from the ``mode`` and ``options`` torch's wrapper holds for it."""
     fn, held = frames.verishape_backend(compiler_fn)
     wanted = getattr(fn, "generic_recompiles", False) if fn is not None else False
     return bool(wanted(held) if callable(wanted) else wanted)
@@ -69,13 +64,10 @@ def is_recompile() -> bool:
 
 
 class _Call(NamedTuple):
-    """What the compile under way reads off its call's arguments, once per trace."""
+    """What the compile under way reads off its call's arguments, once per trace (:func:`_call_of`)."""
 
-    #: the sizes it makes symbols of (:func:`_call_of`)
-    shared: frozenset[int]
-    #: the call reaches other input tensors than the frame's previous compile did
-    #: (:func:`verishape.compiler.widen.input_layouts.other_tensors_than_before`)
-    other_tensors: bool
+    shared: frozenset[int]  # the sizes it makes symbols of
+    other_tensors: bool  # the call reaches other input tensors than the frame's previous compile did
 
 
 #: the compile under way's :class:`_Call`, computed once per Dynamo output graph (held
@@ -90,9 +82,8 @@ def shared_sizes(f_locals: dict[str, Any]) -> frozenset[int]:
     return input_layouts.walk(f_locals)[0]
 
 
-#: arrivals at 1 in a row that every kept compile of a frame refused before its generic
-#: policy stops (the frame's recompiles then take stock's choices): the first refusal is
-#: traced again with the generic policy, a second in a row says its generic compiles do not pay
+#: arrivals at 1 in a row every kept compile of a frame refused before its recompiles take stock's
+#: choices: the first is traced again with the generic policy, a second says its generic compiles do not pay
 FRUITLESS_ARRIVALS = 2
 #: per frame (its code): the arrivals at 1 every kept compile refused since its last reuse
 _refused_arrivals: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
@@ -115,10 +106,9 @@ _ARRIVAL = "_verishape_arrival"
 
 
 def _call_of(tx: Trace) -> _Call:
-    """The sizes the compile under way makes symbols of (the shared sizes where the generic
-    policy applies, else none), and whether its call reaches other tensors than the frame's
-    previous compile, read once per trace.  Asked on the frame's first compile too, which
-    records its input layout (Note [A frame's inputs that vary earn the generic policy])."""
+    """The compile under way's :class:`_Call` (its shared sizes where the generic policy applies, else
+    none).  Asked on the frame's first compile too, which records its input layout
+    (Note [A frame's inputs that vary earn the generic policy])."""
     global _last
     output = tx.output
     ref, call = _last
@@ -146,13 +136,11 @@ def _call_of(tx: Trace) -> _Call:
 
 
 def retrace_after_refusal(tx: Trace) -> str | None:
-    """Every reuse refused an attempt that took stock's choices for a reuse at 1: why the
-    frame is to be traced again with the generic policy (the caller restarts Dynamo's
-    analysis), so that what compiles is as generic as it would have been and later calls
-    reuse from it; None where the attempt was no such attempt, the generic policy would
-    give no symbol here anyway, or this refusal makes the frame's arrivals fruitless
-    (:data:`FRUITLESS_ARRIVALS`).  Counted: ``counters["verishape"]["arrivals_retraced"]``,
-    ``["generic_policy_stopped"]``."""
+    """Every reuse refused an attempt that took stock's choices for a reuse at 1: why the frame is to be
+    traced again with the generic policy (the caller restarts Dynamo's analysis), so that what compiles is
+    as generic as it would have been; None where the attempt was no such attempt, the policy would give no
+    symbol anyway, or this refusal makes the frame's arrivals fruitless (:data:`FRUITLESS_ARRIVALS`).
+    Counted: ``counters["verishape"]["arrivals_retraced"]``, ``["generic_policy_stopped"]``."""
     from torch._dynamo.utils import counters
 
     ctx = candidate.compile_context()
@@ -171,17 +159,10 @@ def retrace_after_refusal(tx: Trace) -> str | None:
 
 
 def arrives_at_one(code: Any, f_globals: dict[str, Any], f_locals: dict[str, Any]) -> bool:
-    """Some size a kept generic compile of ``code`` keeps for 1 (every source of it) is 1
-    in this call: the trace is headed for a reuse at 1
-    (:mod:`verishape.compiler.widen.reuse`), so it takes stock's automatic dynamic choices
-    and no shared size gets a symbol it has not earned by changing.
-
-    Why: the reuse binds a size the new trace has as a constant to that constant, so a
-    static trace serves as well as a generic one, at stock's cost (docs/compile.md).  A
-    source this cannot read (a torch whose sources cannot be evaluated, a property that
-    raises) keeps the generic policy.  Only a kept compile whose every constant size is that
-    size in this call counts (the reuse is refused otherwise, and the trace would be made
-    twice)."""
+    """Some size a kept generic compile of ``code`` keeps for 1 is 1 at every source in this call, and
+    every size it has as a constant is that constant: the trace is headed for a reuse at 1, so it takes
+    stock's choices (the reuse binds a size the new trace has as a constant to that constant, so a
+    static trace serves as well, at stock's cost).  A source this cannot read keeps the generic policy."""
     from .kept import alive
     from .sizes import bound_sources
 
@@ -235,9 +216,8 @@ def call_arguments(tx: Trace) -> _CallArguments:
 
 
 def generic_sizes(context: Any, tensor: Any, shared: frozenset[int]) -> Any:
-    """``context`` with every static size of ``tensor`` that is in ``shared`` made dynamic,
-    except the sizes ``torch._dynamo.mark_static`` pinned; the same object when nothing
-    changes."""
+    """``context`` with every static size of ``tensor`` that is in ``shared`` made dynamic, except the sizes
+    ``torch._dynamo.mark_static`` pinned; the same object when nothing changes."""
     from torch.fx.experimental.symbolic_shapes import DimDynamic
 
     sizes = getattr(context, "dynamic_sizes", None)
@@ -246,23 +226,19 @@ def generic_sizes(context: Any, tensor: Any, shared: frozenset[int]) -> Any:
     pinned = getattr(tensor, "_dynamo_static_indices", ())
     chosen = [DimDynamic.DYNAMIC if d is DimDynamic.STATIC and i not in pinned and tensor.shape[i] in shared else d
               for i, d in enumerate(sizes)]
-    if chosen == list(sizes):
-        return context
-    return dataclasses.replace(context, dynamic_sizes=chosen)
+    return context if chosen == list(sizes) else dataclasses.replace(context, dynamic_sizes=chosen)
 
 
 def _policy_applies(tx: Trace, source: Any) -> bool:
-    """The input named by ``source`` is one the generic policy may make dynamic: automatic
-    dynamic is on (and static by default), the frame's backend is verishape's with generic
-    recompiles, and the input is reached from the frame's arguments (:func:`_call_of`
-    says for which compiles)."""
+    """The input named by ``source`` is one the generic policy may make dynamic: automatic dynamic is on
+    (static by default), the backend is verishape's with generic recompiles, and the input is reached from
+    the frame's arguments (a local, not a global)."""
     from torch._dynamo import config
     from torch._dynamo.source import LocalSource
 
     if not (config.automatic_dynamic_shapes and config.assume_static_by_default is not False
             and wants_generic(getattr(tx.output, "compiler_fn", None)) and source is not None):
         return False
-    # reached from the frame's arguments (a local), not a global
     return isinstance(source.get_base() if hasattr(source, "get_base") else source, LocalSource)
 
 
@@ -319,9 +295,7 @@ def _generic_int_on_recompile(original: Any) -> Any:
 def _declared_int(builder: Any, value: int) -> Any:
     """The declared variable of an int argument (``verishape.compile(shapes_spec=...)``)
     whose value is at least 2 and in its range, or None."""
-    if type(value) is not int or value < 2 or builder.source is None:
-        return None
-    declared = declared_of(builder.tx)
+    declared = None if type(value) is not int or value < 2 or builder.source is None else declared_of(builder.tx)
     if declared is None:
         return None
     dim = declared.leaf(builder.source, getattr(builder.tx.output, "root_tx", builder.tx).f_code)
@@ -336,8 +310,7 @@ def _int_gets_symbol(builder: Any, value: int) -> bool:
     from torch._dynamo import config
     from torch._guards import TracingContext
 
-    if type(value) is not int or value < 2 or config.specialize_int:
-        return False
-    if getattr(TracingContext.try_get(), "force_unspec_int_unbacked_size_like", False):
+    if type(value) is not int or value < 2 or config.specialize_int or getattr(
+            TracingContext.try_get(), "force_unspec_int_unbacked_size_like", False):
         return False
     return _policy_applies(builder.tx, builder.source) and bool(_call_of(builder.tx).shared)

@@ -3,8 +3,7 @@ proof needs of it (its Dynamo and AOT inference graphs, artifact, inputs, guards
 answers, :mod:`verishape.compiler.widen.questions`), recorded while the user's backend compiles it.
 Where torch's cache served the artifact, the answers are read from its record
 (:mod:`verishape.compiler.widen.record`) and the AOT graph traced again (never lowered) when size 1
-arrives, unless a verdict answers (:mod:`verishape.compiler.widen.verdict`).
-"""
+arrives, unless a verdict answers (:mod:`verishape.compiler.widen.verdict`)."""
 
 from __future__ import annotations
 
@@ -42,9 +41,6 @@ KNOWN_BACKENDS = ("eager", "aot_eager", "inductor")
 _AOT_BACKENDS = ("aot_eager", "inductor")
 
 
-# ---------------------------------------------------------------------------- keeping the generic compile
-
-
 @dataclasses.dataclass
 class Kept:
     """A generic compile, kept for a later size-1 call (see the module docstring)."""
@@ -64,8 +60,7 @@ class Kept:
     compile_id: Any
     #: seconds the user's backend took to compile it (what a reuse saves)
     compile_s: float = 0.0
-    #: served from torch's cache: the key its widening record is stored under
-    #: (:mod:`verishape.compiler.widen.record`), read when size 1 arrives
+    #: served from torch's cache: the key its widening record is stored under, read when size 1 arrives
     cache_key: str | None = None
     #: served from AOTAutograd's cache: the graph and inputs AOTAutograd was given, from
     #: which the inference graph is traced again when size 1 arrives
@@ -75,33 +70,29 @@ class Kept:
     #: traced with sizes kept symbolic at 1 (:mod:`verishape.compiler.widen.candidate`):
     #: never run as traced, so it is also tried for calls with no size at 1
     candidate: bool = False
-    #: for a candidate, what its attempt kept symbolic at 1: a trace of its graphs again
-    #: (:func:`_traced_again`) answers inside the same scope, as the attempt did
+    #: for a candidate, what its attempt kept symbolic at 1: :func:`_traced_again` answers in that scope too
     at_one: SymbolicAtOne | None = None
     #: every key torch's caches file the artifact under (verdicts are filed under them)
     artifact_keys: tuple[str, ...] = ()
     #: the Dynamo source of each of ``inputs`` (read off a later call's arguments)
     sources: tuple[Any, ...] = ()
-    #: Dynamo's context of the compile that kept it (weakly): a candidate lives as long as
-    #: that compile's later attempts, whose entry it is proved for
+    #: Dynamo's context of the compile that kept it (weakly): a candidate lives as long as that
+    #: compile's later attempts, whose entry it is proved for
     context: Any = None
     #: a candidate lowered here: the answers its trace gave without a guard before the
     #: lowering (Dynamo's and AOTAutograd's; the lowering's are in ``questions``), which may
     #: stand in for an AOT trace (Note [A candidate's answers stand in for its AOT trace])
     unguarded: tuple[tuple[sympy.Basic, bool], ...] | None = None
-    #: the global state its trace ran under, as Dynamo's global-state guard serializes it
-    #: (grad mode, autocast, deterministic algorithms, default dtype, threads; None where
-    #: this torch keeps no such guard): what its lowering was made under
+    #: the global state its lowering was made under, as Dynamo's global-state guard serializes it
+    #: (grad mode, autocast, determinism, default dtype, threads; None: this torch has no such guard)
     global_state: str | None = None
-    #: the backend object that compiled it (weakly): Dynamo serves a frame's entries only to
-    #: the backend that made them, and that backend's options (``fallback_random``, a mode)
-    #: are part of what its artifact computes, so no other backend's call may run it
+    #: the backend object that compiled it (weakly): Dynamo serves an entry only to the backend that made
+    #: it, whose options (``fallback_random``, a mode) are part of what its artifact computes
     owner: Any = None
 
     def from_cache(self) -> None:
-        """An artifact torch's cache served: read its lowering's answers from the record
-        beside it.  Raises :class:`NotWidened` with the reason where it is missing or does
-        not belong."""
+        """An artifact torch's cache served: read its lowering's answers from the record beside it;
+        raises :class:`NotWidened` with the reason where it is missing or does not belong."""
         if self.spoiled is not None:
             raise NotWidened(self.spoiled)
         if self.questions is None and self.cache_key is not None:
@@ -116,18 +107,19 @@ class Kept:
         return self.backend in _AOT_BACKENDS
 
     def aot_graph(self) -> Snapshot | None:
-        """The kept AOT inference graph (None for a backend without one): for an artifact
-        torch's cache served, traced again (never lowered) when first asked for: only where
-        no verdict answers the comparison (:mod:`verishape.compiler.widen.verdict`)."""
+        """The kept AOT inference graph (None for a backend without one); for an artifact torch's
+        cache served, traced again when first asked for (where no verdict answers the comparison)."""
         if self.spoiled is not None:
             raise NotWidened(self.spoiled)
-        if self.aot is None and self.backend in _AOT_BACKENDS:
+        if self.aot is None and self.has_aot:
             self.aot = _traced_again(self)  # refuses where nothing was kept to trace
         return self.aot
 
 
 @dataclasses.dataclass
 class _Recording:
+    """A generic compile under way, as :class:`Kept` (its ``aot_source`` holds real inputs: :func:`_fake_source`)."""
+
     env: ShapeEnv
     candidates: frozenset[sympy.Symbol]
     dynamo: Snapshot
@@ -140,9 +132,7 @@ class _Recording:
     #: the keys torch's caches store the artifact under ("aot:..." AOTAutograd's, "fx:..."
     #: Inductor's FX graph cache's), where they were computed
     keys: list[str] = dataclasses.field(default_factory=list)
-    #: :attr:`Kept.aot_source`
     aot_source: tuple[Any, list[Any]] | None = None
-    #: :attr:`Kept.unguarded`
     unguarded: tuple[tuple[sympy.Basic, bool], ...] | None = None
 
 
@@ -152,10 +142,9 @@ _kept_lock = threading.Lock()
 
 
 def observe_aot(mod: Any, args: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Called by the backend's ``aot_module_simplified`` hook: while a generic compile is
-    recorded, keep the call's graph, inputs and options and wrap its inference compiler so
-    that the graph it receives is copied, and the lowering's shape answers logged, before it
-    is lowered."""
+    """The backend's ``aot_module_simplified`` hook: while a generic compile is recorded, keep the call's graph,
+    inputs and options, and wrap its inference compiler to copy the graph it receives and log the lowering's shape
+    answers."""
     rec = _recording.get()
     if rec is None:
         return kwargs
@@ -175,8 +164,7 @@ def observe_aot(mod: Any, args: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
         hits = counters["inductor"]["fxgraph_cache_hit"]
         with questions_.recording(rec.env, rec.candidates) as qlog:
             out = inner(gm, example_inputs, *args, **kw)
-        # served from Inductor's FX graph cache: lowered out of sight, answers unknown (its
-        # record is read by key when size 1 arrives)
+        # served from Inductor's FX graph cache: lowered out of sight (its record is read by key at size 1)
         rec.questions = qlog if counters["inductor"]["fxgraph_cache_hit"] == hits else None
         if rec.questions is not None:
             # the sizes the AOT graph computes with join the lowering's: the record holds
@@ -198,11 +186,9 @@ def observe_aot(mod: Any, args: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def recording(env: ShapeEnv, backend_name: str, gm: torch.fx.GraphModule) -> Iterator[_Recording | None]:
-    """Around the user's backend call of a compile: record what a later size-1 call's
-    proof needs.  Yields None when no size of this frame can be widened.  Torch's caches
-    stay on: a generic artifact served from the AOTAutograd or FX-graph cache was lowered
-    out of sight, so it is kept with the key of its widening record, read when size 1
-    arrives (a size-1 call compiles as stock where that record is missing)."""
+    """Around the user's backend call of a compile: record what a later size-1 call's proof needs
+    (None: no size of this frame can be widened).  Torch's caches stay on: an artifact they serve is
+    kept with the key of its widening record (:meth:`Kept.from_cache`)."""
     candidates = frozenset(eligible(env)) if backend_name in KNOWN_BACKENDS else frozenset()
     if not candidates:
         yield None
@@ -236,8 +222,8 @@ def keep(rec: _Recording, tx: Trace, compiled: Callable[..., Any], backend_name:
         _copy_record(rec)
     inputs = [(tf.source.name, tf.fake) for tf in tx.output.tracked_fakes]
     # the key of the entry that served the artifact: AOTAutograd's where its cache did, else the FX graph cache's
-    prefix = "aot:" if served else "fx:"
-    cache_key = next((key for key in rec.keys if key.startswith(prefix)), None) if rec.questions is None else None
+    cache_key = (next((key for key in rec.keys if key.startswith("aot:" if served else "fx:")), None)
+                 if rec.questions is None else None)
     kept = Kept(rec.env, rec.candidates, backend_name, rec.dynamo, rec.aot, rec.aot_kwargs, rec.questions,
                 compiled, inputs, guard_keys(tx.output.guards), CompileContext.current_compile_id(),
                 time.perf_counter() - rec.started, cache_key,
@@ -251,12 +237,10 @@ def keep(rec: _Recording, tx: Trace, compiled: Callable[..., Any], backend_name:
         _kept.setdefault(tx.f_code, []).append(kept)
 
 
-def _fake_source(rec: _Recording, detached: bool = False) -> tuple[Any, list[Any]] | None:
-    """The graph AOTAutograd was given, with the fake inputs Dynamo traced it with in place
-    of the call's real ones (Dynamo's backend receives real tensors; keeping them would
-    keep a served model's activations and caches alive).  ``detached``: over a copy of its
-    graph (a candidate's trace ends in a restart, and Dynamo then clears the nodes of the
-    graph it gave the backend)."""
+def _fake_source(rec: _Recording, detached: bool) -> tuple[Any, list[Any]] | None:
+    """The graph AOTAutograd was given, with Dynamo's fake inputs in place of the call's real ones
+    (kept, those would keep a served model's activations and caches alive).  ``detached``: over a copy
+    of its graph (a candidate's trace ends in a restart, and Dynamo then clears the graph's nodes)."""
     assert rec.aot_source is not None
     mod, args = rec.aot_source
     fakes = [n.meta.get("example_value", n.meta.get("val")) for n in rec.dynamo.graph.find_nodes(op="placeholder")]
@@ -266,12 +250,11 @@ def _fake_source(rec: _Recording, detached: bool = False) -> tuple[Any, list[Any
 
 
 def _detached(mod: torch.fx.GraphModule) -> torch.fx.GraphModule:
-    """``mod`` over a copy of its graph (its attributes shared), with what AOTAutograd reads
-    of a Dynamo graph: the module's metadata and parameter sources, each input's source."""
+    """``mod`` over a copy of its graph (attributes shared), with what AOTAutograd reads of a Dynamo
+    graph: the module's metadata and parameter sources, each input's source."""
     graph = torch.fx.Graph()
     copies: dict[torch.fx.Node, torch.fx.Node] = {}
-    out = graph.graph_copy(mod.graph, copies)
-    graph.output(out)
+    graph.output(graph.graph_copy(mod.graph, copies))
     copy = torch.fx.GraphModule(mod, graph)
     copy.meta = dict(mod.meta)
     if hasattr(mod, "_param_name_to_source"):
@@ -286,18 +269,16 @@ def _copy_record(rec: _Recording) -> None:
     """Lowered out of sight by Inductor's FX graph cache in this process: the record that
     cache's key names also goes under AOTAutograd's key (see :func:`record.copy`)."""
     fx = next((key for key in rec.keys if key.startswith("fx:")), None)
-    for key in rec.keys:
-        if fx is not None and key.startswith("aot:"):
-            try:
-                record.copy(fx, key, rec.env)
-            except OSError as exc:
-                log.warning("verishape: the widening record for %s was not copied: %r", key[:24], exc)
+    for key in (k for k in rec.keys if fx is not None and k.startswith("aot:")):
+        try:
+            record.copy(fx, key, rec.env)
+        except OSError as exc:
+            log.warning("verishape: the widening record for %s was not copied: %r", key[:24], exc)
 
 
 def _save_record(rec: _Recording) -> None:
-    """Write the lowering's answers beside the artifact torch's caches store, under each of
-    their keys (pickled once).  A record that cannot be written costs a warm process its reuse, never
-    this compile: the failure is logged and the frame's log says so."""
+    """Write the lowering's answers under each of the artifact's cache keys.  A record that cannot be
+    written costs a warm process its reuse, never this compile: logged, and the frame's log says so."""
     name = group_name(rec.env, tuple(sorted(rec.candidates, key=str)))
     try:
         remote = record.save(rec.keys, rec.questions, rec.env)
@@ -319,9 +300,8 @@ _key_hook_lock = threading.Lock()
 
 
 def _install_key_hook() -> None:
-    """Wrap AOTAutograd's cache key function (idempotent) so that a recorded compile learns
-    the key its artifact is cached under.  A torch without it keeps no records (a warm
-    process compiles size 1 as stock)."""
+    """Wrap AOTAutograd's cache key function (idempotent) so that a recorded compile learns the key its
+    artifact is cached under; a torch without it keeps no records."""
     global _key_hook_installed
     with _key_hook_lock:
         if _key_hook_installed:
@@ -353,11 +333,9 @@ def facts(env: ShapeEnv) -> tuple[Any, ...]:
 
 
 def _traced_again(k: Kept) -> Snapshot:
-    """The AOT inference graph of an artifact AOTAutograd's cache served, traced again (never
-    lowered) from the graph and fake inputs AOTAutograd was given, under their own tracing
-    context.  Tracing must not need a fact the cached entry does not check: where it adds a
-    guard, narrows a range or replaces a symbol, the kept compile is spoiled (this reuse and
-    every later one refused)."""
+    """The AOT inference graph of an artifact AOTAutograd's cache served, traced again (never lowered) from the
+    graph and fake inputs it was given.  Tracing must not need a fact the cached entry does not check: where it adds
+    a guard, range or replacement, the kept compile is spoiled (this reuse and every later one refused)."""
     from torch._guards import TracingContext, tracing
     from torch._subclasses.fake_tensor import FakeTensor
 
@@ -376,15 +354,13 @@ def _traced_again(k: Kept) -> Snapshot:
                                        "tracing the cached generic artifact's AOT graph again gave no inference graph")
     finally:  # a trace that ended in a refusal spoils it too
         if facts(k.env) != before:
-            # the env now holds facts its cache entry does not check: nothing more is proved from it
             k.spoiled = ("tracing the cached generic artifact's AOT graph again added a guard, range or replacement "
                          "its cache entry does not check")
             raise NotWidened(k.spoiled)  # noqa: B012 - the spoiled env outranks the trace's own answer
 
 
 def alive(code: types.CodeType) -> list[Kept]:
-    """The kept compiles of ``code`` whose cache entry Dynamo still holds (a reset or an
-    evicted entry drops them)."""
+    """The kept compiles of ``code`` whose cache entry Dynamo still holds (the others are dropped)."""
     with _kept_lock:
         kept = list(_kept.get(code, ()))
     if not kept:
@@ -392,9 +368,8 @@ def alive(code: types.CodeType) -> list[Kept]:
     from torch._guards import CompileContext
 
     ids = {str(e.compile_id) for e in torch_seam.cache_entries(code)}
-    # a candidate's compile is the one whose stock attempt is under way (its entry comes
-    # after: :mod:`verishape.compiler.widen.candidate`); it lives as long as that entry.  By
-    # the compile's context, not its id: ids start again at a reset of Dynamo
+    # a candidate's compile is the one whose stock attempt is under way (its entry comes after), and it
+    # lives as long as that entry: found by the compile's context, not its id (reset by a Dynamo reset)
     now = CompileContext.try_get()
     alive = [k for k in kept if str(k.compile_id) in ids
              or (now is not None and k.context is not None and k.context() is now)]
@@ -408,8 +383,7 @@ def alive(code: types.CodeType) -> list[Kept]:
 
 
 def kept_count() -> int:
-    """How many generic compiles are kept for a size-1 call and still in Dynamo's cache
-    (tests and benchmarks read it; the others are dropped)."""
+    """How many generic compiles are kept and still in Dynamo's cache (the others are dropped)."""
     with _kept_lock:
         codes = list(_kept.keys())
     return sum(len(alive(code)) for code in codes)
@@ -424,8 +398,7 @@ def _weakly(owner: object) -> Callable[[], object]:
 
 
 def global_state(tx: Trace) -> str | None:
-    """The global state ``tx`` was traced under, serialized by Dynamo's global-state guard
-    (the guard every entry of the frame checks), or None where this torch has none."""
+    """The global state ``tx`` was traced under, as Dynamo's global-state guard serializes it, or None."""
     guard = getattr(tx.output, "global_state_guard", None)
     return guard.__getstate__() if guard is not None else None
 
@@ -441,9 +414,8 @@ def guard_kind(guard: Any) -> str:
     return getattr(fn, "__name__", None) or getattr(getattr(fn, "func", None), "__name__", repr(fn))
 
 
-#: the global under which Dynamo installs the frame's builtins dict, numbered by a counter
-#: that runs across traces (``OutputGraph.install_builtins_dict_in_fglobals``): two traces of
-#: one frame name the same dict differently
+#: the global Dynamo installs the frame's builtins dict under, numbered across traces
+#: (``OutputGraph.install_builtins_dict_in_fglobals``): two traces of one frame name it apart
 _BUILTINS_DICT = re.compile(r"__builtins_dict___\d+")
 #: a global Dynamo installs for an object by its id, suffixed with the compile's number
 #: (``OutputGraph.install_global_by_id``: ``_<id>_c<n>``): two compiles name one object apart

@@ -1,22 +1,18 @@
-"""A generic compile's widening record, kept beside the artifact torch caches.
+"""A generic compile's widening record: the question log its lowering acted on (with the sizes its AOT graph
+computes with), written beside the artifact under its cache keys by the process that lowered it (after the
+lowering), read by a process torch's cache serves the artifact to.  Nothing else: the rest of a reuse comes from the
+live trace, or a verdict (:mod:`verishape.compiler.widen.verdict`).
 
-A size-1 reuse needs the answers the generic graph's lowering acted on; a process served that
-artifact from torch's cache never lowered it.  So the process that lowered it (only that one,
-after the lowering) writes the question log under the artifact's cache key, and a process served
-the artifact reads it back.  The record is that log (with the sizes the AOT graph it was given
-computes with), nothing else: the Dynamo graph, guards and inputs come from the reusing process's
-live trace, the AOT comparison from a verdict or a trace (:mod:`verishape.compiler.widen.verdict`).
-
-Note [A record belongs to its artifact] is enforced here; what ties a record to its artifact,
-and where it goes: docs/compile.md, "Across restarts".  A record is also named by its binding,
-so two compiles of one key (a candidate and a trace that pinned its size) each find their own.
-A remote copy is read where the local folder lacks one, each wait bounded by
-:data:`REMOTE_TIMEOUT_S`.  :class:`_Unpickler` keeps a record from naming code a log is not
-made of (not a security boundary: torch unpickles its own entries without one).
+Note [A record belongs to its artifact] is enforced here; what ties a record to its artifact, and where it goes:
+docs/compile.md, "Across restarts".  A record is also named by its binding, so two compiles of one key (a candidate
+and a trace that pinned its size) each find their own.  A remote copy is read where the local folder lacks one, each
+wait bounded by :data:`REMOTE_TIMEOUT_S`.  :class:`_Unpickler` keeps a record from naming code a log is not made of
+(not a security boundary: torch unpickles its own entries without one).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import os
@@ -79,11 +75,9 @@ def binding(env: ShapeEnv) -> tuple[Any, ...]:
 
 
 def _normal(expr: sympy.Basic) -> str:
-    """A guard in a form that does not depend on how it was written: torch re-installs a
-    cached entry's guards from their printed form, ``Eq(s - 1, 1)`` coming back as
-    ``Eq(s, 2)``, and ``s < 32767`` as ``s <= 32766``.  A relation ``a op b`` becomes ``a - b op 0``
-    (expanded; ``>``, ``>=`` turned around, an integer's ``<`` made ``<=``, an equation up to
-    sign)."""
+    """A guard in a form that does not depend on how it was written (torch re-installs a cached entry's guards from
+    their printed form: ``Eq(s - 1, 1)`` comes back as ``Eq(s, 2)``, ``s < 32767`` as ``s <= 32766``): ``a op b`` as
+    ``a - b op 0`` (expanded; ``>``, ``>=`` turned around, an integer's ``<`` made ``<=``, an equation up to sign)."""
     if isinstance(expr, sympy.Rel):
         op, lhs, rhs = expr.rel_op, expr.lhs, expr.rhs
         if op in (">", ">="):
@@ -115,11 +109,9 @@ def _divided(diff: sympy.Expr, op: str) -> sympy.Expr:
 
 
 def copy(from_key: str, to_key: str, env: ShapeEnv) -> None:
-    """Store the record of ``env``'s binding under ``from_key`` under ``to_key`` too
-    (locally; nothing where there is none).  A compile whose lowering Inductor's FX graph
-    cache served in this process names the record an earlier lowering of the same graph
-    wrote under that cache's key: AOTAutograd's key for this compile gets it too, for a
-    process its cache serves.  It is checked when read, like any other."""
+    """Store the record of ``env``'s binding under ``from_key`` under ``to_key`` too (locally; nothing where there
+    is none): a lowering the FX graph cache served here finds the record an earlier lowering wrote under the FX key,
+    and files it under AOTAutograd's, for a process that cache serves (checked when read, like any other)."""
     bound = binding(env)
     try:
         with open(verishape_records.record_path(_name(from_key, bound)), "rb") as f:
@@ -130,10 +122,7 @@ def copy(from_key: str, to_key: str, env: ShapeEnv) -> None:
 
 
 def dumps(log: Any, env: ShapeEnv, bound: tuple[Any, ...] | None = None) -> bytes:
-    """The record of a finished lowering's question log (``bound``: ``env``'s binding, where
-    the caller has it)."""
-    import dataclasses
-
+    """The record of a finished lowering's question log (``bound``: ``env``'s binding, where the caller has it)."""
     plain = dataclasses.replace(log, _seen=set(), _busy=False)
     try:
         payload = pickle.dumps((*_versions(), binding(env) if bound is None else bound, plain),
@@ -171,10 +160,9 @@ def loads(data: bytes, env: ShapeEnv, candidates: frozenset[sympy.Symbol], bound
 
 
 def save(cache_keys: list[str], log: Any, env: ShapeEnv) -> list[str]:
-    """Write the record of ``log`` under each of ``cache_keys`` (the keys one artifact is
-    cached under) wherever torch keeps the artifact: the local folder (raises OSError where
-    it cannot), the remote cache and the mega-cache list.  Pickled once.  Returns why a
-    remote copy was not written (empty: written, or no remote cache)."""
+    """Write the record of ``log`` under each of one artifact's ``cache_keys`` wherever torch keeps it:
+    the local folder (raises OSError where it cannot), the remote cache and the mega-cache list.
+    Returns why a remote copy was not written (empty: written, or no remote cache)."""
     bound = binding(env)
     data = dumps(log, env, bound)
     for name in (_name(key, bound) for key in cache_keys):
@@ -232,11 +220,7 @@ def remote_enabled() -> bool:
     """Whether torch's AOTAutograd or FX-graph remote cache is on (the record follows them)."""
     from verishape.core import torch_names, torch_seam
 
-    for dotted in torch_names.REMOTE_CACHE_SWITCHES:
-        fn = torch_seam.optional(dotted)
-        if callable(fn) and fn():
-            return True
-    return False
+    return any(callable(fn := torch_seam.optional(dotted)) and fn() for dotted in torch_names.REMOTE_CACHE_SWITCHES)
 
 
 def _redis_module() -> Any:
@@ -288,10 +272,9 @@ def _remote_put(name: str, data: bytes) -> list[str]:
         return []
     try:
         redis = _redis_module()
+        _redis().set(_REMOTE_PREFIX + name, data)
     except Dropped as exc:
         return [str(exc)]
-    try:
-        _redis().set(_REMOTE_PREFIX + name, data)
     except redis.exceptions.RedisError as exc:
         return [f"the remote cache (Redis) did not take the widening record ({type(exc).__name__}: {exc})"[:200]]
     return []
