@@ -412,3 +412,39 @@ def test_a_call_that_brings_other_tensors_traces_no_candidate():
         torch.testing.assert_close(compiled(x, mask, w, cache), decoder_step(x, mask, w, cache))
     assert counters["verishape"]["candidates"] == counters["verishape"]["candidates_dropped"] == 0
     assert counters["stats"]["unique_graphs"] == 2
+
+
+
+def buffered_step(x, mask, w, cache=None):
+    """``decoder_step`` writing through a zero buffer of the batch's size, as a static cache's prefill
+    does: Inductor's constant folding asks whether that buffer is contiguous ("is the batch 1?")."""
+    buf = torch.zeros(x.shape[0], 2, x.shape[1], 8)
+    buf[:, 0] = x * w
+    out = (buf.sum(1) * mask[:, :, None]).sum(1)
+    return out if cache is None else out + cache.sum(1)
+
+
+@pytest.mark.parametrize("backend,fn", [("aot_eager", decoder_step), ("inductor", decoder_step),
+                                        ("inductor", buffered_step)])
+def test_a_prefill_at_one_after_decode_steps_traces_a_candidate_that_serves_later_prefills(backend, fn, monkeypatch):
+    """Prefill at batch 2, a decode step (a generic compile that took the cache too), a prefill at
+    batch 1, one at batch 3.  The generic decode step serves no prefill, and the prefill at 1 takes
+    the tensors of the frame's first compile: it traces a candidate, proved at 1, which then serves
+    the prefill at 3 (without its AOT trace: the candidate's answers, Inductor's constant
+    folder's contiguity test among them, stand in).  Three compiles where stock, and this before the
+    candidate was judged by the tensors a call takes, compile four; outputs equal eager's.  torch's
+    caches off: a candidate served from them has no stand-in (its answers were not seen here)."""
+    monkeypatch.setattr(torch._inductor.config, "fx_graph_cache", False)
+    monkeypatch.setattr(torch._functorch.config, "enable_autograd_cache", False)
+    w = torch.randn(8)
+    calls = [(torch.randn(2, 7, 8), torch.rand(2, 7), None),
+             (torch.randn(2, 1, 8), torch.rand(2, 1), torch.randn(2, 3, 8)),
+             (torch.randn(1, 11, 8), torch.rand(1, 11), None),
+             (torch.randn(3, 5, 8), torch.rand(3, 5), None)]
+    compiled = verishape.compile(fn, backend=backend)
+    for x, mask, cache in calls:
+        torch.testing.assert_close(compiled(x, mask, w, cache), fn(x, mask, w, cache))
+    assert counters["verishape"]["candidates"] == 1
+    assert counters["verishape"]["reused_at_size_1"] == counters["verishape"]["reused_generic"] == 1
+    assert counters["stats"]["unique_graphs"] - counters["verishape"]["reused"] + counters["verishape"]["candidates"] == 3
+    assert counters["verishape"]["aot_trace_stood_in"] == 1

@@ -31,6 +31,22 @@ def test_question_sites_that_are_moot():
     assert questions.Question(sympy.Eq(s, 1), sympy.false, (), (), ("broadcast_tensors",)).moot({s: 1}) is None
 
 
+def test_the_constant_folders_contiguity_test_is_moot_only_where_is_a_size_one_was_answered_no():
+    """``constant_fold_uniform_value``'s "is this dimension 1?" (its contiguity test) answered False
+    only makes the test stricter; True, or another question there, is not covered."""
+    s, t = sympy.symbols("s t", integer=True)
+    site = ("constant_fold_uniform_value", "joint_graph_passes")
+
+    def moot(expr, answer):
+        return questions.Question(expr, answer, (), (), site).moot({s: 1})
+
+    assert moot(sympy.Eq(s, 1), sympy.false)[1] is sympy.true
+    assert moot(sympy.Eq(s, 1), sympy.true) is None
+    assert moot(sympy.Eq(s, t), sympy.false) is None
+    assert moot(sympy.Gt(s, 1), sympy.false) is None
+    assert questions.Question(sympy.Eq(s, 1), sympy.false, (), (), ("remove_no_ops",)).moot({s: 1}) is None
+
+
 def test_tensor_metadata_is_moot_only_in_the_pattern_matchers_retrace():
     """torch 2.15's check_fn retraces every search pattern; make_fx's ``tensor_meta`` of that
     graph (contiguity per memory format: ``Eq(s, 1)`` on Hugging Face's decode step) is read by

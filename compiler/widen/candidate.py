@@ -4,9 +4,9 @@ The first attempt of a recompile at which a dynamic size is 1 traces a *candidat
 (:meth:`VeriShapeEnv.keeping_symbolic_at_one`, a scope this module owns for each attempt, :class:`KeptAtOne`).  The
 user's backend compiles it and it is kept, never run as traced (Note [A candidate is never run as traced]; every way
 its attempt ends leads to a restart, :func:`_restart_after_candidate`): it is used only through
-:mod:`verishape.compiler.widen.reuse`'s proofs against stock's own traces.  Traced only while nothing generic is
-kept for the frame (:func:`mark_sizes`) and where it takes the same tensors as at its previous compile
-(:func:`other_inputs`).  The design and its measurements: ``docs/compile.md``, "A candidate at 1".
+:mod:`verishape.compiler.widen.reuse`'s proofs against stock's own traces.  Traced only where an earlier compile
+of the frame took the same tensors (:func:`other_inputs`) and no generic compile that took them is kept
+(:func:`mark_sizes`).  The design and its measurements: ``docs/compile.md``, "A candidate at 1".
 """
 
 from __future__ import annotations
@@ -138,16 +138,18 @@ def mark_sizes(env: ShapeEnv, code: Any, tensor: Any, source: Any, context: Any)
     at_one = [i for i, d in enumerate(sizes) if d is DimDynamic.DYNAMIC and tensor.shape[i] == 1]
     if not at_one:
         return
+    from . import input_layouts
     from .kept import alive
 
-    # only while no compile generic in a size is kept: after that the frame's recompiles are generic
-    # and a call at 1 is proved against them; a candidate would mostly cost a trace
-    if not any(k.candidates for k in alive(code)):
+    # only while no compile generic in a size that took this call's tensors is kept: a call at 1 is proved
+    # against it, and a candidate would mostly cost a trace (one that took other tensors, a decoder's
+    # decode step beside its prefill, serves no call of this program)
+    if not any(k.candidates and input_layouts.same_tensors_as(code, k.compile_id) for k in alive(code)):
         kept.sources.update(TensorPropertySource(source, TensorProperty.SIZE, i).name for i in at_one)
 
 
-#: the tensor inputs (source names) each frame's latest compile traced
-_last_inputs: dict[Any, frozenset[str]] = {}
+#: the tensor inputs (source names) of each frame's compiles, as sets of them
+_inputs_seen: dict[Any, set[frozenset[str]]] = {}
 
 
 def _tensor_inputs(tx: Trace) -> frozenset[str]:
@@ -160,14 +162,14 @@ def _tensor_inputs(tx: Trace) -> frozenset[str]:
 
 def note_inputs(tx: Trace) -> None:
     """After a compile of the frame (not a candidate's): the tensors it took."""
-    _last_inputs[tx.f_code] = _tensor_inputs(tx)
+    _inputs_seen.setdefault(tx.f_code, set()).add(_tensor_inputs(tx))
 
 
 def other_inputs(tx: Trace) -> bool:
-    """The candidate's frame takes other tensors than at its previous compile: not the same program at
-    another size (a decoder's first decode step adds the KV cache), so a candidate there would mostly be
-    refused against the stock trace: not compiled."""
-    return _last_inputs.get(tx.f_code) != _tensor_inputs(tx)
+    """The candidate's frame takes tensors no earlier compile of it took: not the same program at another
+    size (a decoder's first decode step adds the KV cache), so a candidate there would mostly be refused
+    against the stock trace: not compiled.  A prefill after decode steps is the first compile's program."""
+    return _tensor_inputs(tx) not in _inputs_seen.get(tx.f_code, ())
 
 
 def is_candidate(env: ShapeEnv) -> bool:

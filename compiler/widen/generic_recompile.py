@@ -67,7 +67,7 @@ class _Call(NamedTuple):
     """What the compile under way reads off its call's arguments, once per trace (:func:`_call_of`)."""
 
     shared: frozenset[int]  # the sizes it makes symbols of
-    other_tensors: bool  # the call reaches other input tensors than the frame's previous compile did
+    other_tensors: bool  # the call reaches input tensors no earlier compile of the frame did
 
 
 #: the compile under way's :class:`_Call`, computed once per Dynamo output graph (held
@@ -130,7 +130,7 @@ def _call_of(tx: Trace) -> _Call:
             if arrives:
                 setattr(ctx, _ARRIVAL, "attempt")
             found = frozenset() if arrives else shared
-        call = _Call(found, input_layouts.other_tensors_than_before(root.f_code))
+        call = _Call(found, input_layouts.new_tensors(root.f_code))
         _last = (weakref.ref(output), call)
     return call
 

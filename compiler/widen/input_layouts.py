@@ -83,13 +83,26 @@ def other_tensors_than_all(code: Any, f_locals: dict[str, Any], compile_ids: lis
     return all(_paths(seen[i]) != paths for i in ids)
 
 
-def other_tensors_than_before(code: Any) -> bool:
-    """The compile under way reaches input tensors by other paths than the frame's previous one
-    (a first decode step): a candidate there would be refused (``candidate.other_inputs``), so none is traced."""
+def _under_way(code: Any) -> tuple[dict[int, frozenset[tuple[Any, ...]]], int | None]:
+    """``code``'s recorded layouts, and the frame compile id of the compile under way (None: none)."""
     from torch._guards import CompileContext
 
     n = getattr(CompileContext.current_compile_id(), "frame_compile_id", None)
-    seen = _layouts.get(code, {})
-    if not isinstance(n, int) or n not in seen or n - 1 not in seen:
-        return False
-    return _paths(seen[n]) != _paths(seen[n - 1])
+    return _layouts.get(code, {}), n if isinstance(n, int) else None
+
+
+def new_tensors(code: Any) -> bool:
+    """The compile under way reaches input tensors by other paths than every earlier compile of the frame
+    did (a first decode step): a candidate there would be refused (``candidate.other_inputs``), so none is
+    traced.  False where this compile's layout or every earlier one was not recorded."""
+    seen, n = _under_way(code)
+    earlier = [_paths(seen[i]) for i in range(n or 0) if i in seen]
+    return n in seen and bool(earlier) and _paths(seen[n]) not in earlier
+
+
+def same_tensors_as(code: Any, compile_id: Any) -> bool:
+    """The compile under way reaches its input tensors by the same paths as ``code``'s compile
+    ``compile_id`` did; True where either layout was not recorded."""
+    seen, n = _under_way(code)
+    then = seen.get(getattr(compile_id, "frame_compile_id", None))
+    return n not in seen or then is None or _paths(seen[n]) == _paths(then)

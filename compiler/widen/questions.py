@@ -76,6 +76,13 @@ DIRECT_SITES: dict[str, tuple[str, Callable[[Question], bool]]] = {
     # the SIMD kernel's memory statistics, read only by ``add_persistent_rblock`` (speed only)
     "StatsForReadsOrWrites.compute": ("memory statistics for a kernel heuristic (an extra autotuning config of a "
                                       "looped reduction, which loops over any length)", lambda q: True),
+    # its one size test, in its own body, is whether a value it may fold into ``full`` is contiguous
+    # (``is_contiguous``: "is this dimension 1?").  "No" only makes the test stricter: a fold it allows is
+    # allowed at 1 too (a dimension of 1 may have any stride), and one it refuses leaves the node as it was
+    "constant_fold_uniform_value": ("a contiguity test before a uniform value is folded into a full tensor (a "
+                                    "stricter test folds less; a fold computes the same value)",
+                                    lambda q: q.answer is sympy.false and isinstance(q.expr, sympy.Eq)
+                                    and sympy.S.One in q.expr.args),
     # every branch builds an exact decomposition index = size2*i1 + i2 of the same space; its
     # validity is checked on its own: ``add_range``'s statically_known_multiple_of and the final
     # ``guarding_hint_or_throw(remaining) == 1`` are answers proved at 1, loop ranges >= 1 the size
