@@ -68,7 +68,7 @@ def draw(n: int, seed: int, max_ops: int) -> list[Any]:
 
 
 def run_one(program: Any, backend: str, device: str | None = None, layouts: bool = False,
-            warm: bool = False, one_early: bool = False, declared: bool = False) -> dict[str, Any]:
+            warm: bool = False, one_early: bool = False, declared: bool = False, phases: bool = False) -> dict[str, Any]:
     """Worker: one program's sweep on one backend."""
     import warnings
 
@@ -77,7 +77,7 @@ def run_one(program: Any, backend: str, device: str | None = None, layouts: bool
 
     logging.getLogger("torch").setLevel(logging.CRITICAL)
     from verishape.fuzz.widen_check import reason_class, run_sweep
-    from verishape.fuzz.widen_programs import eager_accepts, layout_sweep, one_early_sweep
+    from verishape.fuzz.widen_programs import eager_accepts, layout_sweep, one_early_sweep, phase_sweep
 
     start = time.perf_counter()
     if not eager_accepts(program):
@@ -90,7 +90,10 @@ def run_one(program: Any, backend: str, device: str | None = None, layouts: bool
         # the swept size declared 1..16 where it is a whole dimension, the first call at 1:
         # the compile at 2 and its proofs (Note [A declared size at 1 is compiled at 2])
         sizes, extra["shapes_spec"] = declared_sweep(program)
-    sweep = run_sweep(program.function(), make_args, sizes, backend=backend, device=device, warm=warm, **extra)
+    fn = program.function()
+    if phases:
+        fn, make_args, sizes = phase_sweep(program)
+    sweep = run_sweep(fn, make_args, sizes, backend=backend, device=device, warm=warm, **extra)
     out = sweep.to_dict()
     out.update(status="ran", seconds=time.perf_counter() - start,
                refusal_kinds=sorted({reason_class(r) for r in sweep.refusals}))
@@ -112,13 +115,13 @@ def declared_sweep(program: Any) -> tuple[list[int], dict[str, Any]]:
 
 def campaign(programs: list[Any], backends: tuple[str, ...], jobs: int,
              device: str | None = None, layouts: bool = False, warm: bool = False,
-             one_early: bool = False, declared: bool = False) -> dict[str, list[dict[str, Any]]]:
+             one_early: bool = False, declared: bool = False, phases: bool = False) -> dict[str, list[dict[str, Any]]]:
     results: dict[str, list[dict[str, Any]]] = {b: [None] * len(programs) for b in backends}  # type: ignore[list-item]
     todo = [(i, b) for b in backends for i in range(len(programs))]
     ctx = multiprocessing.get_context("spawn")
     while todo:
         with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-            futures = {pool.submit(run_one, programs[i], b, device, layouts, warm, one_early, declared): (i, b) for i, b in todo}
+            futures = {pool.submit(run_one, programs[i], b, device, layouts, warm, one_early, declared, phases): (i, b) for i, b in todo}
             todo = []
             broken = False
             for fut in cf.as_completed(futures):
@@ -135,7 +138,8 @@ def campaign(programs: list[Any], backends: tuple[str, ...], jobs: int,
                 for i, b in retry:
                     with cf.ProcessPoolExecutor(max_workers=1, mp_context=ctx) as solo:
                         try:
-                            results[b][i] = solo.submit(run_one, programs[i], b, device, layouts, warm, one_early, declared).result()
+                            results[b][i] = solo.submit(run_one, programs[i], b, device, layouts, warm, one_early, declared,
+                                                               phases).result()
                         except cf.process.BrokenProcessPool:
                             results[b][i] = {"status": "crash"}
     return results
@@ -189,6 +193,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--declared", action="store_true",
                     help="the swept size declared 1..16 (shapes_spec) and the first call at 1 (1, first, 1, later, "
                          "second, 1): a compile at 2 served at 1 by proof (compiler/declared.py)")
+    ap.add_argument("--phases", action="store_true",
+                    help="called as a served decoder's forward: an extra state argument, None in a prefill and a "
+                         "tensor of the swept size in a decode step -n (first, -first, 1, later, -1, second): a "
+                         "prefill at 1 after a decode step traces a candidate")
     ap.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "widen_fuzz.json")
     args = ap.parse_args(argv)
     if args.programs < 1 or args.jobs < 1:
@@ -203,10 +211,10 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     programs = draw(args.programs, args.seed, args.max_ops)
     results = campaign(programs, backends, args.jobs, None if args.device == "cpu" else args.device, args.layouts,
-                       args.warm, args.one_early, args.declared)
+                       args.warm, args.one_early, args.declared, args.phases)
     summary = summarize(programs, results)
     report = {"torch": torch.__version__, "device": args.device, "layouts": args.layouts, "warm": args.warm, "one_early": args.one_early,
-              "declared": args.declared,
+              "declared": args.declared, "phases": args.phases,
               "seed": args.seed,
               "max_ops": args.max_ops,
               "jobs": args.jobs,

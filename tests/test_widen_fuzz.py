@@ -5,6 +5,7 @@ grammar (fast), and a short derandomized run on both backends (slow; the long ca
 from __future__ import annotations
 
 import pytest
+import sympy
 import torch
 from torch._dynamo.utils import counters
 from hypothesis import HealthCheck, given, settings
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 
 import verishape
 from verishape.fuzz import widen_check
-from verishape.fuzz.widen_programs import OPS, B, eager_accepts, layout_sweep, one_early_sweep, programs
+from verishape.fuzz.widen_programs import OPS, B, eager_accepts, layout_sweep, one_early_sweep, phase_sweep, programs
 
 
 def _diff(want, got, inputs=()):
@@ -176,3 +177,34 @@ def test_no_drawn_program_reuses_a_wrong_candidate(data):
     sweep = widen_check.run_sweep(program.function(), program.make_args, one_early_sweep(program),
                                   backend="aot_eager")
     assert sweep.wrong == [], f"{sweep.wrong}\n{program.source}"
+
+
+@pytest.mark.slow
+@settings(max_examples=6, suppress_health_check=list(HealthCheck), deadline=None)
+@given(data=st.data())
+def test_no_drawn_program_called_as_a_decoder_forward_is_served_wrong(data):
+    """Prefills and decode steps (an extra state argument, None or a tensor of the swept size): the
+    prefill at 1 after a decode step traces a candidate, reused at 1 and at the later prefill only
+    where proved; never differs from eager."""
+    program = data.draw(programs(max_ops=5))
+    if not eager_accepts(program):
+        return
+    fn, make_args, sizes = phase_sweep(program)
+    sweep = widen_check.run_sweep(fn, make_args, sizes, backend="aot_eager")
+    assert sweep.wrong == [], f"{sweep.wrong}\n{program.source}"
+
+
+def test_a_phased_sweep_alternates_prefills_and_decode_steps_with_a_state_of_the_swept_size():
+    from verishape.fuzz.widen_programs import Program
+
+    program = Program([("x", (B, sympy.Integer(3)))], ["v1 = x * 2"], ["v1"], [2, 3, 1, 4, 1])
+    fn, make_args, sizes = phase_sweep(program)
+    assert sizes == [2, -2, 1, 4, -1, 3]
+    prefill, decode = make_args(4), make_args(-4)
+    assert prefill[1] is None and decode[1].shape == (4, 3)
+    torch.testing.assert_close(fn(*prefill), prefill[0] * 2)
+    out, state = fn(*decode)
+    torch.testing.assert_close(out, decode[0] * 2)
+    torch.testing.assert_close(state, decode[1].sum(1))
+    # a code object of its own each time (widening's records of a frame are by code)
+    assert phase_sweep(program)[0].__code__ is not fn.__code__

@@ -102,6 +102,30 @@ def one_early_sweep(program: Program) -> list[int]:
     return [first, 1, later, 1, second]
 
 
+def phase_sweep(program: Program) -> tuple[Callable[..., Any], Callable[[int], list[Any]], list[int]]:
+    """The program called as a served decoder calls its forward (issue 48): one more argument, None in a
+    *prefill* and, in a *decode step* (a size ``-n``), a state tensor of the swept size, as a KV cache is.
+    The two phases take other tensors, so they compile apart; first, -first, 1, later, -1, second: the
+    prefill at 1 after a decode step traces a candidate (:mod:`verishape.compiler.widen.candidate`), which
+    serves the later prefill where proved.  The function is made afresh (its own code object: widening's
+    records of a frame are by code)."""
+    args = ", ".join(name for name, _ in program.inputs)
+    scope: dict[str, Any] = {}
+    source = (f"{program.source}\n\ndef served({args}, state):\n    out = program({args})\n"
+              f"    return out if state is None else (out, state.sum(1))\n")
+    exec(compile(source, "<widen-fuzz program, phased>", "exec"), scope)  # noqa: S102 - our own generated source
+    first, second, _, later, _ = program.sweep
+
+    def make_args(n: int) -> list[Any]:
+        import torch
+
+        if n > 0:
+            return [*program.make_args(n), None]
+        return [*program.make_args(-n), torch.randn(-n, 3, generator=torch.Generator().manual_seed(2000 - n))]
+
+    return scope["served"], make_args, [first, -first, 1, later, -1, second]
+
+
 def _at(e: sympy.Expr, n: int) -> int:
     return int(e.subs(B, n))
 
