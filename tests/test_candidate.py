@@ -448,3 +448,18 @@ def test_a_prefill_at_one_after_decode_steps_traces_a_candidate_that_serves_late
     assert counters["verishape"]["reused_at_size_1"] == counters["verishape"]["reused_generic"] == 1
     assert counters["stats"]["unique_graphs"] - counters["verishape"]["reused"] + counters["verishape"]["candidates"] == 3
     assert counters["verishape"]["aot_trace_stood_in"] == 1
+
+
+def test_a_frames_first_compile_forgets_the_tensors_taken_before_a_reset():
+    """What an earlier Dynamo session compiled is no earlier compile of this one: after a reset, only
+    the tensors of the frame's compiles since count (``candidate.other_inputs``)."""
+    from verishape.compiler.widen import candidate
+
+    compiled = verishape.compile(decoder_step, backend="aot_eager")
+    w = torch.randn(8)
+    compiled(torch.randn(2, 7, 8), torch.rand(2, 7), w, None)
+    compiled(torch.randn(2, 1, 8), torch.rand(2, 1), w, torch.randn(2, 3, 8))
+    assert len(candidate._inputs_seen[decoder_step.__code__]) == 2
+    torch._dynamo.reset()
+    compiled(torch.randn(2, 1, 8), torch.rand(2, 1), w, torch.randn(2, 3, 8))
+    assert len(candidate._inputs_seen[decoder_step.__code__]) == 1

@@ -161,8 +161,14 @@ def _tensor_inputs(tx: Trace) -> frozenset[str]:
 
 
 def note_inputs(tx: Trace) -> None:
-    """After a compile of the frame (not a candidate's): the tensors it took."""
-    _inputs_seen.setdefault(tx.f_code, set()).add(_tensor_inputs(tx))
+    """After a compile of the frame (not a candidate's): the tensors it took (a frame's first compile, again
+    after a reset of Dynamo, forgets those of the compiles before)."""
+    from torch._guards import CompileContext
+
+    seen = _inputs_seen.setdefault(tx.f_code, set())
+    if getattr(CompileContext.current_compile_id(), "frame_compile_id", None) == 0:
+        seen.clear()
+    seen.add(_tensor_inputs(tx))
 
 
 def other_inputs(tx: Trace) -> bool:
