@@ -54,10 +54,8 @@ _layouts: weakref.WeakKeyDictionary[Any, dict[int, frozenset[tuple[Any, ...]]]] 
 def inputs_vary(code: Any, layout: frozenset[tuple[Any, ...]]) -> bool:
     """Records this compile's input layout for ``code``; whether the frame's compiles so far, this one
     included, have brought more than one (Note [A frame's inputs that vary earn the generic policy])."""
-    from torch._guards import CompileContext
-
-    n = getattr(CompileContext.current_compile_id(), "frame_compile_id", None)
-    if not isinstance(n, int):
+    n = _under_way(code)[1]
+    if n is None:
         return True
     seen = _layouts.setdefault(code, {})
     if n == 0:
