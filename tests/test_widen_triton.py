@@ -163,9 +163,9 @@ def test_nested_hint_reads_are_one_read(monkeypatch):
     from verishape.compiler.widen import recompute
 
     seen = []
-    inner = recompute._tracked_hint("guarding", lambda *a: seen.append(a[2]))(lambda self, e: e + 1)
-    outer = recompute._tracked_hint("guarding", lambda *a: seen.append(("outer", a[2])))(
-        lambda self, e: inner(self, e) * 2)
+    inner = recompute._tracked_hint("guarding", lambda *a: seen.append(a[2]), lambda self, e: e + 1)
+    outer = recompute._tracked_hint("guarding", lambda *a: seen.append(("outer", a[2])),
+                                    lambda self, e: inner(self, e) * 2)
     assert outer(None, 3) == 8
     assert seen == [("outer", 3)]
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
-import functools
 import logging
 import sys
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import sympy
@@ -73,7 +73,7 @@ class ViewStrides:
             return False
         if out is None:
             return False
-        exact = [sympy.sympify(o.node.expr if isinstance(o, torch.SymInt) else o).xreplace(symbols.back) for o in out]
+        exact = [e.xreplace(symbols.back) for e in exprs(out)]
         return all(n == 1 or over_ranges.same(a, b) for n, a, b in zip(at[2], generic, exact, strict=True))
 
 
@@ -283,19 +283,19 @@ def tracking(on_hint: HintSink, on_scheduled: ScheduledSink, widened: WidenedRan
     """For one block, wrap the layout computations recomputed at 1 (tying the questions asked
     in a call to it), the hint reads, the scheduler's code generation (``on_scheduled`` reads
     the sizes after it) and the direct range reads (:func:`_widening_range_reads`)."""
-    makers = {"_compute_stride": _tracked(_view_strides, (ValueError, TypeError, AttributeError),
-                                          lambda out: None if out is None else exprs(out)),
+    makers = {"_compute_stride": partial(_tracked, _view_strides, (ValueError, TypeError, AttributeError),
+                                         lambda out: None if out is None else exprs(out)),
               "conv_layout": _tracked_conv_layout,
-              "Layout.is_stride_ordered": _tracked(_stride_order, _CHECK_ERRORS),
+              "Layout.is_stride_ordered": partial(_tracked, _stride_order, _CHECK_ERRORS, bool),
               "ExternKernel.process_kernel": _tracked_process_kernel,
-              "SizeVarAllocator.optimization_hint": _tracked_hint("optimization", on_hint),
-              **{path: _tracked_hint("guarding", on_hint) for path in _GUARDING_HINTS},
-              "Scheduler.codegen": _tracked_codegen(on_scheduled),
-              "is_non_overlapping_and_dense_or_false": _tracked(_dense(DenseCheck), _CHECK_ERRORS, bool),
-              torch_names.OVERLAP_CHECK[1]: _tracked(_dense(OverlapCheck), _CHECK_ERRORS, int)}
+              "SizeVarAllocator.optimization_hint": partial(_tracked_hint, "optimization", on_hint),
+              **{path: partial(_tracked_hint, "guarding", on_hint) for path in _GUARDING_HINTS},
+              "Scheduler.codegen": partial(_tracked_codegen, on_scheduled),
+              "is_non_overlapping_and_dense_or_false": partial(_tracked, _dense(DenseCheck), _CHECK_ERRORS, bool),
+              torch_names.OVERLAP_CHECK[1]: partial(_tracked, _dense(OverlapCheck), _CHECK_ERRORS, int)}
     restore = []
     try:
-        restore += [functools.partial(setattr, *undo) for undo in _widening_range_reads(widened)]
+        restore += [partial(setattr, *undo) for undo in _widening_range_reads(widened)]
         for module_name, path in HOOKED:
             if module_name not in sys.modules:
                 continue
@@ -341,15 +341,13 @@ def _widening_range_reads(widened: WidenedRanges) -> list[tuple[Any, str, Any]]:
     return restore
 
 
-def _tracked_codegen(on_scheduled: ScheduledSink) -> Any:
-    def make(original: Any) -> Any:
-        def codegen(self: Any, *args: Any, **kwargs: Any) -> Any:
-            out = original(self, *args, **kwargs)
-            on_scheduled(self)
-            return out
+def _tracked_codegen(on_scheduled: ScheduledSink, original: Any) -> Any:
+    def codegen(self: Any, *args: Any, **kwargs: Any) -> Any:
+        out = original(self, *args, **kwargs)
+        on_scheduled(self)
+        return out
 
-        return codegen
-    return make
+    return codegen
 
 
 def _inside(call: Any, original: Any, args: Any, kwargs: Any) -> Any:
@@ -367,43 +365,38 @@ def _inside(call: Any, original: Any, args: Any, kwargs: Any) -> Any:
 _reading_hint: contextvars.ContextVar[bool] = contextvars.ContextVar("verishape_hint_read", default=False)
 
 
-def _tracked_hint(kind: str, on_hint: HintSink) -> Any:
-    def make(original: Any) -> Any:
-        def hint(*args: Any, **kwargs: Any) -> Any:
-            if _reading_hint.get():
-                return original(*args, **kwargs)
-            token = _reading_hint.set(True)
-            try:
-                out = original(*args, **kwargs)
-            finally:
-                _reading_hint.reset(token)
-            if len(args) > 1:  # (sizevars, expr): the caller is the function that read it
-                on_hint(args[0], kind, args[1], out, sys._getframe(1).f_code.co_name)
-            return out
+def _tracked_hint(kind: str, on_hint: HintSink, original: Any) -> Any:
+    def hint(*args: Any, **kwargs: Any) -> Any:
+        if _reading_hint.get():
+            return original(*args, **kwargs)
+        token = _reading_hint.set(True)
+        try:
+            out = original(*args, **kwargs)
+        finally:
+            _reading_hint.reset(token)
+        if len(args) > 1:  # (sizevars, expr): the caller is the function that read it
+            on_hint(args[0], kind, args[1], out, sys._getframe(1).f_code.co_name)
+        return out
 
-        return hint
-    return make
+    return hint
 
 
 def _tracked(record: Callable[[tuple[Any, ...], dict[str, Any]], Any], errors: tuple[type[Exception], ...],
-             result: Callable[[Any], Any] = bool) -> Callable[[Any], Any]:
-    """A maker for ``torch_seam.wrap``: ``original`` (a layout computation) recording each call
-    as ``record(args, kwargs)`` makes it, and its result as ``result`` makes it; a call whose
-    recording raises one of ``errors`` (a signature or operand this does not know) is not
-    recomputed (refused)."""
-    def make(original: Any) -> Any:
-        def tracked(*args: Any, **kwargs: Any) -> Any:
-            try:
-                call = record(args, kwargs)
-            except errors:
-                call = None
-            out = _inside(call, original, args, kwargs)
-            if call is not None:
-                call.result, call.done = result(out), True
-            return out
+             result: Callable[[Any], Any], original: Any) -> Any:
+    """``original`` (a layout computation) recording each call as ``record(args, kwargs)`` makes
+    it, and its result as ``result`` makes it; a call whose recording raises one of ``errors`` (a
+    signature or operand this does not know) is not recomputed (refused)."""
+    def tracked(*args: Any, **kwargs: Any) -> Any:
+        try:
+            call = record(args, kwargs)
+        except errors:
+            call = None
+        out = _inside(call, original, args, kwargs)
+        if call is not None:
+            call.result, call.done = result(out), True
+        return out
 
-        return tracked
-    return make
+    return tracked
 
 
 def shape_env_now() -> Any:
@@ -422,8 +415,7 @@ def _ranges_now(exprs: tuple[sympy.Expr, ...]) -> dict[sympy.Symbol, Any]:
 
 
 def _view_strides(args: tuple[Any, ...], kwargs: dict[str, Any]) -> ViewStrides:
-    old_size, old_stride, new_size = args[:3]
-    old_size, old_stride, new_size = exprs(old_size), exprs(old_stride), exprs(new_size)
+    old_size, old_stride, new_size = (exprs(a) for a in args[:3])
     return ViewStrides(old_size, old_stride, new_size, ranges=_ranges_now(old_size + old_stride + new_size))
 
 
@@ -504,17 +496,14 @@ def _tracked_conv_layout(original: Any) -> Any:
 
     signature = inspect.signature(original)
 
-    def operand(node: Any) -> Any:
-        return None if node is None else _node_layout(node)
-
     def record(args: tuple[Any, ...], kwargs: dict[str, Any]) -> ConvLayout:
         a = signature.bind(*args, **kwargs).arguments
         params = ([int(v) for v in a["stride"]], [int(v) for v in a["padding"]], [int(v) for v in a["dilation"]],
                   bool(a["transposed"]), [int(v) for v in a["output_padding"]], int(a["groups"]))
-        return ConvLayout((operand(a["x"]), operand(a["weight"]), operand(a["bias"])), params)
+        return ConvLayout(tuple(None if a[k] is None else _node_layout(a[k]) for k in ("x", "weight", "bias")), params)
 
     def result(layout: Any) -> Any:
         return tuple(sympy.sympify(e) for e in layout.size), tuple(sympy.sympify(e) for e in layout.stride)
 
     # a symbolic parameter, or not the signature this knows: not recomputed (refused)
-    return _tracked(record, (TypeError, KeyError, AttributeError, NotImplementedError), result)(original)
+    return _tracked(record, (TypeError, KeyError, AttributeError, NotImplementedError), result, original)
