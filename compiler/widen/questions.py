@@ -372,9 +372,8 @@ def _retraces_a_search_pattern(frame: Any) -> bool:
     ``replace_fn``: check_fn traces both."""
     fn, outer = frame.f_locals.get("fn"), frame.f_back
     for _ in range(4):  # a decorator's frame (2.15's ``no_grad``) may lie between
-        if outer is None or getattr(outer.f_code, "co_qualname", None) == CHECK_FN:
-            break
-        outer = outer.f_back
+        if outer is not None and getattr(outer.f_code, "co_qualname", None) != CHECK_FN:
+            outer = outer.f_back
     if outer is None or getattr(outer.f_code, "co_qualname", None) != CHECK_FN:
         return False
     return fn is not None and (fn is outer.f_locals.get("search_fn")
