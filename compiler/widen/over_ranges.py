@@ -53,8 +53,8 @@ class Symbols:
 
     def __init__(self, exprs: Sequence[sympy.Expr], ranges: Mapping[sympy.Symbol, Any]) -> None:
         free = sorted(set().union(*(sympy.sympify(e).free_symbols for e in exprs)), key=str)
-        if any(s not in ranges for s in free):
-            raise Undecided(f"no range for {[s for s in free if s not in ranges]}")
+        if unranged := [s for s in free if s not in ranges]:
+            raise Undecided(f"no range for {unranged}")
         from verishape.core import torch_seam
 
         class Strict(torch_seam.stock_shape_env()):  # type: ignore[misc]
@@ -63,19 +63,19 @@ class Symbols:
                 return super().evaluate_expr(*args, **kwargs)
 
         self.env = Strict()
-        self.mapping: dict[sympy.Symbol, sympy.Symbol] = {}
-        for s in free:
-            unbacked = self.env.create_unbacked_symint().node.expr
+        self.mapping: dict[sympy.Symbol, sympy.Symbol] = {s: self.env.create_unbacked_symint().node.expr for s in free}
+        for s, unbacked in self.mapping.items():
             self.env.var_to_range[unbacked] = ranges[s]
-            self.mapping[s] = unbacked
         self.back = {v: k for k, v in self.mapping.items()}
 
-    def expr(self, e: sympy.Expr) -> sympy.Expr:
-        return sympy.sympify(e).xreplace(self.mapping)
+    def expr(self, e: sympy.Expr) -> sympy.Expr | int:
+        """``e`` over this env's symbols (an int where it is a number)."""
+        e = sympy.sympify(e).xreplace(self.mapping)
+        return int(e) if e.is_number else e
 
     def value(self, e: sympy.Expr) -> Any:
         e = self.expr(e)
-        return int(e) if e.is_number else self.env.create_symintnode(e, hint=None)
+        return e if isinstance(e, int) else self.env.create_symintnode(e, hint=None)
 
 
 def decided(fn: Callable[[], Any]) -> Any:

@@ -145,13 +145,9 @@ class StrideOrder:
             sizevars = SizeVarAllocator(symbols.env)
             _shape_env = symbols.env
 
-        def plain(e: sympy.Expr) -> Any:
-            e = symbols.expr(e)
-            return int(e) if e.is_number else e
-
         with V.set_graph_handler(_Sizes()):  # type: ignore[arg-type]
-            layout = ir.FixedLayout(torch.device("cpu"), torch.float32, [plain(e) for e in size],
-                                    [plain(e) for e in stride])
+            layout = ir.FixedLayout(torch.device("cpu"), torch.float32, [symbols.expr(e) for e in size],
+                                    [symbols.expr(e) for e in stride])
             try:
                 got = over_ranges.decided(lambda: _unwrapped(ir.Layout.is_stride_ordered)(layout, list(self.order)))
             except over_ranges.Undecided:
