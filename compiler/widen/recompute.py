@@ -169,6 +169,18 @@ class DenseCheck:
     reader: tuple[str, str] = ("", "")
     why = "a dense-layout check whose result is the same at 1"
 
+    @classmethod
+    def record(cls, args: tuple[Any, ...], kwargs: dict[str, Any]) -> DenseCheck:
+        """The recording of a check of one tensor's sizes and strides, with its caller."""
+        (a,) = args
+        size, stride = exprs(a.shape), exprs(a.stride())
+        caller = sys._getframe(2).f_code  # frames: this, the check (:func:`_tracked`), its caller
+        # the caller as :data:`YES_READERS` names one: the tail of its file from ``torch/``, its name
+        filename = caller.co_filename.replace("\\", "/")
+        at = filename.rfind("/torch/")
+        reader = (filename[at + 1:] if at >= 0 else filename), caller.co_name
+        return cls(size, stride, ranges=_ranges_now(size + stride), reader=reader)
+
     def right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
         """Whether torch's own check on the sizes and strides at ``sub`` gives the recorded
         result: on a meta tensor (nothing is guarded), or over the ranges of sizes that stay
@@ -287,24 +299,20 @@ def tracking(on_hint: HintSink, on_scheduled: ScheduledSink, widened: WidenedRan
               "SizeVarAllocator.optimization_hint": partial(_tracked_hint, "optimization", on_hint),
               **{path: partial(_tracked_hint, "guarding", on_hint) for path in _GUARDING_HINTS},
               "Scheduler.codegen": partial(_tracked_codegen, on_scheduled),
-              "is_non_overlapping_and_dense_or_false": partial(_tracked, _dense(DenseCheck), _CHECK_ERRORS, bool),
-              torch_names.OVERLAP_CHECK[1]: partial(_tracked, _dense(OverlapCheck), _CHECK_ERRORS, int)}
-    restore = []
-    try:
-        restore += [partial(setattr, *undo) for undo in _widening_range_reads(widened)]
+              "is_non_overlapping_and_dense_or_false": partial(_tracked, DenseCheck.record, _CHECK_ERRORS, bool),
+              torch_names.OVERLAP_CHECK[1]: partial(_tracked, OverlapCheck.record, _CHECK_ERRORS, int)}
+    with contextlib.ExitStack() as restore:  # undone last first
+        for undo in _widening_range_reads(widened):
+            restore.callback(setattr, *undo)
         for module_name, path in HOOKED:
             if module_name not in sys.modules:
                 continue
             undo = torch_seam.wrap(module_name, path, lambda original, path=path: makers[path](original))
-            if undo is None:
-                if path not in _GUARDING_HINTS:  # that row names every release's readers
-                    _say_missing(f"{module_name}.{path}")
-                continue
-            restore.append(undo)
+            if undo is not None:
+                restore.callback(undo)
+            elif path not in _GUARDING_HINTS:  # that row names every release's readers
+                _say_missing(f"{module_name}.{path}")
         yield
-    finally:
-        for undo in reversed(restore):
-            undo()
 
 
 def _widening_range_reads(widened: WidenedRanges) -> list[tuple[Any, str, Any]]:
@@ -419,21 +427,6 @@ def _stride_order(args: tuple[Any, ...], kwargs: dict[str, Any]) -> StrideOrder:
     layout, order = args[:2]
     size, stride = tuple(map(sympy.sympify, layout.size)), tuple(map(sympy.sympify, layout.stride))
     return StrideOrder(size, stride, tuple(map(int, order)), ranges=_ranges_now(size + stride))
-
-
-def _dense(kind: type[DenseCheck]) -> Callable[[tuple[Any, ...], dict[str, Any]], DenseCheck]:
-    """The recording of a check of one tensor's sizes and strides, with its caller."""
-    def record(args: tuple[Any, ...], kwargs: dict[str, Any]) -> DenseCheck:
-        (a,) = args
-        size, stride = exprs(a.shape), exprs(a.stride())
-        caller = sys._getframe(2).f_code  # frames: this, the check (:func:`_tracked`), its caller
-        # the caller as :data:`YES_READERS` names one: the tail of its file from ``torch/``, its name
-        filename = caller.co_filename.replace("\\", "/")
-        at = filename.rfind("/torch/")
-        reader = (filename[at + 1:] if at >= 0 else filename), caller.co_name
-        return kind(size, stride, ranges=_ranges_now(size + stride), reader=reader)
-
-    return record
 
 
 class _Unrecorded:
