@@ -59,12 +59,10 @@ class KernelCall:
             inputs = [_map(a, lambda e: at_point(e, sub)) for a in self.flat]
             symbols = over_ranges.Symbols([e for spec in (*inputs, *outputs) for e in sizes_of(spec)], self.ranges)
             with FakeTensorMode(shape_env=symbols.env):
-                flat = [torch.empty_strided([symbols.value(e) for e in a[1]], [symbols.value(e) for e in a[2]],
-                                            dtype=a[3], device=a[4]) if a[0] == "tensor"
-                        else symbols.value(a[1]) if a[0] == "size" else a[1] for a in inputs]
+                flat = [torch.empty_strided(a[1], a[2], dtype=a[3], device=a[4]) if a[0] == "tensor" else a[1]
+                        for a in (_map(spec, symbols.value) for spec in inputs)]
                 bound = pytree.tree_unflatten(flat, self.spec)
-                got = over_ranges.decided(
-                    lambda: pytree.tree_leaves(self.kernel(*bound["args"], **bound["kwargs"])))
+                got = over_ranges.decided(lambda: pytree.tree_leaves(self.kernel(*bound["args"], **bound["kwargs"])))
         except Exception:  # noqa: BLE001 - not a number, undecided, or the kernel refuses these sizes at 1: not moot
             return False
         got_specs = [_map(spec_of(g), lambda e: e.xreplace(symbols.back)) for g in got]
