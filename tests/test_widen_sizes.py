@@ -38,7 +38,7 @@ def test_a_size_that_becomes_zero_at_one_is_a_false_goal():
 
 def test_divisors_and_moduli_of_index_expressions_are_uses():
     uses = lowered_sizes.SizeUses()
-    uses.add_index(ModularIndexing(i, s - 1, 4) + FloorDiv(i, t * s), "an index")
+    uses.add_indexes([ModularIndexing(i, s - 1, 4) + FloorDiv(i, t * s)], "an index")
     kinds = {(str(e), k) for e, k, _ in uses.entries}
     assert kinds == {("s - 1", "divisor"), ("4", "divisor"), ("s*t", "divisor")} - {("4", "divisor")}
     (goal, why), = [g for g in lowered_sizes.goals(uses.entries, {s}, {s: sympy.Integer(1)})

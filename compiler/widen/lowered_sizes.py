@@ -56,14 +56,13 @@ class SizeUses:
         if self.incomplete is None:
             self.incomplete = why
 
-    def add_index(self, expr: Any, where: str) -> None:
-        """The divisors and moduli inside an index expression."""
-        if not isinstance(expr, sympy.Basic) or expr.is_number:
-            return
-        for sub in sympy.preorder_traversal(expr):
-            if type(sub).__name__ in _DIVIDING:
-                for a in sub.args[1:]:
-                    self.add(a, "divisor", where)
+    def add_indexes(self, exprs: Iterable[Any], where: str) -> None:
+        """The divisors and moduli inside index expressions."""
+        for expr in exprs:
+            if isinstance(expr, sympy.Basic) and not expr.is_number:
+                for sub in sympy.preorder_traversal(expr):
+                    if type(sub).__name__ in _DIVIDING:
+                        self.add_all(sub.args[1:], "divisor", where)
 
 
 def goals(uses: Iterable[tuple[sympy.Basic, str, str]], widened: set[sympy.Symbol],
@@ -105,9 +104,9 @@ def from_graph(gm: Any, uses: SizeUses) -> None:
     for node in gm.graph.nodes:
         value = node.meta.get("val", node.meta.get("example_value"))
         for t in flat_tensors(value):
-            uses.add_all((_expr_of(n) for n in t.shape), "size", f"the AOT graph node {node.name}")
-            for n in t.shape:
-                uses.add_index(_expr_of(n), f"the AOT graph node {node.name}")
+            sizes = [_expr_of(n) for n in t.shape]
+            uses.add_all(sizes, "size", f"the AOT graph node {node.name}")
+            uses.add_indexes(sizes, f"the AOT graph node {node.name}")
         if node.op != "call_function" or len(node.args) < 2:
             continue
         target = node.target
@@ -161,8 +160,7 @@ def _loops(node: Any, name: str, uses: SizeUses) -> None:
     if exprs is None:
         uses.refuse(f"scheduled node {name} has no index expressions")
         return
-    for e in exprs.values():
-        uses.add_index(e, f"an index of {name}")
+    uses.add_indexes(exprs.values(), f"an index of {name}")
 
 
 def _layout(node: Any, where: str, uses: SizeUses) -> None:
@@ -176,5 +174,4 @@ def _layout(node: Any, where: str, uses: SizeUses) -> None:
     if size is None:
         return
     uses.add_all(size, "size", where)
-    for e in (*size, *getattr(layout, "stride", ()), getattr(layout, "offset", 0)):
-        uses.add_index(e, where)
+    uses.add_indexes((*size, *getattr(layout, "stride", ()), getattr(layout, "offset", 0)), where)
