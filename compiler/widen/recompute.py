@@ -193,17 +193,15 @@ class DenseCheck:
         except NotANumber:
             return self._right_over_ranges(sub)
         exact = self._exact(torch.empty_strided(size, stride, device="meta"))
-        return self._read(exact) == self._read(self.result)
+        if self.reader in YES_READERS:  # its caller acts on "yes" (1) alone: for a bool, the whole result
+            return (exact == 1) == (self.result == 1)
+        return exact == self.result
 
     @staticmethod
     def _exact(t: torch.Tensor) -> Any:
         from torch import _prims_common
 
         return bool(_unwrapped(_prims_common.is_non_overlapping_and_dense_or_false)(t))
-
-    def _read(self, result: Any) -> Any:
-        """What of the result its caller acts on (all of it)."""
-        return result
 
     def _right_over_ranges(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
         module_name, name = torch_names.DENSE_CHECK_ON_SIZES
@@ -237,9 +235,6 @@ class OverlapCheck(DenseCheck):
     def _exact(t: torch.Tensor) -> Any:
         module_name, name = torch_names.OVERLAP_CHECK
         return int(_unwrapped(getattr(sys.modules[module_name], name))(t))
-
-    def _read(self, result: Any) -> Any:
-        return result == 1 if self.reader in YES_READERS else result
 
     def _right_over_ranges(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
         return False
