@@ -127,11 +127,9 @@ class Question:
         if self.site and self.site[0] in DIRECT_SITES and DIRECT_SITES[self.site[0]][1](self):
             return DIRECT_SITES[self.site[0]][0], sympy.true
         why, names = next((SITES[name] for name in self.site if name in SITES), (None, None))
-        if why is None:
+        if why is None or (names is not None and self.operands is None):
             return None
-        if names is None:
-            return why, sympy.true
-        return (why, sympy.Eq(*self.operands)) if self.operands is not None else None
+        return why, sympy.true if names is None else sympy.Eq(*self.operands)
 
 
 @dataclasses.dataclass
