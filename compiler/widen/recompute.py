@@ -407,10 +407,8 @@ def _ranges_now(exprs: tuple[sympy.Expr, ...]) -> dict[sympy.Symbol, Any]:
     """The value ranges, in the ShapeEnv being traced or lowered, of the symbols of ``exprs``
     (those it knows; none outside a trace)."""
     env = shape_env_now()
-    if env is None:
-        return {}
-    free = set().union(*(e.free_symbols for e in exprs))
-    return {s: env.var_to_range[s] for s in free if s in env.var_to_range}
+    known = env.var_to_range if env is not None else {}
+    return {s: known[s] for e in exprs for s in e.free_symbols if s in known}
 
 
 def _view_strides(args: tuple[Any, ...], kwargs: dict[str, Any]) -> ViewStrides:
@@ -426,8 +424,6 @@ def _stride_order(args: tuple[Any, ...], kwargs: dict[str, Any]) -> StrideOrder:
 
 class _Unrecorded:
     """A layout computation whose operands could not be recorded: never moot."""
-
-    why = "unrecorded"
 
     @staticmethod
     def right_at(sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
