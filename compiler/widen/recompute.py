@@ -204,8 +204,7 @@ class DenseCheck:
         return bool(_unwrapped(_prims_common.is_non_overlapping_and_dense_or_false)(t))
 
     def _right_over_ranges(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
-        module_name, name = torch_names.DENSE_CHECK_ON_SIZES
-        check = getattr(sys.modules.get(module_name), name, None)
+        check = torch_seam.optional(".".join(torch_names.DENSE_CHECK_ON_SIZES))
         if check is None:
             return False  # a torch without the sizes-and-strides form: not recomputed (refused)
         try:
