@@ -138,10 +138,9 @@ def from_scheduler(scheduler: Any, uses: SizeUses) -> None:
                 uses.refuse(f"a scheduled node of a kind this does not read ({type(node).__name__} {name})")
             for buf in node.get_outputs():
                 _layout(buf.node, f"buffer {buf.get_name()}", uses)
-    graph = V.graph
-    for buf in getattr(graph, "buffers", ()):
+    for buf in getattr(V.graph, "buffers", ()):
         _layout(buf, f"buffer {buf.get_name()}", uses)
-    for out in getattr(graph, "graph_outputs", ()) or ():
+    for out in getattr(V.graph, "graph_outputs", ()) or ():
         if isinstance(out, ir.IRNode):
             _layout(out, "a graph output", uses)
 

@@ -103,13 +103,11 @@ class Question:
     #: ranges the caller passed for symbols the env does not bound (index variables)
     extra_ranges: tuple[tuple[sympy.Symbol, ValueRanges], ...]
     axioms: tuple[sympy.Basic, ...]
-    #: Inductor functions on the way to the question, innermost first (``sizevars.py``'s
-    #: own left out)
+    #: Inductor functions on the way to the question, innermost first (``sizevars.py``'s own left out)
     site: tuple[str, ...]
     #: for a site of :data:`SITES` that names two sizes: their values where it was asked
     operands: tuple[sympy.Expr, sympy.Expr] | None = None
-    #: the layout computation (a view's strides, a convolution's output layout) the
-    #: question was asked in, if any: the answer is moot where its result is right at 1
+    #: the layout computation the question was asked in, if any: the answer is moot where its result is right at 1
     computed_in: Any = None
     #: how the caller reads the answer (a value of :data:`NON_GUARDING_READS`; None: as given)
     reading: str | None = None
@@ -119,9 +117,8 @@ class Question:
         return f"{self.expr} answered {self.answer} (asked in {where})"
 
     def moot(self, sub: dict[sympy.Symbol, sympy.Basic]) -> tuple[str, sympy.Basic] | None:
-        """When the answer does not matter where it was used: why, and the condition
-        (``true``, or two sizes being equal) under which it does not.  ``sub`` sets the
-        widened sizes to their value."""
+        """When the answer does not matter where it was used (``sub`` sets the widened sizes):
+        why, and the condition (``true``, or two sizes being equal) under which it does not."""
         if self.computed_in is not None:
             return (self.computed_in.why, sympy.true) if self.computed_in.right_at(sub) else None
         if self.site and self.site[0] in DIRECT_SITES and DIRECT_SITES[self.site[0]][1](self):
@@ -231,9 +228,8 @@ def _same_action(reading: str, a: Any, b: Any) -> bool:
     return acts(a) == acts(b)
 
 
-#: Inductor functions (the innermost one asking) whose guarding-hint reads only steer a
-#: heuristic: ``mark_reuse`` realizes an input before broadcasting, repeating or unfolding it
-#: (speed only)
+#: Inductor functions (the innermost one asking) whose guarding-hint reads only steer a heuristic:
+#: ``mark_reuse`` realizes an input before broadcasting, repeating or unfolding it (speed only)
 HEURISTIC_HINT_SITES = ("expand", "repeat", "unfold",
                         # 2.11 reads these through ``size_hint``; 2.13 as optimization hints (torch's
                         # own classification): split factor, buffer sizes, fill order, loop order,
@@ -332,10 +328,9 @@ def _copies_nothing() -> bool:
 
 
 def _site() -> tuple[tuple[str, ...], tuple[Any, Any] | None]:
-    """The Inductor functions below the question, innermost first (frames of
-    ``sizevars.py`` and generator expressions skipped; a qualified name where
-    :data:`SITES` knows it; one of :data:`OUTSIDE_SITES` where it is the innermost), and
-    for a site of :data:`SITES` that names two sizes, their values where it was asked."""
+    """The Inductor functions below the question, innermost first (frames of ``sizevars.py`` and
+    comprehensions skipped; a qualified name where a table here knows it; one of :data:`OUTSIDE_SITES`
+    where it is the innermost), and for a site of :data:`SITES` that names two sizes, their values."""
     names: list[str] = []
     operands = None
     frame = sys._getframe(2)

@@ -1,14 +1,12 @@
 """Layout computations recorded while a generic compile is lowered, and recomputed at 1.
 
 Some shape questions are asked inside a computation whose *result* is all the lowering keeps
-(the table in docs/compile.md, "Inductor's answers").  Each call is recorded with its
-operands and result; at 1 the same torch function runs again, and an answer asked inside it
-is moot where the result agrees (:mod:`verishape.compiler.widen.questions`).
-
-:func:`tracking` wraps those functions and the size-hint reads for one block, each named once
-in ``torch_names.WIDENING_REGISTRY``; arguments pass through untouched.  A missing optional
-one is said once and left alone (its answers are refused); a missing required one refuses
-widening on that torch (``torch_seam.widening_refused``).
+(docs/compile.md, "Inductor's answers"): each call is recorded with its operands and result,
+and an answer asked inside it is moot where the same torch function gives that result at 1
+(:mod:`verishape.compiler.widen.questions`).  :func:`tracking` wraps those functions and the
+size-hint reads for one block (each named once in ``torch_names.WIDENING_REGISTRY``), arguments
+untouched: a missing optional one is said once and its answers refused, a missing required one
+refuses widening on that torch (``torch_seam.widening_refused``).
 """
 
 from __future__ import annotations
@@ -403,8 +401,7 @@ def shape_env_now() -> Any:
 
 
 def _ranges_now(exprs: tuple[sympy.Expr, ...]) -> dict[sympy.Symbol, Any]:
-    """The value ranges, in the ShapeEnv being traced or lowered, of the symbols of ``exprs``
-    (those it knows; none outside a trace)."""
+    """The ranges the ShapeEnv being traced or lowered knows for the symbols of ``exprs`` (none outside a trace)."""
     env = shape_env_now()
     known = env.var_to_range if env is not None else {}
     return {s: known[s] for e in exprs for s in e.free_symbols if s in known}
@@ -433,8 +430,7 @@ UNRECORDED = _Unrecorded()
 
 
 def _node_layout(node: Any) -> tuple[Any, ...]:
-    """An Inductor IR node's sizes, strides (contiguous where it has no layout yet), dtype
-    and device."""
+    """An IR node's sizes, strides (contiguous where it has no layout yet), dtype and device."""
     from torch._inductor import ir
 
     size = tuple(sympy.sympify(e) for e in node.get_size())
