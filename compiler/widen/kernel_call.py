@@ -15,7 +15,7 @@ from .over_ranges import at_point, exprs
 
 
 @dataclasses.dataclass
-class KernelCall:
+class KernelCall(over_ranges.Recorded):
     """A call of Inductor's ``ExternKernel.process_kernel``: an extern (fallback) kernel's fake
     run on its inputs' layouts, whose outputs' layouts the lowering fixes."""
 
@@ -25,9 +25,6 @@ class KernelCall:
     flat: list[Any]
     spec: Any
     outputs: list[Any] | None = None
-    done: bool = False
-    #: the ranges of the symbols in the arguments, where it was asked
-    ranges: dict[sympy.Symbol, Any] = dataclasses.field(default_factory=dict)
     why = "an extern kernel's output layout, the same at 1 on every dimension larger than 1"
 
     def __getstate__(self) -> dict[str, Any]:
@@ -45,14 +42,14 @@ class KernelCall:
 
         self.__dict__.update(state, kernel=_operator(state["kernel"]), spec=pytree.treespec_loads(state["spec"]))
 
-    def right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
+    def _right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
         """Whether torch's fake kernel, run on the inputs at ``sub`` (over the ranges of sizes
         that stay symbolic: :mod:`over_ranges`), gives the recorded outputs there (sizes and
         values equal, strides equal where the size is not 1)."""
         from torch._subclasses.fake_tensor import FakeTensorMode
         from torch.utils import _pytree as pytree
 
-        if not self.done or self.outputs is None or any(a is None for a in self.flat):
+        if self.outputs is None or any(a is None for a in self.flat):
             return False
         try:
             outputs = [_map(o, lambda e: at_point(e, sub)) for o in self.outputs]

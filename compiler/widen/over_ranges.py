@@ -10,6 +10,7 @@ own guards and ranges (proved at the point) keep the inputs in.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -86,6 +87,29 @@ def decided(fn: Callable[[], Any]) -> Any:
         return fn()
     except GuardOnDataDependentSymNode as exc:
         raise Undecided(str(exc).splitlines()[0]) from None
+
+
+@dataclasses.dataclass
+class Recorded:
+    """A call of a torch layout function recorded while a generic compile is lowered (a subclass per
+    function; a bare one: a call whose operands could not be recorded), right at a widened point where
+    the same function gives the recorded result there, as the lowering reads it (a size not a number
+    where one is needed, or a comparison the ranges do not decide: not right)."""
+
+    #: the call returned (its result is unset while it runs)
+    done: bool = dataclasses.field(default=False, kw_only=True)
+    #: the ranges of the symbols in its sizes and strides, where it was asked
+    ranges: dict[sympy.Symbol, Any] = dataclasses.field(default_factory=dict, kw_only=True)
+
+    def right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
+        """Whether the call is right at ``sub`` (the widened sizes set; others over their ranges)."""
+        try:
+            return self.done and self._right_at(sub)
+        except (NotANumber, Undecided):
+            return False
+
+    def _right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
+        return False  # recorded without its operands: never right
 
 
 def same(a: sympy.Expr, b: sympy.Expr) -> bool:

@@ -38,7 +38,7 @@ WidenedRanges = Callable[[], "dict[sympy.Symbol, Any] | None"]
 
 
 @dataclasses.dataclass
-class ViewStrides:
+class ViewStrides(over_ranges.Recorded):
     """A call of torch's view-stride computation (``fake_impls._compute_stride``: Inductor's
     ``View.create`` asks it for a view of a non-contiguous buffer; None: reshape index math)."""
 
@@ -47,28 +47,20 @@ class ViewStrides:
     new_size: tuple[sympy.Expr, ...]
     #: the strides it returned (None: not viewable; unset while the call runs)
     result: tuple[sympy.Expr, ...] | None = None
-    done: bool = False
-    #: the ranges of the symbols in the sizes and strides, where it was asked
-    ranges: dict[sympy.Symbol, Any] = dataclasses.field(default_factory=dict)
     why = "a view's strides, the same at 1 on every dimension larger than 1"
 
-    def right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
+    def _right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
         """Whether the same computation at ``sub`` (over the ranges of sizes that stay symbolic)
         gives the recorded strides where the size is not 1 (a size-1 stride addresses nothing)."""
         from torch._subclasses import fake_impls
 
-        if not self.done:
-            return False
         if self.result is None:
             return True  # reshape index math instead of a view: right for any size
-        try:
-            at = [[at_point(e, sub) for e in part] for part in (self.old_size, self.old_stride, self.new_size)]
-            generic = [at_point(e, sub) for e in self.result]
-            compute = _unwrapped(fake_impls._compute_stride)
-            symbols = over_ranges.Symbols([e for part in at for e in part], self.ranges)
-            out = over_ranges.decided(lambda: compute(*[[symbols.value(e) for e in part] for part in at]))
-        except (NotANumber, over_ranges.Undecided):
-            return False
+        at = [[at_point(e, sub) for e in part] for part in (self.old_size, self.old_stride, self.new_size)]
+        generic = [at_point(e, sub) for e in self.result]
+        compute = _unwrapped(fake_impls._compute_stride)
+        symbols = over_ranges.Symbols([e for part in at for e in part], self.ranges)
+        out = over_ranges.decided(lambda: compute(*[[symbols.value(e) for e in part] for part in at]))
         if out is None:
             return False
         exact = [e.xreplace(symbols.back) for e in exprs(out)]
@@ -76,7 +68,7 @@ class ViewStrides:
 
 
 @dataclasses.dataclass
-class ConvLayout:
+class ConvLayout(over_ranges.Recorded):
     """A call of Inductor's ``conv_layout``: a convolution's output layout, read off torch's
     fake convolution (whose memory-format choice asks about the batch size)."""
 
@@ -85,22 +77,18 @@ class ConvLayout:
     #: stride, padding, dilation, transposed, output_padding, groups (None: not integers)
     params: tuple[Any, ...] | None
     result: tuple[tuple[sympy.Expr, ...], tuple[sympy.Expr, ...]] | None = None
-    done: bool = False
     why = "a convolution's output layout, the same at 1 on every dimension larger than 1"
 
-    def right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
+    def _right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
         """Whether torch's fake convolution at ``sub`` (every size a number there) gives the
         recorded layout: sizes equal, strides equal where the size is not 1."""
         from torch._subclasses.fake_tensor import FakeTensorMode
 
-        if not self.done or self.result is None or self.params is None:
+        if self.result is None or self.params is None:
             return False
-        try:
-            operands = [None if o is None else ([number(e, sub) for e in o[0]], [number(e, sub) for e in o[1]],
-                                                 o[2], o[3]) for o in self.operands]
-            sizes, strides = ([number(e, sub) for e in part] for part in self.result)
-        except NotANumber:
-            return False
+        operands = [None if o is None else ([number(e, sub) for e in o[0]], [number(e, sub) for e in o[1]],
+                                             o[2], o[3]) for o in self.operands]
+        sizes, strides = ([number(e, sub) for e in part] for part in self.result)
         with FakeTensorMode():
             x, w, b = (None if o is None else torch.empty_strided(*o[:2], dtype=o[2], device=o[3]) for o in operands)
             out = torch.ops.aten.convolution(x, w, b, *self.params)
@@ -110,7 +98,7 @@ class ConvLayout:
 
 
 @dataclasses.dataclass
-class StrideOrder:
+class StrideOrder(over_ranges.Recorded):
     """A call of Inductor's ``Layout.is_stride_ordered``: does a buffer already have the
     stride order an op requires (``require_strides`` copies it when not)."""
 
@@ -118,26 +106,21 @@ class StrideOrder:
     stride: tuple[sympy.Expr, ...]
     order: tuple[int, ...]
     result: bool | None = None
-    done: bool = False
-    ranges: dict[sympy.Symbol, Any] = dataclasses.field(default_factory=dict)
     why = "a stride-order check whose result is the same at 1"
 
-    def right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
+    def _right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
         """Whether torch's own check gives the recorded result on the layout at ``sub``
         (under a size allocator of its own: nothing is guarded)."""
         from torch._inductor import ir
         from torch._inductor.sizevars import SizeVarAllocator
         from torch._inductor.virtualized import V
 
-        if not self.done or self.result is None:
+        if self.result is None:
             return False
-        try:
-            size = [at_point(e, sub) for e in self.size]
-            stride = [at_point(e, sub) for e in self.stride]
-            # sizes that stay symbolic at ``sub`` range over theirs, and must decide the check
-            symbols = over_ranges.Symbols([*size, *stride], self.ranges)
-        except (NotANumber, over_ranges.Undecided):
-            return False
+        size = [at_point(e, sub) for e in self.size]
+        stride = [at_point(e, sub) for e in self.stride]
+        # sizes that stay symbolic at ``sub`` range over theirs, and must decide the check
+        symbols = over_ranges.Symbols([*size, *stride], self.ranges)
 
         class _Sizes:  # what the check reads of V.graph: 2.13 its sizevars, 2.11 its _shape_env
             sizevars = SizeVarAllocator(symbols.env)
@@ -146,23 +129,18 @@ class StrideOrder:
         with V.set_graph_handler(_Sizes()):  # type: ignore[arg-type]
             layout = ir.FixedLayout(torch.device("cpu"), torch.float32, [symbols.expr(e) for e in size],
                                     [symbols.expr(e) for e in stride])
-            try:
-                got = over_ranges.decided(lambda: _unwrapped(ir.Layout.is_stride_ordered)(layout, list(self.order)))
-            except over_ranges.Undecided:
-                return False
-            return got == self.result
+            got = over_ranges.decided(lambda: _unwrapped(ir.Layout.is_stride_ordered)(layout, list(self.order)))
+        return got == self.result
 
 
 @dataclasses.dataclass
-class DenseCheck:
+class DenseCheck(over_ranges.Recorded):
     """A call of torch's ``is_non_overlapping_and_dense_or_false`` (Inductor's ``run_node``
     asks it to decide on a channels-last layout): a pure function of sizes and strides."""
 
     size: tuple[sympy.Expr, ...]
     stride: tuple[sympy.Expr, ...]
     result: bool | None = None
-    done: bool = False
-    ranges: dict[sympy.Symbol, Any] = dataclasses.field(default_factory=dict)
     #: the check's caller as (file tail, name): how it reads the result (:class:`OverlapCheck`)
     reader: tuple[str, str] = ("", "")
     why = "a dense-layout check whose result is the same at 1"
@@ -179,11 +157,11 @@ class DenseCheck:
         reader = (filename[at + 1:] if at >= 0 else filename), caller.co_name
         return cls(size, stride, ranges=_ranges_now(size + stride), reader=reader)
 
-    def right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
+    def _right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
         """Whether torch's own check on the sizes and strides at ``sub`` gives the recorded
         result: on a meta tensor (nothing is guarded), or over the ranges of sizes that stay
         symbolic there."""
-        if not self.done or self.result is None:
+        if self.result is None:
             return False
         try:
             size = [number(e, sub) for e in self.size]
@@ -205,14 +183,10 @@ class DenseCheck:
         check = torch_seam.optional(".".join(torch_names.DENSE_CHECK_ON_SIZES))
         if check is None:
             return False  # a torch without the sizes-and-strides form: not recomputed (refused)
-        try:
-            size = [at_point(e, sub) for e in self.size]
-            stride = [at_point(e, sub) for e in self.stride]
-            symbols = over_ranges.Symbols([*size, *stride], self.ranges)
-            exact = over_ranges.decided(lambda: check([symbols.value(e) for e in size],
-                                                      [symbols.value(e) for e in stride]))
-        except (NotANumber, over_ranges.Undecided):
-            return False
+        size = [at_point(e, sub) for e in self.size]
+        stride = [at_point(e, sub) for e in self.stride]
+        symbols = over_ranges.Symbols([*size, *stride], self.ranges)
+        exact = over_ranges.decided(lambda: check([symbols.value(e) for e in size], [symbols.value(e) for e in stride]))
         return bool(exact) == self.result
 
 
@@ -418,15 +392,8 @@ def _stride_order(args: tuple[Any, ...], kwargs: dict[str, Any]) -> StrideOrder:
     return StrideOrder(size, stride, tuple(map(int, order)), ranges=_ranges_now(size + stride))
 
 
-class _Unrecorded:
-    """A layout computation whose operands could not be recorded: never moot."""
-
-    @staticmethod
-    def right_at(sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
-        return False
-
-
-UNRECORDED = _Unrecorded()
+#: a layout computation whose operands could not be recorded: never done, never moot
+UNRECORDED = over_ranges.Recorded()
 
 
 def _node_layout(node: Any) -> tuple[Any, ...]:
