@@ -126,7 +126,7 @@ class Question:
         why, names = next((SITES[name] for name in self.site if name in SITES), (None, None))
         if why is None or (names is not None and self.operands is None):
             return None
-        return why, sympy.true if names is None else sympy.Eq(*self.operands)
+        return why, (sympy.true if names is None else sympy.Eq(*self.operands))
 
 
 @dataclasses.dataclass
