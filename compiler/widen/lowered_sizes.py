@@ -102,8 +102,7 @@ def from_graph(gm: Any, uses: SizeUses) -> None:
     uses.graph_read = True
     uses.graph_calls = any(n.op == "call_function" for n in gm.graph.nodes)
     for node in gm.graph.nodes:
-        value = node.meta.get("val", node.meta.get("example_value"))
-        for t in flat_tensors(value):
+        for t in flat_tensors(node.meta.get("val", node.meta.get("example_value"))):
             sizes = [_expr_of(n) for n in t.shape]
             uses.add_all(sizes, "size", f"the AOT graph node {node.name}")
             uses.add_indexes(sizes, f"the AOT graph node {node.name}")

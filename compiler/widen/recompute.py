@@ -321,8 +321,7 @@ def _tracked_codegen(on_scheduled: ScheduledSink, original: Any) -> Any:
 
 
 def _inside(call: Any, original: Any, args: Any, kwargs: Any) -> Any:
-    """``original(*args, **kwargs)`` with the questions it asks tied to ``call`` (the
-    recorded computation, or None: not recorded, so never moot)."""
+    """``original(*args, **kwargs)`` with the questions it asks tied to ``call`` (None: :data:`UNRECORDED`)."""
     token = computing.set(call if call is not None else UNRECORDED)
     try:
         return original(*args, **kwargs)
