@@ -12,8 +12,8 @@ from typing import Any
 import sympy
 import torch
 
-from .effects import flat_tensors, is_functional, mutated_storages, reads_layout, storage_of, target_name
-from .snapshot import attribute, each_node, is_node, is_size_only, placeholder_source, value_of
+from .effects import is_functional, mutated_storages, reads_layout, storage_of, storages_of, target_name
+from .snapshot import attribute, is_node, is_size_only, nodes_in, placeholder_source, value_of
 
 
 class NotWidened(Exception):
@@ -244,7 +244,7 @@ class Canonicalizer:
             if same is not None:
                 index[node] = index[same]
                 continue
-            target = node.target if isinstance(node.target, str) else target_name(node.target)
+            target = target_name(node.target)
             args, kwargs = self._moot_causal(node, target)
             if target in _RESHAPES and self._values_only and isinstance(value, torch.Tensor) and (
                     self._functional or self._unobserved(value, *(value_of(a) for a in args[:1] if is_node(a)))):
@@ -264,15 +264,13 @@ class Canonicalizer:
 
     def _prepare(self, gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
         """Read what comparing ``gm`` depends on (the fields :meth:`__init__` names); returns its output nodes."""
-        outputs: set[torch.fx.Node] = set()
-        for node in gm.graph.find_nodes(op="output"):
-            each_node(node.args, outputs.add)
+        returned = [node.args for node in gm.graph.find_nodes(op="output")]
         self._same_storage = {}
-        self._output_storages = {storage_of(v) for n in outputs for v in flat_tensors(value_of(n))}
+        self._output_storages = storages_of(returned)
         self._functional = is_functional(gm)
         self._written = set() if self._functional else mutated_storages(gm)
         self._values_only = self._written is not None and not reads_layout(gm)
-        return outputs
+        return set(nodes_in(returned))
 
     def _unobserved(self, *values: Any) -> bool:
         """Only these tensors' values can be observed, not which storage they are in: no op reads a
@@ -315,7 +313,7 @@ class Canonicalizer:
         users = list(node.users)
         return bool(users) and all(
             u.target in _BROADCAST_VALUES and len(u.args) >= 3 and u.args[2] is node and u.args[0] is not node
-            and not _mentions((u.args[1], u.kwargs), node) for u in users)
+            and node not in nodes_in((u.args[1], u.kwargs)) for u in users)
 
     def _arg(self, a: Any, index: dict[torch.fx.Node, int], folded: dict[torch.fx.Node, Any]) -> Any:
         """A node's argument in comparable form: another node by position (or the value a
@@ -410,12 +408,6 @@ def _tensor_and_source(node: torch.fx.Node, index: dict[torch.fx.Node, int]) -> 
         return None
     mine, theirs = value_of(node), value_of(source)
     return (mine, theirs) if isinstance(mine, torch.Tensor) and isinstance(theirs, torch.Tensor) else None
-
-
-def _mentions(a: Any, node: torch.fx.Node) -> bool:
-    found: list[bool] = []
-    each_node(a, lambda n: found.append(n is node))
-    return any(found)
 
 
 def canonical(gm: torch.fx.GraphModule, rename: Callable[[sympy.Symbol], sympy.Basic],

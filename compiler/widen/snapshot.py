@@ -4,7 +4,7 @@ helpers that treat them like FX nodes (:mod:`verishape.compiler.widen.canon`).""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import operator
 from typing import Any
 
 import torch
@@ -44,9 +44,10 @@ class Snapshot:
         mapping: dict[torch.fx.Node, SnapNode] = {}
         for n in gm.graph.nodes:
             s = SnapNode(n.op, n.target, {key: n.meta[key] for key in _READ_META if key in n.meta}, n.name)
-            s.args = _remap(n.args, mapping)
-            s.kwargs = _remap(n.kwargs, mapping)
-            each_node((s.args, s.kwargs), lambda used, s=s: used.users.setdefault(s, None))
+            # FX's immutable_list and immutable_dict keep their types (the canonical form names them)
+            s.args, s.kwargs = torch.fx.node.map_arg((n.args, n.kwargs), mapping.__getitem__)
+            for used in nodes_in((s.args, s.kwargs)):
+                used.users.setdefault(s, None)
             mapping[n] = s
         self.nodes = list(mapping.values())  # in graph order
         self._attributes = {n.target: attribute(gm, n.target) for n in self.nodes if n.op == "get_attr"}
@@ -62,27 +63,7 @@ class Snapshot:
 def attribute(gm: Any, target: str) -> Any:
     """The module attribute a ``get_attr`` node names (a dotted path), of a graph module or
     a :class:`Snapshot` (which kept those it names)."""
-    if isinstance(gm, Snapshot):
-        return gm._attributes[target]
-    value = gm
-    for part in target.split("."):
-        value = getattr(value, part)
-    return value
-
-
-def _remap(a: Any, mapping: dict[torch.fx.Node, SnapNode]) -> Any:
-    if isinstance(a, torch.fx.Node):
-        return mapping[a]
-    if isinstance(a, tuple):
-        items = tuple(_remap(x, mapping) for x in a)
-        return type(a)(*items) if hasattr(a, "_fields") else items
-    if isinstance(a, list):  # FX's immutable_list keeps its type (the canonical form names it)
-        return type(a)(_remap(x, mapping) for x in a)
-    if isinstance(a, dict):
-        return type(a)({k: _remap(v, mapping) for k, v in a.items()})
-    if isinstance(a, slice):
-        return slice(_remap(a.start, mapping), _remap(a.stop, mapping), _remap(a.step, mapping))
-    return a
+    return gm._attributes[target] if isinstance(gm, Snapshot) else operator.attrgetter(target)(gm)
 
 
 def is_node(a: Any) -> bool:
@@ -90,18 +71,11 @@ def is_node(a: Any) -> bool:
     return isinstance(a, (torch.fx.Node, SnapNode))
 
 
-def each_node(a: Any, fn: Callable[[Any], Any]) -> None:
-    if is_node(a):
-        fn(a)
-    elif isinstance(a, (tuple, list)):
-        for x in a:
-            each_node(x, fn)
-    elif isinstance(a, dict):
-        for x in a.values():
-            each_node(x, fn)
-    elif isinstance(a, slice):
-        for x in (a.start, a.stop, a.step):
-            each_node(x, fn)
+def nodes_in(a: Any) -> list[Any]:
+    """The nodes (FX or a :class:`Snapshot`'s) in ``a``, a node's arguments, in order."""
+    found: list[Any] = []
+    torch.fx.node.map_aggregate(a, lambda x: found.append(x) if is_node(x) else None)
+    return found
 
 
 def placeholder_source(node: Any) -> Any:
