@@ -149,54 +149,46 @@ class Canonicalizer:
             return meta, hashlib.sha256(data).hexdigest()
         return meta, ("data_ptr", attr.data_ptr())
 
-    def _identity_view(self, node: torch.fx.Node, index: dict[torch.fx.Node, int], storages: list[Any],
-                       loose: bool = False) -> bool:
+    def _identity_view(self, node: torch.fx.Node, mine: torch.Tensor, theirs: torch.Tensor, storages: list[Any],
+                       loose: bool) -> bool:
         """An ATen view op whose result has its input's sizes, strides, offset, dtype and storage: it reads exactly
         the input's elements, so it is the input (folded on both sides).  The traces differ in these: a generic
         ``slice(x, 0, 0, end)`` is dropped at 1 or becomes ``alias``; ViT's ``cls_token.expand(batch, -1, -1)`` is
         dropped at batch 1 (the generic one gives that dimension stride 0).  ``loose``: :meth:`tensor_meta`'s."""
-        target = node.target
-        pair = (_tensor_and_source(node, index) if node.op == "call_function"
-                and isinstance(target, torch._ops.OpOverload) and target.is_view else None)
-        if pair is None:
+        if not (isinstance(node.target, torch._ops.OpOverload) and node.target.is_view):
             return False
         probe = list(storages)
-        return self.tensor_meta(pair[0], probe, loose) == self.tensor_meta(pair[1], probe, loose)
+        return self.tensor_meta(mine, probe, loose) == self.tensor_meta(theirs, probe, loose)
 
-    def _copy_of_input(self, node: torch.fx.Node, index: dict[torch.fx.Node, int], outputs: set[torch.fx.Node]) -> bool:
+    def _copy_of_input(self, node: torch.fx.Node, mine: torch.Tensor, theirs: torch.Tensor) -> bool:
         """``aten.clone(x)`` not returned, where neither it nor ``x`` can be observed but by value
         (:meth:`_unobserved`; an op that reads a layout could read past a copy's elements): it has ``x``'s
         values, whatever layout it was given.  At 1 ``contiguous()`` or ``reshape`` of an input contiguous
         there returns it where the generic graph copies (T5's decoder; a static cache's decode step)."""
-        pair = _tensor_and_source(node, index) if node.target is torch.ops.aten.clone.default else None
-        if node in outputs or pair is None:
-            return False
-        mine, theirs = pair
-        return self._unobserved(mine, theirs) and (
+        return node.target is torch.ops.aten.clone.default and self._unobserved(mine, theirs) and (
             (self.scalar(mine.shape), mine.dtype, mine.device) == (self.scalar(theirs.shape), theirs.dtype,
                                                                    theirs.device))
 
     def _full_scatter(self, node: torch.fx.Node, index: dict[torch.fx.Node, int], folded: dict[torch.fx.Node, Any],
-                      storages: list[Any], outputs: set[torch.fx.Node]) -> bool:
+                      storages: list[Any]) -> bool:
         """``aten.slice_scatter(base, src, dim, 0, end)`` over the whole of ``dim`` (step 1) whose ``src``
         has its result's sizes and strides: every element comes from ``src``, so the result *is* ``src``'s
         value.  Generic traces write ``t[:, 1:] = v`` through a full dim-0 slice and scatter it back; at 1
         ATen drops that slice.  Only where a fresh copy and ``src`` cannot be told apart: a functional
         (AOT) graph, or neither is written nor output (:meth:`_unobserved`); never a graph output."""
-        if (node.target is not torch.ops.aten.slice_scatter.default or node in outputs
-                or not isinstance(value_of(node), torch.Tensor) or storage_of(value_of(node)) in self._output_storages):
+        if node.target is not torch.ops.aten.slice_scatter.default:
             return False
         base, src, dim, start, end, step = (list(node.args) + [None] * 6)[:6]
         dim = node.kwargs.get("dim", 0 if dim is None else dim)
         start = node.kwargs.get("start", start)
         end = node.kwargs.get("end", end)
         step = node.kwargs.get("step", 1 if step is None else step)
-        if not is_node(src) or src not in index or not is_node(base):
+        if not (is_node(src) and src in index and is_node(base) and isinstance(dim, int)):
             return False
         mine, theirs, whole = value_of(node), value_of(src), value_of(base)
-        if not all(isinstance(t, torch.Tensor) for t in (mine, theirs, whole)) or not isinstance(dim, int):
+        if not all(isinstance(t, torch.Tensor) for t in (mine, theirs, whole)):
             return False
-        if not (self._functional or self._unobserved(mine, theirs)):
+        if storage_of(mine) in self._output_storages or not (self._functional or self._unobserved(mine, theirs)):
             return False
 
         def number(a: Any) -> Any:
@@ -204,8 +196,6 @@ class Canonicalizer:
 
         size = self.number(whole.shape[dim])
         first, last, stride = number(0 if start is None else start), number(end), number(step)
-        if last is None and end is not None:
-            return False
         covers = end is None or (isinstance(last, sympy.Expr) and isinstance(size, sympy.Expr)
                                  and sympy.simplify(last - size).is_nonnegative is True)
         if first != 0 or stride != 1 or not covers:
@@ -283,30 +273,29 @@ class Canonicalizer:
 
     def _same_value_as(self, node: torch.fx.Node, index: dict[torch.fx.Node, int], folded: dict[torch.fx.Node, Any],
                        storages: list[Any], outputs: set[torch.fx.Node]) -> torch.fx.Node | None:
-        """The node whose value ``node``'s is, where the two cannot be told apart, else None."""
-        if self._identity_view(node, index, storages, loose=node not in outputs):
+        """The node whose value ``node``'s is, where the two cannot be told apart, else None.  Only an identity
+        view folds where ``node`` is a graph output: a copy's storage and strides are the caller's to see."""
+        pair = _tensor_and_source(node, index) if node.op == "call_function" else None
+        if pair is not None and self._identity_view(node, *pair, storages, loose=node not in outputs):
             return node.args[0]
-        if self._full_scatter(node, index, folded, storages, outputs):
+        if node in outputs:
+            return None
+        if self._full_scatter(node, index, folded, storages):
             return node.args[1]
-        if self._copy_of_input(node, index, outputs) or self._unbroadcast_values(node, index, outputs):
+        if pair is not None and (self._copy_of_input(node, *pair) or self._unbroadcast_values(node, *pair)):
             return node.args[0]
         return None
 
-    def _unbroadcast_values(self, node: torch.fx.Node, index: dict[torch.fx.Node, int],
-                            outputs: set[torch.fx.Node]) -> bool:
+    def _unbroadcast_values(self, node: torch.fx.Node, mine: torch.Tensor, theirs: torch.Tensor) -> bool:
         """A reshape that only drops leading size-1 dimensions, used only as the values of ``index_put``, which
         broadcasts them back to the indexed shape.  torch's indexing drops them before it calls ``index_put``
         (``y[:, :, i] = v`` with ``v`` of batch 1: (1, 2, 1, 8) becomes (2, 1, 8)), so the graph at batch 1 has a
         reshape the generic one has not (Gemma 2's static sliding-window cache).  It must view its input, or both be
         unobserved: a copy taken before a write to its input is not the input."""
-        pair = (None if node.op != "call_function" or node in outputs or target_name(node.target) not in _RESHAPES
-                else _tensor_and_source(node, index))
-        if pair is None:
-            return False
-        mine, theirs = pair
         dropped = theirs.dim() - mine.dim()
-        if dropped <= 0 or self.scalar(theirs.shape[dropped:]) != self.scalar(mine.shape) \
-                or any(self.number(d) != 1 for d in theirs.shape[:dropped]):
+        if (target_name(node.target) not in _RESHAPES or dropped <= 0
+                or self.scalar(theirs.shape[dropped:]) != self.scalar(mine.shape)
+                or any(self.number(d) != 1 for d in theirs.shape[:dropped])):
             return False
         if storage_of(mine) != storage_of(theirs) and not self._unobserved(mine, theirs):
             return False
