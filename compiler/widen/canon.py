@@ -83,11 +83,7 @@ class Canonicalizer:
             return sympy.Integer(constant) if constant is not None else self.expr(v.node.expr)
         if isinstance(v, (torch.SymBool, torch.SymFloat)):
             return self.expr(v.node.expr)
-        if isinstance(v, bool):
-            return sympy.true if v else sympy.false
-        if isinstance(v, int):
-            return sympy.Integer(v)
-        return v
+        return sympy.sympify(v) if isinstance(v, int) else v  # a bool: sympy.true or sympy.false
 
     def scalar(self, v: Any) -> Any:
         if isinstance(v, (list, tuple, torch.Size)):
@@ -275,7 +271,10 @@ class Canonicalizer:
                        storages: list[Any], outputs: set[torch.fx.Node]) -> torch.fx.Node | None:
         """The node whose value ``node``'s is, where the two cannot be told apart, else None.  Only an identity
         view folds where ``node`` is a graph output: a copy's storage and strides are the caller's to see."""
-        pair = _tensor_and_source(node, index) if node.op == "call_function" else None
+        # the tensor ``node`` makes and that of its first argument, a node already compared
+        source = node.args[0] if node.op == "call_function" and node.args else None
+        mine, theirs = value_of(node), (value_of(source) if is_node(source) and source in index else None)
+        pair = (mine, theirs) if isinstance(mine, torch.Tensor) and isinstance(theirs, torch.Tensor) else None
         if pair is not None and self._identity_view(node, *pair, storages, loose=node not in outputs):
             return node.args[0]
         if node in outputs:
@@ -346,8 +345,7 @@ class Canonicalizer:
         if "scaled_dot_product" not in target or len(node.args) < 2:
             return node.args, node.kwargs
         q, k = (value_of(a) if is_node(a) else None for a in node.args[:2])
-        if not (all(isinstance(t, torch.Tensor) and t.dim() >= 2 for t in (q, k))
-                and self.number(q.shape[-2]) == 1 and self.number(k.shape[-2]) == 1):
+        if not all(isinstance(t, torch.Tensor) and t.dim() >= 2 and self.number(t.shape[-2]) == 1 for t in (q, k)):
             return node.args, node.kwargs
         if "is_causal" in node.kwargs:
             return node.args, {**node.kwargs, "is_causal": False}
@@ -388,15 +386,6 @@ def first_difference(generic: Canon, other: Canon, width: int = 160) -> str:
 _RESHAPES = ("aten.view.default", "aten._unsafe_view.default", "aten.reshape.default")
 #: ATen ops that broadcast their third argument (the values) to the shape they index
 _BROADCAST_VALUES = (torch.ops.aten.index_put.default, torch.ops.aten.index_put_.default)
-
-
-def _tensor_and_source(node: torch.fx.Node, index: dict[torch.fx.Node, int]) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """The tensor ``node`` makes and that of its first argument, a node already compared."""
-    source = node.args[0] if node.args else None
-    if not is_node(source) or source not in index:
-        return None
-    mine, theirs = value_of(node), value_of(source)
-    return (mine, theirs) if isinstance(mine, torch.Tensor) and isinstance(theirs, torch.Tensor) else None
 
 
 def canonical(gm: torch.fx.GraphModule, rename: Callable[[sympy.Symbol], sympy.Basic],
