@@ -360,10 +360,7 @@ class Canonicalizer:
             if a.name in node.kwargs or not a.has_default_value():
                 break
             args.append(a.default_value)
-        names = [a.name for a in positional[:len(args)]]
-        if "is_causal" in names:
-            args[names.index("is_causal")] = False
-        return tuple(args), node.kwargs
+        return tuple(False if a.name == "is_causal" else v for a, v in zip(positional, args)), node.kwargs
 
 
 def first_difference(generic: Canon, other: Canon, width: int = 160) -> str:

@@ -14,19 +14,13 @@ from .snapshot import is_size_only, nodes_in, value_of
 
 
 def is_functional(gm: torch.fx.GraphModule) -> bool:
-    """Every call is an ATen op that mutates nothing (or ``getitem`` of a result, or
-    arithmetic on sizes): then no value changes after it is made, and a fresh copy of a
-    value reads as the value."""
-    for node in gm.graph.nodes:
-        if node.op in ("placeholder", "output", "get_attr"):
-            continue
-        if node.op != "call_function":
-            return False
-        if node.target is operator.getitem or is_size_only(value_of(node)):
-            continue  # a result's item, or size arithmetic (no tensor in or out)
-        if not isinstance(node.target, torch._ops.OpOverload) or node.target._schema.is_mutable:
-            return False
-    return True
+    """Every call is an ATen op that mutates nothing, ``getitem`` of a result, or arithmetic on sizes
+    (no tensor in or out): then no value changes after it is made, and a fresh copy of a value reads as
+    the value."""
+    return all(node.op == "call_function" and (
+        node.target is operator.getitem or is_size_only(value_of(node))
+        or isinstance(node.target, torch._ops.OpOverload) and not node.target._schema.is_mutable)
+        for node in gm.graph.nodes if node.op not in ("placeholder", "output", "get_attr"))
 
 
 #: Python operators that update their left operand in place
