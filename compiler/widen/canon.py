@@ -39,15 +39,13 @@ def returned_sizes(generic: Canon, other: Canon) -> tuple[int, ...] | None:
     outputs must be folded values; the caller leaves them out of the generic artifact's results."""
     if generic.entries != other.entries:
         return None
-    keep: list[int] = []
-    j = 0
+    keep: list[int] = []  # also how many of ``other``'s outputs are matched
     for i, item in enumerate(generic.outputs):
-        if j < len(other.outputs) and item == other.outputs[j]:
+        if len(keep) < len(other.outputs) and item == other.outputs[len(keep)]:
             keep.append(i)
-            j += 1
         elif not (isinstance(item, tuple) and item and item[0] == "value"):
             return None
-    return tuple(keep) if j == len(other.outputs) else None
+    return tuple(keep) if len(keep) == len(other.outputs) else None
 
 
 class Canonicalizer:
@@ -317,8 +315,7 @@ class Canonicalizer:
         if isinstance(a, dict):
             return ("dict", tuple((k, self._arg(v, index, folded)) for k, v in a.items()))
         if isinstance(a, slice):
-            return ("slice", self._arg(a.start, index, folded), self._arg(a.stop, index, folded),
-                    self._arg(a.step, index, folded))
+            return ("slice", *(self._arg(x, index, folded) for x in (a.start, a.stop, a.step)))
         if isinstance(a, (torch.SymInt, torch.SymBool, torch.SymFloat, bool, int)):
             return ("value", self.number(a))
         if isinstance(a, torch.Tensor):

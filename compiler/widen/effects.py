@@ -53,10 +53,8 @@ def mutated_storages(gm: Any) -> set[Any] | None:
     for node in gm.graph.nodes:
         if node.op in ("placeholder", "output", "get_attr"):
             continue
-        if node.op not in ("call_function", "call_method"):
-            return None
         target = node.target
-        if isinstance(target, torch._ops.HigherOrderOperator):
+        if node.op not in ("call_function", "call_method") or isinstance(target, torch._ops.HigherOrderOperator):
             return None
         if "out" in node.kwargs:
             out |= storages_of(node.kwargs["out"])

@@ -119,6 +119,4 @@ def to_layout(t: torch.Tensor, order: tuple[int, ...]) -> torch.Tensor:
     for d in reversed(order):  # innermost first: each stride is the product of the sizes inside it
         strides[d] = t.stride(d) if t.shape[d] == 1 else inner
         inner *= t.shape[d]
-    out = torch.empty_strided(t.shape, strides, dtype=t.dtype, device=t.device)
-    out.copy_(t)
-    return out
+    return torch.empty_strided(t.shape, strides, dtype=t.dtype, device=t.device).copy_(t)
