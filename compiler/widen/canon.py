@@ -7,10 +7,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from collections.abc import Callable
+from itertools import takewhile
 from typing import Any
 
 import sympy
 import torch
+from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from .effects import is_functional, mutated_storages, reads_layout, storage_of, storages_of, target_name
 from .snapshot import attribute, is_node, is_size_only, nodes_in, placeholder_source, value_of
@@ -136,8 +138,6 @@ class Canonicalizer:
         meta = ("tensor", tuple(attr.shape), tuple(attr.stride()), attr.storage_offset(), str(attr.dtype),
                 str(attr.device), str(attr.layout), bool(attr.requires_grad))
         if attr.numel() <= 1 << 16:
-            from torch._subclasses.fake_tensor import unset_fake_temporarily
-
             with unset_fake_temporarily():  # lowering runs under the frame's fake mode
                 data = attr.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes()
             return meta, hashlib.sha256(data).hexdigest()
@@ -224,8 +224,7 @@ class Canonicalizer:
             if node.op != "output" and is_size_only(value):
                 folded[node] = self.scalar(value)
                 continue
-            same = self._same_value_as(node, index, folded, storages, outputs)
-            if same is not None:
+            if (same := self._same_value_as(node, index, folded, storages, outputs)) is not None:
                 index[node] = index[same]
                 continue
             target = target_name(node.target)
@@ -352,11 +351,8 @@ class Canonicalizer:
         # An ATen overload: spell out every positional argument (AOT writes a default or
         # leaves it out depending on the value), then clear the flag.
         positional = [a for a in schema.arguments if not a.kwarg_only]
-        args = list(node.args)
-        for a in positional[len(args):]:
-            if a.name in node.kwargs or not a.has_default_value():
-                break
-            args.append(a.default_value)
+        filled = takewhile(lambda a: a.name not in node.kwargs and a.has_default_value(), positional[len(node.args):])
+        args = (*node.args, *(a.default_value for a in filled))
         return tuple(False if a.name == "is_causal" else v for a, v in zip(positional, args)), node.kwargs
 
 

@@ -10,25 +10,28 @@ from typing import Any
 import torch
 
 
+#: what widening reads of a node's metadata (:func:`value_of`, :func:`placeholder_source`)
+_READ_META = ("val", "example_value", "grapharg")
+
+
 class SnapNode:
     """One node of a :class:`Snapshot`: what :func:`canonical` and the widening checks read
-    of an FX node (its arguments point at other snapshot nodes)."""
+    of an FX node (its arguments point at the snapshot nodes ``mapping`` made of theirs)."""
 
     __slots__ = ("op", "target", "args", "kwargs", "meta", "name", "users")
 
-    def __init__(self, op: str, target: Any, meta: dict[str, Any], name: str) -> None:
-        self.op, self.target, self.meta, self.name = op, target, meta, name
-        self.args: tuple[Any, ...] = ()
-        self.kwargs: dict[str, Any] = {}
+    def __init__(self, node: torch.fx.Node, mapping: dict[torch.fx.Node, SnapNode]) -> None:
+        self.op, self.target, self.name = node.op, node.target, node.name
+        self.meta = {key: node.meta[key] for key in _READ_META if key in node.meta}
+        # FX's immutable_list and immutable_dict keep their types (the canonical form names them)
+        self.args, self.kwargs = torch.fx.node.map_arg((node.args, node.kwargs), mapping.__getitem__)
         #: the nodes whose arguments name this one, in graph order (as FX's ``Node.users``)
         self.users: dict[SnapNode, None] = {}
+        for used in nodes_in((self.args, self.kwargs)):
+            used.users.setdefault(self, None)
 
     def __repr__(self) -> str:
         return f"SnapNode({self.name})"
-
-
-#: what widening reads of a node's metadata (:func:`value_of`, :func:`placeholder_source`)
-_READ_META = ("val", "example_value", "grapharg")
 
 
 class Snapshot:
@@ -43,12 +46,7 @@ class Snapshot:
     def __init__(self, gm: torch.fx.GraphModule) -> None:
         mapping: dict[torch.fx.Node, SnapNode] = {}
         for n in gm.graph.nodes:
-            s = SnapNode(n.op, n.target, {key: n.meta[key] for key in _READ_META if key in n.meta}, n.name)
-            # FX's immutable_list and immutable_dict keep their types (the canonical form names them)
-            s.args, s.kwargs = torch.fx.node.map_arg((n.args, n.kwargs), mapping.__getitem__)
-            for used in nodes_in((s.args, s.kwargs)):
-                used.users.setdefault(s, None)
-            mapping[n] = s
+            mapping[n] = SnapNode(n, mapping)
         self.nodes = list(mapping.values())  # in graph order
         self._attributes = {n.target: attribute(gm, n.target) for n in self.nodes if n.op == "get_attr"}
 
