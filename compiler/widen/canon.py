@@ -24,8 +24,7 @@ class NotWidened(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class Canon:
-    """A graph in a form two traces can be compared in: one entry per kept node, and the
-    graph's outputs, one item each (a kept node, or a folded value)."""
+    """A graph as two traces compare: an entry per kept node, and its outputs (each a kept node or a folded value)."""
 
     entries: tuple[Any, ...]
     outputs: tuple[Any, ...] = ()
@@ -92,13 +91,11 @@ class Canonicalizer:
 
     def tensor_meta(self, t: torch.Tensor, storages: list[Any], loose: bool = False,
                     hide_alias: bool = False) -> tuple[Any, ...]:
-        """Sizes, strides, offset, dtype, device, layout, grad flag and storage identity (its index in
-        ``storages``; ``hide_alias``: left out).
-
-        ``loose`` (intermediates only: an output's strides are the caller's, an input's its guards'): a
-        size-1 dimension's stride is left out.  Its only index is 0, so it moves no address (torch's
-        contiguity checks skip it too), and at 1 ATen's choice of it differs from the generic formula (a
-        clone of a (1, 7) slice of a (1, 8) tensor keeps stride 8, where (s, 7) is made contiguous)."""
+        """Sizes, strides, offset, dtype, device, layout, grad flag and storage identity (its index in ``storages``;
+        ``hide_alias``: left out).  ``loose`` (intermediates only: an output's strides are the caller's, an input's its
+        guards'): a size-1 dimension's stride is left out.  Its only index is 0, so it moves no address (torch's
+        contiguity checks skip it too), and at 1 ATen's choice of it differs from the generic formula (a clone of a
+        (1, 7) slice of a (1, 8) tensor keeps stride 8, where (s, 7) is made contiguous)."""
         key = t.untyped_storage()._cdata  # the storage's identity; fake tensors have one too
         key = self._same_storage.get(key, key)
         if not hide_alias and key not in storages:
@@ -231,9 +228,8 @@ class Canonicalizer:
             args, kwargs = self._moot_causal(node, target)
             if target in _RESHAPES and self._values_only and isinstance(value, torch.Tensor) and (
                     self._functional or self._unobserved(value, *(value_of(a) for a in args[:1] if is_node(a)))):
-                # by value, a view, a view of a fresh copy and a reshape are one thing: the
-                # row-major reshape of the input's values (where no write can tell them apart),
-                # to the sizes it gives (a shape asked with -1 or as a product: one reshape)
+                # by value, a view, a view of a fresh copy and a reshape are one thing: the row-major reshape of the
+                # input's values (where no write tells them apart), to the sizes it gives (-1 or a product: one reshape)
                 target, args, kwargs = "reshape", (args[0], tuple(value.shape)), {}
             if node.op == "placeholder":
                 position += isinstance(value, torch.Tensor)
@@ -333,11 +329,10 @@ class Canonicalizer:
         return ("placeholder", src.name if src is not None else None, meta)
 
     def _moot_causal(self, node: torch.fx.Node, target: str) -> tuple[Any, Any]:
-        """``node``'s arguments, an attention call's ``is_causal`` read as False where the query and the
-        key both have one position: the causal mask of a 1 x 1 score matrix is ``[[True]]``, so True and
-        False compute the same there (Hugging Face decoders pass ``is_causal=q_len > 1``, BART: the generic
-        graph says True at length 1, the length-1 trace False).  Only the flag is normalised; every other
-        argument and the output metadata are still compared."""
+        """``node``'s arguments, an attention call's ``is_causal`` read as False where the query and the key both have
+        one position: the causal mask of a 1 x 1 score matrix is ``[[True]]``, so True and False compute the same there
+        (Hugging Face decoders pass ``is_causal=q_len > 1``, BART: the generic graph says True at length 1, the length-1
+        trace False).  Only the flag is normalised; every other argument and the output metadata are still compared."""
         if "scaled_dot_product" not in target or len(node.args) < 2:
             return node.args, node.kwargs
         q, k = (value_of(a) if is_node(a) else None for a in node.args[:2])
@@ -371,8 +366,7 @@ def first_difference(generic: Canon, other: Canon, width: int = 160) -> str:
     return ""
 
 
-#: ATen ops that compute the same values (the row-major reshape of the input's), whether
-#: they view the input or a fresh copy of it
+#: ATen ops computing the row-major reshape of their input's values, whether they view it or a fresh copy
 _RESHAPES = ("aten.view.default", "aten._unsafe_view.default", "aten.reshape.default")
 #: ATen ops that broadcast their third argument (the values) to the shape they index
 _BROADCAST_VALUES = (torch.ops.aten.index_put.default, torch.ops.aten.index_put_.default)

@@ -14,9 +14,8 @@ from .snapshot import is_size_only, nodes_in, value_of
 
 
 def is_functional(gm: torch.fx.GraphModule) -> bool:
-    """Every call is an ATen op that mutates nothing, ``getitem`` of a result, or arithmetic on sizes
-    (no tensor in or out): then no value changes after it is made, and a fresh copy of a value reads as
-    the value."""
+    """Every call is an ATen op that mutates nothing, ``getitem`` of a result, or arithmetic on sizes (no tensor in or
+    out): then no value changes after it is made, and a fresh copy of a value reads as the value."""
     return all(node.op == "call_function" and (
         node.target is operator.getitem or is_size_only(value_of(node))
         or isinstance(node.target, torch._ops.OpOverload) and not node.target._schema.is_mutable)

@@ -35,13 +35,11 @@ class SnapNode:
 
 
 class Snapshot:
-    """A graph's nodes as plain records (op, target, arguments, the metadata widening reads,
-    values shared) and the module attributes its ``get_attr`` nodes name: enough for
-    everything read later (``snapshot.graph.nodes``, ``find_nodes``, :func:`attribute`).
-    Not ``Graph.graph_copy``, which builds and validates FX nodes (seconds on a large
-    model), nor the module and all metadata: a kept compile lives as long as its cache
-    entry, and the lowered graph's stack traces and provenance are objects that stock frees
-    after the compile and every full garbage collection would walk."""
+    """A graph's nodes as plain records (op, target, arguments, the metadata widening reads, values shared) and the
+    module attributes its ``get_attr`` nodes name: enough for everything read later (``snapshot.graph.nodes``,
+    ``find_nodes``, :func:`attribute`).  Not ``Graph.graph_copy``, which builds and validates FX nodes (seconds on a
+    large model), nor the module and all metadata: a kept compile lives as long as its cache entry, and the lowered
+    graph's stack traces and provenance are objects stock frees after the compile and every full GC would walk."""
 
     def __init__(self, gm: torch.fx.GraphModule) -> None:
         mapping: dict[torch.fx.Node, SnapNode] = {}
@@ -90,9 +88,8 @@ def value_of(node: Any) -> Any:
 
 
 def is_size_only(value: Any) -> bool:
-    """A node whose value is a number or a structure of numbers (``sym_size``, ``size()``,
-    arithmetic on sizes).  At size 1 Dynamo folds these into constants, so they are
-    replaced by their value everywhere they are used."""
+    """A node whose value is a number or a structure of numbers (``sym_size``, ``size()``, arithmetic on sizes).  At
+    size 1 Dynamo folds these into constants, so they are replaced by their value everywhere they are used."""
     if isinstance(value, (torch.SymInt, torch.SymBool, torch.SymFloat, int, float, bool)):
         return True
     if isinstance(value, (list, tuple, torch.Size)):

@@ -1,6 +1,5 @@
-"""What widening reads of Dynamo's trace of a frame, as protocols: Dynamo's root
-``InstructionTranslator`` is a :class:`Trace`, its ``OutputGraph`` a :class:`TraceOutput`; a torch
-that renamed a member read here fails in one place.
+"""What widening reads of Dynamo's trace of a frame, as protocols: Dynamo's root ``InstructionTranslator`` is a
+:class:`Trace`, its ``OutputGraph`` a :class:`TraceOutput`; a torch that renamed a member read here fails in one place.
 """
 
 from __future__ import annotations
