@@ -231,9 +231,12 @@ class Canonicalizer:
                 # by value, a view, a view of a fresh copy and a reshape are one thing: the row-major reshape of the
                 # input's values (where no write tells them apart), to the sizes it gives (-1 or a product: one reshape)
                 target, args, kwargs = "reshape", (args[0], tuple(value.shape)), {}
-            if node.op == "placeholder":
+            if node.op == "placeholder":  # its source and metadata (a relaid input's without strides and offset)
                 position += isinstance(value, torch.Tensor)
-                entry = self._placeholder(node, value, storages, position in self._relaid)
+                src, meta = placeholder_source(node), self.meta(value, storages)
+                if position in self._relaid and isinstance(value, torch.Tensor):
+                    meta = (*meta[:2], "relaid", "relaid", *meta[4:])
+                entry = ("placeholder", src.name if src is not None else None, meta)
             else:
                 entry = (node.op, target, self._arg(args, index, folded), self._arg(kwargs, index, folded),
                          self.meta(value, storages, intermediate=node not in outputs) if node.op != "output" else None)
@@ -319,14 +322,6 @@ class Canonicalizer:
                           torch.memory_format)):  # Ellipsis: ``x[..., :n]`` (LLaMA's rotary embedding)
             return ("const", type(a).__name__, repr(a))
         raise NotWidened(f"cannot compare an argument of type {type(a).__name__}")
-
-    def _placeholder(self, node: torch.fx.Node, value: Any, storages: list[Any], relaid: bool) -> tuple[Any, ...]:
-        """An input's entry: its source and metadata (``relaid``: without strides and offset)."""
-        src = placeholder_source(node)
-        meta = self.meta(value, storages)
-        if relaid and isinstance(value, torch.Tensor):
-            meta = (*meta[:2], "relaid", "relaid", *meta[4:])
-        return ("placeholder", src.name if src is not None else None, meta)
 
     def _moot_causal(self, node: torch.fx.Node, target: str) -> tuple[Any, Any]:
         """``node``'s arguments, an attention call's ``is_causal`` read as False where the query and the key both have
