@@ -49,9 +49,8 @@ def argument_map(k: Kept, binding: Binding, gm: torch.fx.GraphModule, orders: di
             raise NotWidened(f"the generic graph reads a stride of {src.base.name}, an input in another layout")
         elif (isinstance(value, torch.SymInt) and isinstance(src, TensorPropertySource)
                 and src.prop in (TensorProperty.SIZE, TensorProperty.STRIDE) and src.base.name in here):
-            i, d = here[src.base.name], src.idx
-            out.append((lambda args, i=i, d=d: args[i].size(d)) if src.prop is TensorProperty.SIZE
-                       else (lambda args, i=i, d=d: args[i].stride(d)))
+            read = torch.Tensor.size if src.prop is TensorProperty.SIZE else torch.Tensor.stride
+            out.append(lambda args, i=here[src.base.name], d=src.idx, read=read: read(args[i], d))
         else:
             raise NotWidened(f"generic graph argument {src.name} is not an argument of the size-1 graph")
     return out

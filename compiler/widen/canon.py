@@ -7,13 +7,15 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from collections.abc import Callable
+from itertools import takewhile
 from typing import Any
 
 import sympy
 import torch
+from torch._subclasses.fake_tensor import unset_fake_temporarily
 
-from .effects import flat_tensors, is_functional, mutated_storages, reads_layout, storage_of, target_name
-from .snapshot import attribute, each_node, is_node, is_size_only, placeholder_source, value_of
+from .effects import is_functional, mutated_storages, reads_layout, storage_of, storages_of, target_name
+from .snapshot import attribute, is_node, is_size_only, nodes_in, placeholder_source, value_of
 
 
 class NotWidened(Exception):
@@ -22,8 +24,7 @@ class NotWidened(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class Canon:
-    """A graph in a form two traces can be compared in: one entry per kept node, and the
-    graph's outputs, one item each (a kept node, or a folded value)."""
+    """A graph as two traces compare: an entry per kept node, and its outputs (each a kept node or a folded value)."""
 
     entries: tuple[Any, ...]
     outputs: tuple[Any, ...] = ()
@@ -39,15 +40,13 @@ def returned_sizes(generic: Canon, other: Canon) -> tuple[int, ...] | None:
     outputs must be folded values; the caller leaves them out of the generic artifact's results."""
     if generic.entries != other.entries:
         return None
-    keep: list[int] = []
-    j = 0
+    keep: list[int] = []  # also how many of ``other``'s outputs are matched
     for i, item in enumerate(generic.outputs):
-        if j < len(other.outputs) and item == other.outputs[j]:
+        if len(keep) < len(other.outputs) and item == other.outputs[len(keep)]:
             keep.append(i)
-            j += 1
         elif not (isinstance(item, tuple) and item and item[0] == "value"):
             return None
-    return tuple(keep) if j == len(other.outputs) else None
+    return tuple(keep) if len(keep) == len(other.outputs) else None
 
 
 class Canonicalizer:
@@ -83,11 +82,7 @@ class Canonicalizer:
             return sympy.Integer(constant) if constant is not None else self.expr(v.node.expr)
         if isinstance(v, (torch.SymBool, torch.SymFloat)):
             return self.expr(v.node.expr)
-        if isinstance(v, bool):
-            return sympy.true if v else sympy.false
-        if isinstance(v, int):
-            return sympy.Integer(v)
-        return v
+        return sympy.sympify(v) if isinstance(v, int) else v  # a bool: sympy.true or sympy.false
 
     def scalar(self, v: Any) -> Any:
         if isinstance(v, (list, tuple, torch.Size)):
@@ -96,13 +91,11 @@ class Canonicalizer:
 
     def tensor_meta(self, t: torch.Tensor, storages: list[Any], loose: bool = False,
                     hide_alias: bool = False) -> tuple[Any, ...]:
-        """Sizes, strides, offset, dtype, device, layout, grad flag and storage identity (its index in
-        ``storages``; ``hide_alias``: left out).
-
-        ``loose`` (intermediates only: an output's strides are the caller's, an input's its guards'): a
-        size-1 dimension's stride is left out.  Its only index is 0, so it moves no address (torch's
-        contiguity checks skip it too), and at 1 ATen's choice of it differs from the generic formula (a
-        clone of a (1, 7) slice of a (1, 8) tensor keeps stride 8, where (s, 7) is made contiguous)."""
+        """Sizes, strides, offset, dtype, device, layout, grad flag and storage identity (its index in ``storages``;
+        ``hide_alias``: left out).  ``loose`` (intermediates only: an output's strides are the caller's, an input's its
+        guards'): a size-1 dimension's stride is left out.  Its only index is 0, so it moves no address (torch's
+        contiguity checks skip it too), and at 1 ATen's choice of it differs from the generic formula (a clone of a
+        (1, 7) slice of a (1, 8) tensor keeps stride 8, where (s, 7) is made contiguous)."""
         key = t.untyped_storage()._cdata  # the storage's identity; fake tensors have one too
         key = self._same_storage.get(key, key)
         if not hide_alias and key not in storages:
@@ -142,61 +135,51 @@ class Canonicalizer:
         meta = ("tensor", tuple(attr.shape), tuple(attr.stride()), attr.storage_offset(), str(attr.dtype),
                 str(attr.device), str(attr.layout), bool(attr.requires_grad))
         if attr.numel() <= 1 << 16:
-            from torch._subclasses.fake_tensor import unset_fake_temporarily
-
             with unset_fake_temporarily():  # lowering runs under the frame's fake mode
                 data = attr.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes()
             return meta, hashlib.sha256(data).hexdigest()
         return meta, ("data_ptr", attr.data_ptr())
 
-    def _identity_view(self, node: torch.fx.Node, index: dict[torch.fx.Node, int], storages: list[Any],
-                       loose: bool = False) -> bool:
+    def _identity_view(self, node: torch.fx.Node, mine: torch.Tensor, theirs: torch.Tensor, storages: list[Any],
+                       loose: bool) -> bool:
         """An ATen view op whose result has its input's sizes, strides, offset, dtype and storage: it reads exactly
         the input's elements, so it is the input (folded on both sides).  The traces differ in these: a generic
         ``slice(x, 0, 0, end)`` is dropped at 1 or becomes ``alias``; ViT's ``cls_token.expand(batch, -1, -1)`` is
         dropped at batch 1 (the generic one gives that dimension stride 0).  ``loose``: :meth:`tensor_meta`'s."""
-        target = node.target
-        pair = (_tensor_and_source(node, index) if node.op == "call_function"
-                and isinstance(target, torch._ops.OpOverload) and target.is_view else None)
-        if pair is None:
+        if not (isinstance(node.target, torch._ops.OpOverload) and node.target.is_view):
             return False
         probe = list(storages)
-        return self.tensor_meta(pair[0], probe, loose) == self.tensor_meta(pair[1], probe, loose)
+        return self.tensor_meta(mine, probe, loose) == self.tensor_meta(theirs, probe, loose)
 
-    def _copy_of_input(self, node: torch.fx.Node, index: dict[torch.fx.Node, int], outputs: set[torch.fx.Node]) -> bool:
+    def _copy_of_input(self, node: torch.fx.Node, mine: torch.Tensor, theirs: torch.Tensor) -> bool:
         """``aten.clone(x)`` not returned, where neither it nor ``x`` can be observed but by value
         (:meth:`_unobserved`; an op that reads a layout could read past a copy's elements): it has ``x``'s
         values, whatever layout it was given.  At 1 ``contiguous()`` or ``reshape`` of an input contiguous
         there returns it where the generic graph copies (T5's decoder; a static cache's decode step)."""
-        pair = _tensor_and_source(node, index) if node.target is torch.ops.aten.clone.default else None
-        if node in outputs or pair is None:
-            return False
-        mine, theirs = pair
-        return self._unobserved(mine, theirs) and (
+        return node.target is torch.ops.aten.clone.default and self._unobserved(mine, theirs) and (
             (self.scalar(mine.shape), mine.dtype, mine.device) == (self.scalar(theirs.shape), theirs.dtype,
                                                                    theirs.device))
 
     def _full_scatter(self, node: torch.fx.Node, index: dict[torch.fx.Node, int], folded: dict[torch.fx.Node, Any],
-                      storages: list[Any], outputs: set[torch.fx.Node]) -> bool:
+                      storages: list[Any]) -> bool:
         """``aten.slice_scatter(base, src, dim, 0, end)`` over the whole of ``dim`` (step 1) whose ``src``
         has its result's sizes and strides: every element comes from ``src``, so the result *is* ``src``'s
         value.  Generic traces write ``t[:, 1:] = v`` through a full dim-0 slice and scatter it back; at 1
         ATen drops that slice.  Only where a fresh copy and ``src`` cannot be told apart: a functional
         (AOT) graph, or neither is written nor output (:meth:`_unobserved`); never a graph output."""
-        if (node.target is not torch.ops.aten.slice_scatter.default or node in outputs
-                or not isinstance(value_of(node), torch.Tensor) or storage_of(value_of(node)) in self._output_storages):
+        if node.target is not torch.ops.aten.slice_scatter.default:
             return False
         base, src, dim, start, end, step = (list(node.args) + [None] * 6)[:6]
         dim = node.kwargs.get("dim", 0 if dim is None else dim)
         start = node.kwargs.get("start", start)
         end = node.kwargs.get("end", end)
         step = node.kwargs.get("step", 1 if step is None else step)
-        if not is_node(src) or src not in index or not is_node(base):
+        if not (is_node(src) and src in index and is_node(base) and isinstance(dim, int)):
             return False
         mine, theirs, whole = value_of(node), value_of(src), value_of(base)
-        if not all(isinstance(t, torch.Tensor) for t in (mine, theirs, whole)) or not isinstance(dim, int):
+        if not all(isinstance(t, torch.Tensor) for t in (mine, theirs, whole)):
             return False
-        if not (self._functional or self._unobserved(mine, theirs)):
+        if storage_of(mine) in self._output_storages or not (self._functional or self._unobserved(mine, theirs)):
             return False
 
         def number(a: Any) -> Any:
@@ -204,8 +187,6 @@ class Canonicalizer:
 
         size = self.number(whole.shape[dim])
         first, last, stride = number(0 if start is None else start), number(end), number(step)
-        if last is None and end is not None:
-            return False
         covers = end is None or (isinstance(last, sympy.Expr) and isinstance(size, sympy.Expr)
                                  and sympy.simplify(last - size).is_nonnegative is True)
         if first != 0 or stride != 1 or not covers:
@@ -240,21 +221,22 @@ class Canonicalizer:
             if node.op != "output" and is_size_only(value):
                 folded[node] = self.scalar(value)
                 continue
-            same = self._same_value_as(node, index, folded, storages, outputs)
-            if same is not None:
+            if (same := self._same_value_as(node, index, folded, storages, outputs)) is not None:
                 index[node] = index[same]
                 continue
-            target = node.target if isinstance(node.target, str) else target_name(node.target)
+            target = target_name(node.target)
             args, kwargs = self._moot_causal(node, target)
             if target in _RESHAPES and self._values_only and isinstance(value, torch.Tensor) and (
                     self._functional or self._unobserved(value, *(value_of(a) for a in args[:1] if is_node(a)))):
-                # by value, a view, a view of a fresh copy and a reshape are one thing: the
-                # row-major reshape of the input's values (where no write can tell them apart),
-                # to the sizes it gives (a shape asked with -1 or as a product: one reshape)
+                # by value, a view, a view of a fresh copy and a reshape are one thing: the row-major reshape of the
+                # input's values (where no write tells them apart), to the sizes it gives (-1 or a product: one reshape)
                 target, args, kwargs = "reshape", (args[0], tuple(value.shape)), {}
-            if node.op == "placeholder":
+            if node.op == "placeholder":  # its source and metadata (a relaid input's without strides and offset)
                 position += isinstance(value, torch.Tensor)
-                entry = self._placeholder(node, value, storages, position in self._relaid)
+                src, meta = placeholder_source(node), self.meta(value, storages)
+                if position in self._relaid and isinstance(value, torch.Tensor):
+                    meta = (*meta[:2], "relaid", "relaid", *meta[4:])
+                entry = ("placeholder", src.name if src is not None else None, meta)
             else:
                 entry = (node.op, target, self._arg(args, index, folded), self._arg(kwargs, index, folded),
                          self.meta(value, storages, intermediate=node not in outputs) if node.op != "output" else None)
@@ -264,15 +246,13 @@ class Canonicalizer:
 
     def _prepare(self, gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
         """Read what comparing ``gm`` depends on (the fields :meth:`__init__` names); returns its output nodes."""
-        outputs: set[torch.fx.Node] = set()
-        for node in gm.graph.find_nodes(op="output"):
-            each_node(node.args, outputs.add)
+        returned = [node.args for node in gm.graph.find_nodes(op="output")]
         self._same_storage = {}
-        self._output_storages = {storage_of(v) for n in outputs for v in flat_tensors(value_of(n))}
+        self._output_storages = storages_of(returned)
         self._functional = is_functional(gm)
         self._written = set() if self._functional else mutated_storages(gm)
         self._values_only = self._written is not None and not reads_layout(gm)
-        return outputs
+        return set(nodes_in(returned))
 
     def _unobserved(self, *values: Any) -> bool:
         """Only these tensors' values can be observed, not which storage they are in: no op reads a
@@ -285,37 +265,39 @@ class Canonicalizer:
 
     def _same_value_as(self, node: torch.fx.Node, index: dict[torch.fx.Node, int], folded: dict[torch.fx.Node, Any],
                        storages: list[Any], outputs: set[torch.fx.Node]) -> torch.fx.Node | None:
-        """The node whose value ``node``'s is, where the two cannot be told apart, else None."""
-        if self._identity_view(node, index, storages, loose=node not in outputs):
+        """The node whose value ``node``'s is, where the two cannot be told apart, else None.  Only an identity
+        view folds where ``node`` is a graph output: a copy's storage and strides are the caller's to see."""
+        # the tensor ``node`` makes and that of its first argument, a node already compared
+        source = node.args[0] if node.op == "call_function" and node.args else None
+        mine, theirs = value_of(node), (value_of(source) if is_node(source) and source in index else None)
+        pair = (mine, theirs) if isinstance(mine, torch.Tensor) and isinstance(theirs, torch.Tensor) else None
+        if pair is not None and self._identity_view(node, *pair, storages, loose=node not in outputs):
             return node.args[0]
-        if self._full_scatter(node, index, folded, storages, outputs):
+        if node in outputs:
+            return None
+        if self._full_scatter(node, index, folded, storages):
             return node.args[1]
-        if self._copy_of_input(node, index, outputs) or self._unbroadcast_values(node, index, outputs):
+        if pair is not None and (self._copy_of_input(node, *pair) or self._unbroadcast_values(node, *pair)):
             return node.args[0]
         return None
 
-    def _unbroadcast_values(self, node: torch.fx.Node, index: dict[torch.fx.Node, int],
-                            outputs: set[torch.fx.Node]) -> bool:
+    def _unbroadcast_values(self, node: torch.fx.Node, mine: torch.Tensor, theirs: torch.Tensor) -> bool:
         """A reshape that only drops leading size-1 dimensions, used only as the values of ``index_put``, which
         broadcasts them back to the indexed shape.  torch's indexing drops them before it calls ``index_put``
         (``y[:, :, i] = v`` with ``v`` of batch 1: (1, 2, 1, 8) becomes (2, 1, 8)), so the graph at batch 1 has a
         reshape the generic one has not (Gemma 2's static sliding-window cache).  It must view its input, or both be
         unobserved: a copy taken before a write to its input is not the input."""
-        pair = (None if node.op != "call_function" or node in outputs or target_name(node.target) not in _RESHAPES
-                else _tensor_and_source(node, index))
-        if pair is None:
-            return False
-        mine, theirs = pair
         dropped = theirs.dim() - mine.dim()
-        if dropped <= 0 or self.scalar(theirs.shape[dropped:]) != self.scalar(mine.shape) \
-                or any(self.number(d) != 1 for d in theirs.shape[:dropped]):
+        if (target_name(node.target) not in _RESHAPES or dropped <= 0
+                or self.scalar(theirs.shape[dropped:]) != self.scalar(mine.shape)
+                or any(self.number(d) != 1 for d in theirs.shape[:dropped])):
             return False
         if storage_of(mine) != storage_of(theirs) and not self._unobserved(mine, theirs):
             return False
         users = list(node.users)
         return bool(users) and all(
             u.target in _BROADCAST_VALUES and len(u.args) >= 3 and u.args[2] is node and u.args[0] is not node
-            and not _mentions((u.args[1], u.kwargs), node) for u in users)
+            and node not in nodes_in((u.args[1], u.kwargs)) for u in users)
 
     def _arg(self, a: Any, index: dict[torch.fx.Node, int], folded: dict[torch.fx.Node, Any]) -> Any:
         """A node's argument in comparable form: another node by position (or the value a
@@ -331,8 +313,7 @@ class Canonicalizer:
         if isinstance(a, dict):
             return ("dict", tuple((k, self._arg(v, index, folded)) for k, v in a.items()))
         if isinstance(a, slice):
-            return ("slice", self._arg(a.start, index, folded), self._arg(a.stop, index, folded),
-                    self._arg(a.step, index, folded))
+            return ("slice", *(self._arg(x, index, folded) for x in (a.start, a.stop, a.step)))
         if isinstance(a, (torch.SymInt, torch.SymBool, torch.SymFloat, bool, int)):
             return ("value", self.number(a))
         if isinstance(a, torch.Tensor):
@@ -342,25 +323,15 @@ class Canonicalizer:
             return ("const", type(a).__name__, repr(a))
         raise NotWidened(f"cannot compare an argument of type {type(a).__name__}")
 
-    def _placeholder(self, node: torch.fx.Node, value: Any, storages: list[Any], relaid: bool) -> tuple[Any, ...]:
-        """An input's entry: its source and metadata (``relaid``: without strides and offset)."""
-        src = placeholder_source(node)
-        meta = self.meta(value, storages)
-        if relaid and isinstance(value, torch.Tensor):
-            meta = (*meta[:2], "relaid", "relaid", *meta[4:])
-        return ("placeholder", src.name if src is not None else None, meta)
-
     def _moot_causal(self, node: torch.fx.Node, target: str) -> tuple[Any, Any]:
-        """``node``'s arguments, an attention call's ``is_causal`` read as False where the query and the
-        key both have one position: the causal mask of a 1 x 1 score matrix is ``[[True]]``, so True and
-        False compute the same there (Hugging Face decoders pass ``is_causal=q_len > 1``, BART: the generic
-        graph says True at length 1, the length-1 trace False).  Only the flag is normalised; every other
-        argument and the output metadata are still compared."""
+        """``node``'s arguments, an attention call's ``is_causal`` read as False where the query and the key both have
+        one position: the causal mask of a 1 x 1 score matrix is ``[[True]]``, so True and False compute the same there
+        (Hugging Face decoders pass ``is_causal=q_len > 1``, BART: the generic graph says True at length 1, the length-1
+        trace False).  Only the flag is normalised; every other argument and the output metadata are still compared."""
         if "scaled_dot_product" not in target or len(node.args) < 2:
             return node.args, node.kwargs
         q, k = (value_of(a) if is_node(a) else None for a in node.args[:2])
-        if not (all(isinstance(t, torch.Tensor) and t.dim() >= 2 for t in (q, k))
-                and self.number(q.shape[-2]) == 1 and self.number(k.shape[-2]) == 1):
+        if not all(isinstance(t, torch.Tensor) and t.dim() >= 2 and self.number(t.shape[-2]) == 1 for t in (q, k)):
             return node.args, node.kwargs
         if "is_causal" in node.kwargs:
             return node.args, {**node.kwargs, "is_causal": False}
@@ -370,15 +341,9 @@ class Canonicalizer:
         # An ATen overload: spell out every positional argument (AOT writes a default or
         # leaves it out depending on the value), then clear the flag.
         positional = [a for a in schema.arguments if not a.kwarg_only]
-        args = list(node.args)
-        for a in positional[len(args):]:
-            if a.name in node.kwargs or not a.has_default_value():
-                break
-            args.append(a.default_value)
-        names = [a.name for a in positional[:len(args)]]
-        if "is_causal" in names:
-            args[names.index("is_causal")] = False
-        return tuple(args), node.kwargs
+        filled = takewhile(lambda a: a.name not in node.kwargs and a.has_default_value(), positional[len(node.args):])
+        args = (*node.args, *(a.default_value for a in filled))
+        return tuple(False if a.name == "is_causal" else v for a, v in zip(positional, args)), node.kwargs
 
 
 def first_difference(generic: Canon, other: Canon, width: int = 160) -> str:
@@ -396,26 +361,10 @@ def first_difference(generic: Canon, other: Canon, width: int = 160) -> str:
     return ""
 
 
-#: ATen ops that compute the same values (the row-major reshape of the input's), whether
-#: they view the input or a fresh copy of it
+#: ATen ops computing the row-major reshape of their input's values, whether they view it or a fresh copy
 _RESHAPES = ("aten.view.default", "aten._unsafe_view.default", "aten.reshape.default")
 #: ATen ops that broadcast their third argument (the values) to the shape they index
 _BROADCAST_VALUES = (torch.ops.aten.index_put.default, torch.ops.aten.index_put_.default)
-
-
-def _tensor_and_source(node: torch.fx.Node, index: dict[torch.fx.Node, int]) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """The tensor ``node`` makes and that of its first argument, a node already compared."""
-    source = node.args[0] if node.args else None
-    if not is_node(source) or source not in index:
-        return None
-    mine, theirs = value_of(node), value_of(source)
-    return (mine, theirs) if isinstance(mine, torch.Tensor) and isinstance(theirs, torch.Tensor) else None
-
-
-def _mentions(a: Any, node: torch.fx.Node) -> bool:
-    found: list[bool] = []
-    each_node(a, lambda n: found.append(n is node))
-    return any(found)
 
 
 def canonical(gm: torch.fx.GraphModule, rename: Callable[[sympy.Symbol], sympy.Basic],

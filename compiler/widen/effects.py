@@ -10,23 +10,16 @@ from typing import Any
 
 import torch
 
-from .snapshot import each_node, is_size_only, value_of
+from .snapshot import is_size_only, nodes_in, value_of
 
 
 def is_functional(gm: torch.fx.GraphModule) -> bool:
-    """Every call is an ATen op that mutates nothing (or ``getitem`` of a result, or
-    arithmetic on sizes): then no value changes after it is made, and a fresh copy of a
-    value reads as the value."""
-    for node in gm.graph.nodes:
-        if node.op in ("placeholder", "output", "get_attr"):
-            continue
-        if node.op != "call_function":
-            return False
-        if node.target is operator.getitem or is_size_only(value_of(node)):
-            continue  # a result's item, or size arithmetic (no tensor in or out)
-        if not isinstance(node.target, torch._ops.OpOverload) or node.target._schema.is_mutable:
-            return False
-    return True
+    """Every call is an ATen op that mutates nothing, ``getitem`` of a result, or arithmetic on sizes (no tensor in or
+    out): then no value changes after it is made, and a fresh copy of a value reads as the value."""
+    return all(node.op == "call_function" and (
+        node.target is operator.getitem or is_size_only(value_of(node))
+        or isinstance(node.target, torch._ops.OpOverload) and not node.target._schema.is_mutable)
+        for node in gm.graph.nodes if node.op not in ("placeholder", "output", "get_attr"))
 
 
 #: Python operators that update their left operand in place
@@ -42,12 +35,8 @@ _LAYOUT_READERS = ("as_strided", "_reshape_alias", "set_", "storage_offset", "da
 
 def reads_layout(gm: Any) -> bool:
     """Some node's values may depend on its input's layout (``as_strided`` and friends)."""
-    for node in gm.graph.nodes:
-        if node.op in ("call_function", "call_method"):
-            name = node.target if isinstance(node.target, str) else target_name(node.target)
-            if any(r in name for r in _LAYOUT_READERS):
-                return True
-    return False
+    return any(r in target_name(node.target) for node in gm.graph.nodes
+               if node.op in ("call_function", "call_method") for r in _LAYOUT_READERS)
 
 
 #: modules whose Python functions in a graph follow torch's naming of in-place ops
@@ -63,10 +52,8 @@ def mutated_storages(gm: Any) -> set[Any] | None:
     for node in gm.graph.nodes:
         if node.op in ("placeholder", "output", "get_attr"):
             continue
-        if node.op not in ("call_function", "call_method"):
-            return None
         target = node.target
-        if isinstance(target, torch._ops.HigherOrderOperator):
+        if node.op not in ("call_function", "call_method") or isinstance(target, torch._ops.HigherOrderOperator):
             return None
         if "out" in node.kwargs:
             out |= storages_of(node.kwargs["out"])
@@ -78,8 +65,7 @@ def mutated_storages(gm: Any) -> set[Any] | None:
         name = target if isinstance(target, str) else getattr(target, "__name__", "")
         if not isinstance(name, str):
             return None
-        module = "" if isinstance(target, str) else (getattr(target, "__module__", None) or "")
-        if isinstance(target, types.FunctionType) and not module.startswith(_KNOWN_MODULES):
+        if isinstance(target, types.FunctionType) and not (target.__module__ or "").startswith(_KNOWN_MODULES):
             return None  # Python code Dynamo kept as one node: what it writes is not known
         in_place = (target in _INPLACE_OPERATORS or node.kwargs.get("inplace") is True
                     or (name.endswith("_") and not name.endswith("__"))
@@ -91,9 +77,7 @@ def mutated_storages(gm: Any) -> set[Any] | None:
 
 def storages_of(a: Any) -> set[Any]:
     """The storages of the tensors the nodes in ``a`` (a node's argument) hold."""
-    found: set[Any] = set()
-    each_node(a, lambda n: found.update(storage_of(t) for t in flat_tensors(value_of(n))))
-    return found
+    return {storage_of(t) for n in nodes_in(a) for t in flat_tensors(value_of(n))}
 
 
 def storage_of(t: torch.Tensor) -> Any:
@@ -109,6 +93,9 @@ def flat_tensors(value: Any) -> list[torch.Tensor]:
 
 
 def target_name(target: Any) -> str:
+    """How a node's target reads in the canonical form (a method's is its name)."""
+    if isinstance(target, str):
+        return target
     if isinstance(target, torch._ops.OpOverload | torch._ops.OpOverloadPacket | torch._ops.HigherOrderOperator):
         return str(target)
     module = getattr(target, "__module__", None) or ""

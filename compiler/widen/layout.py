@@ -53,11 +53,10 @@ def dense_order(fake: torch.Tensor, canon: Canonicalizer, hints: dict[sympy.Symb
 
 
 def unobserved(gm: torch.fx.GraphModule, names: list[str]) -> None:
-    """:class:`NotWidened` unless the graph neither writes these inputs' storage nor returns anything
-    sharing it, and no op reads a layout (``as_strided`` reads storage positions a copy holds other
-    values at): then the copy the artifact runs on can not be told from the input.  Checked here on
-    the Dynamo graph, by the caller on the AOT graph where it traces one
-    (Note [A copy into the generic layout needs no AOT trace])."""
+    """:class:`NotWidened` unless the graph neither writes these inputs' storage nor returns anything sharing it, and no
+    op reads a layout (``as_strided`` reads storage positions a copy holds other values at): then the copy the artifact
+    runs on can not be told from the input.  Checked here on the Dynamo graph, by the caller on the AOT graph where it
+    traces one (Note [A copy into the generic layout needs no AOT trace])."""
     by_source = {src.name: node for node in gm.graph.find_nodes(op="placeholder")
                  if (src := placeholder_source(node)) is not None}
     if reads_layout(gm):
@@ -87,10 +86,9 @@ COPY_BYTES_PER_S = {"cpu": 2e9, "cuda": 5e11}
 
 
 def pays_back(fakes: list[torch.Tensor], compile_s: float) -> sympy.Basic | None:
-    """:class:`NotWidened` where copying these inputs on :data:`PAYBACK_CALLS` calls costs more than
-    ``compile_s``, the generic compile's; else that line as a bound on the bytes copied in the new
-    trace's symbols (None where static), a guard for the new entry.  Speed, not soundness
-    (docs/compile.md; ``benchmarks/layout_copy_cost.py``)."""
+    """:class:`NotWidened` where copying these inputs on :data:`PAYBACK_CALLS` calls costs more than ``compile_s``, the
+    generic compile's; else that line as a bound on the bytes copied in the new trace's symbols (None where static), a
+    guard for the new entry.  Speed, not soundness (docs/compile.md; ``benchmarks/layout_copy_cost.py``)."""
     moved, symbolic = 0, sympy.Integer(0)
     for t in fakes:
         numel = t.numel()
@@ -105,9 +103,8 @@ def pays_back(fakes: list[torch.Tensor], compile_s: float) -> sympy.Basic | None
         raise NotWidened(f"copying {moved / 2**20:.1f} MiB into the generic layout on every call would cost more "
                          f"over {PAYBACK_CALLS} calls (about {cost:.1f} s) than the compile it saves "
                          f"({compile_s:.1f} s): compiled as stock")
-    if not symbolic.free_symbols or PAYBACK_CALLS <= 0:
-        return None
-    return sympy.Le(symbolic, int(compile_s * rate / PAYBACK_CALLS))
+    static = not symbolic.free_symbols or PAYBACK_CALLS <= 0
+    return None if static else sympy.Le(symbolic, int(compile_s * rate / PAYBACK_CALLS))
 
 
 def to_layout(t: torch.Tensor, order: tuple[int, ...]) -> torch.Tensor:
@@ -119,6 +116,4 @@ def to_layout(t: torch.Tensor, order: tuple[int, ...]) -> torch.Tensor:
     for d in reversed(order):  # innermost first: each stride is the product of the sizes inside it
         strides[d] = t.stride(d) if t.shape[d] == 1 else inner
         inner *= t.shape[d]
-    out = torch.empty_strided(t.shape, strides, dtype=t.dtype, device=t.device)
-    out.copy_(t)
-    return out
+    return torch.empty_strided(t.shape, strides, dtype=t.dtype, device=t.device).copy_(t)

@@ -4,50 +4,47 @@ helpers that treat them like FX nodes (:mod:`verishape.compiler.widen.canon`).""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import operator
 from typing import Any
 
 import torch
-
-
-class SnapNode:
-    """One node of a :class:`Snapshot`: what :func:`canonical` and the widening checks read
-    of an FX node (its arguments point at other snapshot nodes)."""
-
-    __slots__ = ("op", "target", "args", "kwargs", "meta", "name", "users")
-
-    def __init__(self, op: str, target: Any, meta: dict[str, Any], name: str) -> None:
-        self.op, self.target, self.meta, self.name = op, target, meta, name
-        self.args: tuple[Any, ...] = ()
-        self.kwargs: dict[str, Any] = {}
-        #: the nodes whose arguments name this one, in graph order (as FX's ``Node.users``)
-        self.users: dict[SnapNode, None] = {}
-
-    def __repr__(self) -> str:
-        return f"SnapNode({self.name})"
 
 
 #: what widening reads of a node's metadata (:func:`value_of`, :func:`placeholder_source`)
 _READ_META = ("val", "example_value", "grapharg")
 
 
+class SnapNode:
+    """One node of a :class:`Snapshot`: what :func:`canonical` and the widening checks read
+    of an FX node (its arguments point at the snapshot nodes ``mapping`` made of theirs)."""
+
+    __slots__ = ("op", "target", "args", "kwargs", "meta", "name", "users")
+
+    def __init__(self, node: torch.fx.Node, mapping: dict[torch.fx.Node, SnapNode]) -> None:
+        self.op, self.target, self.name = node.op, node.target, node.name
+        self.meta = {key: node.meta[key] for key in _READ_META if key in node.meta}
+        # FX's immutable_list and immutable_dict keep their types (the canonical form names them)
+        self.args, self.kwargs = torch.fx.node.map_arg((node.args, node.kwargs), mapping.__getitem__)
+        #: the nodes whose arguments name this one, in graph order (as FX's ``Node.users``)
+        self.users: dict[SnapNode, None] = {}
+        for used in nodes_in((self.args, self.kwargs)):
+            used.users.setdefault(self, None)
+
+    def __repr__(self) -> str:
+        return f"SnapNode({self.name})"
+
+
 class Snapshot:
-    """A graph's nodes as plain records (op, target, arguments, the metadata widening reads,
-    values shared) and the module attributes its ``get_attr`` nodes name: enough for
-    everything read later (``snapshot.graph.nodes``, ``find_nodes``, :func:`attribute`).
-    Not ``Graph.graph_copy``, which builds and validates FX nodes (seconds on a large
-    model), nor the module and all metadata: a kept compile lives as long as its cache
-    entry, and the lowered graph's stack traces and provenance are objects that stock frees
-    after the compile and every full garbage collection would walk."""
+    """A graph's nodes as plain records (op, target, arguments, the metadata widening reads, values shared) and the
+    module attributes its ``get_attr`` nodes name: enough for everything read later (``snapshot.graph.nodes``,
+    ``find_nodes``, :func:`attribute`).  Not ``Graph.graph_copy``, which builds and validates FX nodes (seconds on a
+    large model), nor the module and all metadata: a kept compile lives as long as its cache entry, and the lowered
+    graph's stack traces and provenance are objects stock frees after the compile and every full GC would walk."""
 
     def __init__(self, gm: torch.fx.GraphModule) -> None:
         mapping: dict[torch.fx.Node, SnapNode] = {}
         for n in gm.graph.nodes:
-            s = SnapNode(n.op, n.target, {key: n.meta[key] for key in _READ_META if key in n.meta}, n.name)
-            s.args = _remap(n.args, mapping)
-            s.kwargs = _remap(n.kwargs, mapping)
-            each_node((s.args, s.kwargs), lambda used, s=s: used.users.setdefault(s, None))
-            mapping[n] = s
+            mapping[n] = SnapNode(n, mapping)
         self.nodes = list(mapping.values())  # in graph order
         self._attributes = {n.target: attribute(gm, n.target) for n in self.nodes if n.op == "get_attr"}
 
@@ -62,27 +59,7 @@ class Snapshot:
 def attribute(gm: Any, target: str) -> Any:
     """The module attribute a ``get_attr`` node names (a dotted path), of a graph module or
     a :class:`Snapshot` (which kept those it names)."""
-    if isinstance(gm, Snapshot):
-        return gm._attributes[target]
-    value = gm
-    for part in target.split("."):
-        value = getattr(value, part)
-    return value
-
-
-def _remap(a: Any, mapping: dict[torch.fx.Node, SnapNode]) -> Any:
-    if isinstance(a, torch.fx.Node):
-        return mapping[a]
-    if isinstance(a, tuple):
-        items = tuple(_remap(x, mapping) for x in a)
-        return type(a)(*items) if hasattr(a, "_fields") else items
-    if isinstance(a, list):  # FX's immutable_list keeps its type (the canonical form names it)
-        return type(a)(_remap(x, mapping) for x in a)
-    if isinstance(a, dict):
-        return type(a)({k: _remap(v, mapping) for k, v in a.items()})
-    if isinstance(a, slice):
-        return slice(_remap(a.start, mapping), _remap(a.stop, mapping), _remap(a.step, mapping))
-    return a
+    return gm._attributes[target] if isinstance(gm, Snapshot) else operator.attrgetter(target)(gm)
 
 
 def is_node(a: Any) -> bool:
@@ -90,18 +67,11 @@ def is_node(a: Any) -> bool:
     return isinstance(a, (torch.fx.Node, SnapNode))
 
 
-def each_node(a: Any, fn: Callable[[Any], Any]) -> None:
-    if is_node(a):
-        fn(a)
-    elif isinstance(a, (tuple, list)):
-        for x in a:
-            each_node(x, fn)
-    elif isinstance(a, dict):
-        for x in a.values():
-            each_node(x, fn)
-    elif isinstance(a, slice):
-        for x in (a.start, a.stop, a.step):
-            each_node(x, fn)
+def nodes_in(a: Any) -> list[Any]:
+    """The nodes (FX or a :class:`Snapshot`'s) in ``a``, a node's arguments, in order."""
+    found: list[Any] = []
+    torch.fx.node.map_aggregate(a, lambda x: found.append(x) if is_node(x) else None)
+    return found
 
 
 def placeholder_source(node: Any) -> Any:
@@ -118,9 +88,8 @@ def value_of(node: Any) -> Any:
 
 
 def is_size_only(value: Any) -> bool:
-    """A node whose value is a number or a structure of numbers (``sym_size``, ``size()``,
-    arithmetic on sizes).  At size 1 Dynamo folds these into constants, so they are
-    replaced by their value everywhere they are used."""
+    """A node whose value is a number or a structure of numbers (``sym_size``, ``size()``, arithmetic on sizes).  At
+    size 1 Dynamo folds these into constants, so they are replaced by their value everywhere they are used."""
     if isinstance(value, (torch.SymInt, torch.SymBool, torch.SymFloat, int, float, bool)):
         return True
     if isinstance(value, (list, tuple, torch.Size)):

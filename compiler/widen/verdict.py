@@ -50,9 +50,8 @@ def lookup(k: Kept, trace_key: str) -> str | None:
 
 
 def remember(k: Kept, trace_key: str, fingerprint: str) -> None:
-    """File the verdict under every key the artifact is cached under (locally and in the
-    artifacts torch saves: a verdict that cannot be written costs a later process a trace,
-    never this one its reuse)."""
+    """File the verdict under every key the artifact is cached under (locally and in the artifacts torch saves: a
+    verdict that cannot be written costs a later process a trace, never this one its reuse)."""
     for artifact in _artifact_keys(k):
         payload = json.dumps([artifact, trace_key, fingerprint]).encode()
         try:
