@@ -38,11 +38,8 @@ class Binding:
     def point(self, env: ShapeEnv) -> dict[sympy.Symbol, sympy.Basic]:
         """The generic symbols' values at the new call that are not symbols of their own:
         the widened ones at ``value``, the fixed ones (and those torch replaced by them)."""
-        out: dict[sympy.Symbol, sympy.Basic] = {s: sympy.Integer(self.value) for s in self.widened}
-        for s, v in self.fixed.items():
-            for m in merged_into(env, s):
-                out[m] = v
-        return out
+        fixed = {m: v for s, v in self.fixed.items() for m in merged_into(env, s)}
+        return {**{s: sympy.Integer(self.value) for s in self.widened}, **fixed}
 
     def generic_rename(self, env: ShapeEnv) -> Callable[[sympy.Symbol], sympy.Basic]:
         """A generic symbol -> its value at the point, or the canonical name of it or its value."""
@@ -172,15 +169,12 @@ def _unread_bases(env: ShapeEnv, groups: set[frozenset[str]]) -> set[frozenset[s
     input would differ from the other graph anyway)."""
     if not groups:
         return set()
-    read: set[Any] = set()
-    for g in env.guards:
-        read |= g.expr.free_symbols
+    exprs = [g.expr for g in env.guards]
+    exprs += [a.expr for asserts in getattr(env, "deferred_runtime_asserts", {}).values() for a in asserts]
+    read: set[Any] = set().union(*(e.free_symbols for e in exprs))
     for s, r in env.replacements.items():
         if s != r:
             read |= {s} | getattr(r, "free_symbols", set())
-    for asserts in getattr(env, "deferred_runtime_asserts", {}).values():
-        for a in asserts:
-            read |= a.expr.free_symbols
     return {names for symbol in env.var_to_sources if (names := frozenset(source_names(env, symbol))) in groups
             and all("._base." in n for n in names) and symbol not in read}
 
