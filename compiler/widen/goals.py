@@ -187,11 +187,14 @@ def _carrying(proved: AtOne, goals: list[tuple[sympy.Basic, str]], carriable: se
     together = (*proved.goals, *(g for g, _ in goals))
     # a goal -> (its description, the guard the new entry installs): those ``proved`` carries
     # already (generic guards the call's trace does not imply), then those carried here
-    carried = {g.xreplace(to_generic): (why, g) for why, g in zip(proved.carried, proved.install)}
+    carried = {guard.xreplace(to_generic): (why, guard) for why, guard in zip(proved.carried, proved.install)}
     before = len(carried)
     record = _prove_one(prover, premises, sympy.And(*together), what, carried)
     if record is None:
-        hints, to_nested = _hints_of(premises), {g: n for n, g in to_generic.items()}
+        # the new call's values of the generic symbols (the premises' witness, from plain symbols)
+        from_plain = {p: s for s, p in premises.to_plain.items()}
+        hints = {from_plain.get(s, s): int(v) for s, v in (premises.witness or {}).items()}
+        to_nested = {g: n for n, g in to_generic.items()}
         for g, why in goals:
             if _prove_one(prover, premises, g, why, carried) is not None:
                 continue
@@ -203,13 +206,7 @@ def _carrying(proved: AtOne, goals: list[tuple[sympy.Basic, str]], carriable: se
         if record is None:
             raise NotWidened("the generic guards and answers at 1 are not proved together (solver unknown)")
     return dataclasses.replace(proved, record=record, goals=together, carried=tuple(w for w, _ in carried.values()),
-                               install=tuple(g for _, g in carried.values()))
-
-
-def _hints_of(premises: Premises) -> dict[sympy.Symbol, int]:
-    """The new call's values of the generic symbols (the premises' witness, from plain symbols)."""
-    from_plain = {v: k for k, v in premises.to_plain.items()}
-    return {from_plain.get(s, s): int(v) for s, v in (premises.witness or {}).items()}
+                               install=tuple(guard for _, guard in carried.values()))
 
 
 def _named(env: ShapeEnv, fact: sympy.Basic) -> str:
