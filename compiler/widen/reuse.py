@@ -205,9 +205,7 @@ def _size_now(now: dict[str, Any], source: Any) -> int | None:
     offset); None elsewhere."""
     from torch._dynamo.source import TensorProperty, TensorPropertySource
 
-    if not isinstance(source, TensorPropertySource):
-        return None
-    fake = now.get(source.base.name)
+    fake = now.get(source.base.name) if isinstance(source, TensorPropertySource) else None
     if not isinstance(fake, torch.Tensor):
         return None
     if source.prop is TensorProperty.STORAGE_OFFSET:
