@@ -77,9 +77,8 @@ def bind(env: ShapeEnv, group: Group, nested_env: ShapeEnv, size_now: Callable[[
                    if s not in widened and not _pinned(env, s)} - {frozenset()}
     nested_groups = {frozenset(source_names(nested_env, s)) for s in nested_env.var_to_sources
                      if not _pinned(nested_env, s)} - {frozenset()}
-    # a view input's base sized in one trace alone (Dynamo fakes a view's ``_base`` to
-    # build it; whether its sizes get symbols of their own depends on how the view is
-    # replayed): left out when nothing of that trace reads the base's symbol
+    # a view input's base sized in one trace alone (whether its sizes get symbols of their own
+    # depends on how the view is replayed): left out where nothing reads it (:func:`_unread_bases`)
     unread = _unread_bases(env, all_generic - nested_groups)
     nested_groups -= _unread_bases(nested_env, nested_groups - all_generic)
     all_generic -= unread
@@ -164,8 +163,8 @@ def _merges(generic: dict[sympy.Symbol, frozenset[str]], all_generic: set[frozen
 
 def _unread_bases(env: ShapeEnv, groups: set[frozenset[str]]) -> set[frozenset[str]]:
     """Those of ``groups`` (source names of one symbol each) naming only a view input's ``_base``
-    sizes whose symbol no guard, replacement or deferred assert of ``env`` mentions: the base is
-    there to build the view, its size read by nothing else (a graph that took the base as an
+    sizes whose symbol no guard, replacement or deferred assert of ``env`` mentions: Dynamo fakes
+    the base to build the view, its size read by nothing else (a graph that took the base as an
     input would differ from the other graph anyway)."""
     if not groups:
         return set()
