@@ -66,7 +66,7 @@ class AtOne:
     goals: tuple[sympy.Basic, ...]
     #: how many of them are the lowering's recorded answers
     answers: int
-    #: generic guards the new trace did not imply, carried into its guards (their descriptions)
+    #: goals the new trace did not imply (generic guards, unguarded answers) carried into its guards: descriptions
     carried: tuple[str, ...] = ()
     #: those guards in the new trace's symbols, for the new entry to install once the reuse holds
     install: tuple[sympy.Basic, ...] = ()
@@ -77,9 +77,8 @@ class AtOne:
 
 def prove_at_one(k: Kept, binding: Binding, nested_env: ShapeEnv, prover: Any, what: str,
                  unguarded: bool = False) -> AtOne:
-    """Prove that the new trace's guards and ranges (symbols renamed to the generic ones by source)
-    imply the generic guards, the other input symbols' generic ranges and every recorded lowering
-    answer at the binding's point: what was proved (``what`` names the reuse in the record), or
+    """The module docstring's goals at the binding's point, from the new trace's guards and ranges (symbols
+    renamed to the generic ones by source): what was proved (``what`` names the reuse in the record), or
     :class:`NotWidened`.  ``unguarded``: the candidate's unguarded answers too (:func:`unguarded_goals`)."""
     from verishape.core.premises import Premises
 
