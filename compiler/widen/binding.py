@@ -38,11 +38,8 @@ class Binding:
     def point(self, env: ShapeEnv) -> dict[sympy.Symbol, sympy.Basic]:
         """The generic symbols' values at the new call that are not symbols of their own:
         the widened ones at ``value``, the fixed ones (and those torch replaced by them)."""
-        out: dict[sympy.Symbol, sympy.Basic] = {s: sympy.Integer(self.value) for s in self.widened}
-        for s, v in self.fixed.items():
-            for m in merged_into(env, s):
-                out[m] = v
-        return out
+        fixed = {m: v for s, v in self.fixed.items() for m in merged_into(env, s)}
+        return {**{s: sympy.Integer(self.value) for s in self.widened}, **fixed}
 
     def generic_rename(self, env: ShapeEnv) -> Callable[[sympy.Symbol], sympy.Basic]:
         """A generic symbol -> its value at the point, or the canonical name of it or its value."""
@@ -80,9 +77,8 @@ def bind(env: ShapeEnv, group: Group, nested_env: ShapeEnv, size_now: Callable[[
                    if s not in widened and not _pinned(env, s)} - {frozenset()}
     nested_groups = {frozenset(source_names(nested_env, s)) for s in nested_env.var_to_sources
                      if not _pinned(nested_env, s)} - {frozenset()}
-    # a view input's base sized in one trace alone (Dynamo fakes a view's ``_base`` to
-    # build it; whether its sizes get symbols of their own depends on how the view is
-    # replayed): left out when nothing of that trace reads the base's symbol
+    # a view input's base sized in one trace alone (whether its sizes get symbols of their own
+    # depends on how the view is replayed): left out where nothing reads it (:func:`_unread_bases`)
     unread = _unread_bases(env, all_generic - nested_groups)
     nested_groups -= _unread_bases(nested_env, nested_groups - all_generic)
     all_generic -= unread
@@ -167,20 +163,17 @@ def _merges(generic: dict[sympy.Symbol, frozenset[str]], all_generic: set[frozen
 
 def _unread_bases(env: ShapeEnv, groups: set[frozenset[str]]) -> set[frozenset[str]]:
     """Those of ``groups`` (source names of one symbol each) naming only a view input's ``_base``
-    sizes whose symbol no guard, replacement or deferred assert of ``env`` mentions: the base is
-    there to build the view, its size read by nothing else (a graph that took the base as an
+    sizes whose symbol no guard, replacement or deferred assert of ``env`` mentions: Dynamo fakes
+    the base to build the view, its size read by nothing else (a graph that took the base as an
     input would differ from the other graph anyway)."""
     if not groups:
         return set()
-    read: set[Any] = set()
-    for g in env.guards:
-        read |= g.expr.free_symbols
+    exprs = [g.expr for g in env.guards]
+    exprs += [a.expr for asserts in getattr(env, "deferred_runtime_asserts", {}).values() for a in asserts]
+    read: set[Any] = set().union(*(e.free_symbols for e in exprs))
     for s, r in env.replacements.items():
         if s != r:
             read |= {s} | getattr(r, "free_symbols", set())
-    for asserts in getattr(env, "deferred_runtime_asserts", {}).values():
-        for a in asserts:
-            read |= a.expr.free_symbols
     return {names for symbol in env.var_to_sources if (names := frozenset(source_names(env, symbol))) in groups
             and all("._base." in n for n in names) and symbol not in read}
 

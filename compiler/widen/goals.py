@@ -66,7 +66,7 @@ class AtOne:
     goals: tuple[sympy.Basic, ...]
     #: how many of them are the lowering's recorded answers
     answers: int
-    #: generic guards the new trace did not imply, carried into its guards (their descriptions)
+    #: goals the new trace did not imply (generic guards, unguarded answers) carried into its guards: descriptions
     carried: tuple[str, ...] = ()
     #: those guards in the new trace's symbols, for the new entry to install once the reuse holds
     install: tuple[sympy.Basic, ...] = ()
@@ -77,9 +77,8 @@ class AtOne:
 
 def prove_at_one(k: Kept, binding: Binding, nested_env: ShapeEnv, prover: Any, what: str,
                  unguarded: bool = False) -> AtOne:
-    """Prove that the new trace's guards and ranges (symbols renamed to the generic ones by source)
-    imply the generic guards, the other input symbols' generic ranges and every recorded lowering
-    answer at the binding's point: what was proved (``what`` names the reuse in the record), or
+    """The module docstring's goals at the binding's point, from the new trace's guards and ranges (symbols
+    renamed to the generic ones by source): what was proved (``what`` names the reuse in the record), or
     :class:`NotWidened`.  ``unguarded``: the candidate's unguarded answers too (:func:`unguarded_goals`)."""
     from verishape.core.premises import Premises
 
@@ -108,7 +107,9 @@ def prove_at_one(k: Kept, binding: Binding, nested_env: ShapeEnv, prover: Any, w
     for goal, extra, why in answers:
         if extra and goal is not sympy.true and _prove_one(prover, premises, goal, why, extra) is None:
             raise NotWidened(f"a shape answer the lowering acted on is not proved at 1: {why}")
-    proved = _proved(goals, {id(g) for g, _ in guard_goals}, premises, to_generic, prover, what, len(answers))
+    proved = AtOne(None, (), len(answers))
+    if goals:  # generic guards the new trace does not imply are carried, never the answers
+        proved = _carrying(proved, goals, {id(g) for g, _ in guard_goals}, premises, to_generic, prover, what)
     if stand_in is None or sympy.false in stand_in:
         return proved
     return _standing_in(proved, stand_in, premises, to_generic, prover, what)
@@ -116,31 +117,17 @@ def prove_at_one(k: Kept, binding: Binding, nested_env: ShapeEnv, prover: Any, w
 
 def _standing_in(proved: AtOne, stand_in: tuple[sympy.Basic, ...], premises: Premises,
                  to_generic: dict[sympy.Symbol, sympy.Symbol], prover: Any, what: str) -> AtOne:
-    """``proved`` with the candidate's unguarded answers proved too (one the call's guards do
-    not imply carried into the new entry's guards where it can be, :func:`_carried`; generic
-    guards ``proved`` carries are premises), or ``proved`` as it is (the AOT graph is then
-    compared): Note [A candidate's answers stand in for its AOT trace]."""
-    together = (*proved.goals, *stand_in)
+    """``proved`` with the candidate's unguarded answers proved too (:func:`_carrying`, each
+    answer carriable), or ``proved`` as it is (the AOT graph is then compared):
+    Note [A candidate's answers stand in for its AOT trace]."""
     if not stand_in:
-        return dataclasses.replace(proved, goals=together, unguarded=0)
-    # an answer -> the guard the new entry installs: those carried already (generic guards the
-    # call's trace does not imply), then the answers carried here
-    carried = {g.xreplace(to_generic): g for g in proved.install}
-    before = len(carried)
-    record = _prove_one(prover, premises, sympy.And(*together), what, carried)
-    if record is None:
-        hints, to_nested = _hints_of(premises), {g: n for n, g in to_generic.items()}
-        for g in stand_in:
-            if _prove_one(prover, premises, g, what, carried) is None:
-                if (guard := _carried(g, hints, to_nested)) is None:
-                    return proved
-                carried[g] = guard
-        record = _prove_one(prover, premises, sympy.And(*together), what, carried)
-        if record is None:
-            return proved
-    answers = tuple(f"the candidate's unguarded answer {g}" for g in list(carried)[before:])
-    return dataclasses.replace(proved, record=record, goals=together, unguarded=len(stand_in),
-                               carried=proved.carried + answers, install=tuple(carried.values()))
+        return dataclasses.replace(proved, unguarded=0)
+    answers = [(g, f"the candidate's unguarded answer {g}") for g in stand_in]
+    try:
+        return dataclasses.replace(_carrying(proved, answers, {id(g) for g in stand_in}, premises, to_generic,
+                                             prover, what), unguarded=len(stand_in))
+    except NotWidened:
+        return proved
 
 
 def unguarded_goals(k: Kept, sub: dict[sympy.Symbol, sympy.Basic]) -> tuple[sympy.Basic, ...] | None:
@@ -190,42 +177,35 @@ def _generic_goals(env: ShapeEnv, sub: dict[sympy.Symbol, sympy.Basic], widened:
                     for r in range_facts(others.keys(), others)]
 
 
-def _proved(goals: list[tuple[sympy.Basic, str]], carriable: set[int], premises: Premises,
-            to_generic: dict[sympy.Symbol, sympy.Symbol], prover: Any, what: str, answers: int) -> AtOne:
-    """The goals proved together; where not, each alone, a generic guard the new trace does
-    not imply carried into its guards (:func:`_carried`), or a refusal naming the first
+def _carrying(proved: AtOne, goals: list[tuple[sympy.Basic, str]], carriable: set[int], premises: Premises,
+              to_generic: dict[sympy.Symbol, sympy.Symbol], prover: Any, what: str) -> AtOne:
+    """``proved`` with ``goals`` proved too, together with its own (the guards it carries
+    premises); where not, each of ``goals`` alone, one the new trace does not imply carried into
+    its guards where ``carriable`` names it (:func:`_carried`), or a refusal naming the first
     goal that fails."""
-    proved = tuple(g for g, _ in goals)
-    if not goals:
-        return AtOne(None, proved, answers)
-    record = _prove_one(prover, premises, sympy.And(*proved), what)
-    if record is not None:
-        return AtOne(record, proved, answers)
-    hints = _hints_of(premises)
-    to_nested = {g: n for n, g in to_generic.items()}
-    carried: list[str] = []
-    carried_guards: list[sympy.Basic] = []
-    carried_goals: list[sympy.Basic] = []
-    for g, why in goals:
-        if _prove_one(prover, premises, g, why, carried_goals) is not None:
-            continue
-        in_new_trace = _carried(g, hints, to_nested) if id(g) in carriable else None
-        if in_new_trace is None:
-            raise NotWidened(f"not implied at size 1 by the size-1 trace's guards: {why}")
-        carried.append(why)
-        carried_guards.append(in_new_trace)
-        carried_goals.append(g)
-    if carried:
-        record = _prove_one(prover, premises, sympy.And(*proved), what, carried_goals)
-        if record is not None:
-            return AtOne(record, proved, answers, tuple(carried), tuple(carried_guards))
-    raise NotWidened("the generic guards and answers at 1 are not proved together (solver unknown)")
-
-
-def _hints_of(premises: Premises) -> dict[sympy.Symbol, int]:
-    """The new call's values of the generic symbols (the premises' witness, from plain symbols)."""
-    from_plain = {v: k for k, v in premises.to_plain.items()}
-    return {from_plain.get(s, s): int(v) for s, v in (premises.witness or {}).items()}
+    together = (*proved.goals, *(g for g, _ in goals))
+    # a goal -> (its description, the guard the new entry installs): those ``proved`` carries
+    # already (generic guards the call's trace does not imply), then those carried here
+    carried = {guard.xreplace(to_generic): (why, guard) for why, guard in zip(proved.carried, proved.install)}
+    before = len(carried)
+    record = _prove_one(prover, premises, sympy.And(*together), what, carried)
+    if record is None:
+        # the new call's values of the generic symbols (the premises' witness, from plain symbols)
+        from_plain = {p: s for s, p in premises.to_plain.items()}
+        hints = {from_plain.get(s, s): int(v) for s, v in (premises.witness or {}).items()}
+        to_nested = {g: n for n, g in to_generic.items()}
+        for g, why in goals:
+            if _prove_one(prover, premises, g, why, carried) is not None:
+                continue
+            if (guard := _carried(g, hints, to_nested) if id(g) in carriable else None) is None:
+                raise NotWidened(f"not implied at size 1 by the size-1 trace's guards: {why}")
+            carried[g] = (why, guard)
+        if len(carried) > before:
+            record = _prove_one(prover, premises, sympy.And(*together), what, carried)
+        if record is None:
+            raise NotWidened("the generic guards and answers at 1 are not proved together (solver unknown)")
+    return dataclasses.replace(proved, record=record, goals=together, carried=tuple(w for w, _ in carried.values()),
+                               install=tuple(guard for _, guard in carried.values()))
 
 
 def _named(env: ShapeEnv, fact: sympy.Basic) -> str:

@@ -47,8 +47,7 @@ def _counting_apart(original: Any) -> Any:
         exempt = min(reuse_entries(frame.f_code, frame.f_globals), config.recompile_limit)
         if not exempt or not dataclasses.is_dataclass(size):
             return size
-        return dataclasses.replace(
-            size, num_cache_entries=max(0, size.num_cache_entries - exempt),
-            num_cache_entries_with_same_id_matched_objs=max(0, size.num_cache_entries_with_same_id_matched_objs - exempt))
+        counts = ("num_cache_entries", "num_cache_entries_with_same_id_matched_objs")
+        return dataclasses.replace(size, **{name: max(0, getattr(size, name) - exempt) for name in counts})
 
     return compute_cache_size

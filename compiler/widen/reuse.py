@@ -201,13 +201,10 @@ def _int_now(call: Any, source: Any, matched: set[str]) -> int | None:
 
 
 def _size_now(now: dict[str, Any], source: Any) -> int | None:
-    """The static value the trace gives ``source`` (a tensor input's size, stride or storage
-    offset); None elsewhere."""
+    """The static value the trace gives ``source`` (a tensor input's size, stride or offset), else None."""
     from torch._dynamo.source import TensorProperty, TensorPropertySource
 
-    if not isinstance(source, TensorPropertySource):
-        return None
-    fake = now.get(source.base.name)
+    fake = now.get(source.base.name) if isinstance(source, TensorPropertySource) else None
     if not isinstance(fake, torch.Tensor):
         return None
     if source.prop is TensorProperty.STORAGE_OFFSET:
