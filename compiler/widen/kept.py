@@ -148,7 +148,8 @@ def observe_aot(mod: Any, args: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
     rec = _recording.get()
     if rec is None:
         return kwargs
-    _install_key_hook()
+    torch_seam.wrap_once(torch_names.AOT_CACHE_KEY, _learn_key, "no widening records are kept, so a process "
+                         "served from torch's caches compiles size 1 as stock")
     rec.aot_calls += 1
     rec.aot_source = (mod, list(args))
     rec.aot_kwargs = {k: v for k, v in kwargs.items() if k not in ("fw_compiler", "bw_compiler", "inference_compiler")}
@@ -295,33 +296,16 @@ def _save_record(rec: _Recording) -> None:
              "remotely compiles size 1 as stock"))
 
 
-_key_hook_installed = False
-_key_hook_lock = threading.Lock()
+def _learn_key(original: Callable[..., Any]) -> Callable[..., Any]:
+    """AOTAutograd's cache key function, such that a recorded compile learns the key its artifact is cached under."""
+    def autograd_cache_key(*args: Any, **kwargs: Any) -> Any:
+        out = original(*args, **kwargs)
+        rec = _recording.get()
+        if rec is not None and isinstance(out, tuple) and out and isinstance(out[0], str):
+            rec.keys.append("aot:" + out[0])
+        return out
 
-
-def _install_key_hook() -> None:
-    """Wrap AOTAutograd's cache key function (idempotent) so that a recorded compile learns the key its
-    artifact is cached under; a torch without it keeps no records."""
-    global _key_hook_installed
-    with _key_hook_lock:
-        if _key_hook_installed:
-            return
-        _key_hook_installed = True
-        module, path = torch_names.AOT_CACHE_KEY
-
-        def make(original: Callable[..., Any]) -> Callable[..., Any]:
-            def autograd_cache_key(*args: Any, **kwargs: Any) -> Any:
-                out = original(*args, **kwargs)
-                rec = _recording.get()
-                if rec is not None and isinstance(out, tuple) and out and isinstance(out[0], str):
-                    rec.keys.append("aot:" + out[0])
-                return out
-
-            return autograd_cache_key
-
-        if torch_seam.wrap(module, path, make) is None:
-            log.warning("verishape: %s.%s is missing in torch %s: no widening records are kept, so a process "
-                        "served from torch's caches compiles size 1 as stock", module, path, torch.__version__)
+    return autograd_cache_key
 
 
 def facts(env: ShapeEnv) -> tuple[Any, ...]:
