@@ -17,6 +17,7 @@ import hashlib
 import io
 import os
 import pickle
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import sympy
@@ -223,43 +224,37 @@ def remote_enabled() -> bool:
     return any(callable(fn := torch_seam.optional(dotted)) and fn() for dotted in torch_names.REMOTE_CACHE_SWITCHES)
 
 
-def _redis_module() -> Any:
-    """The redis package; raises :class:`Dropped` where it is not installed."""
+_REMOTE_PREFIX = "verishape-widen:"
+
+
+def _remote(call: Callable[[Any], Any], verb: str) -> Any:
+    """``call`` on a Redis client where torch's own remote cache would connect (its environment
+    variables), with a bounded wait; raises :class:`Dropped` where the redis package is not
+    installed or Redis fails (``verb``: what it did not do with the record)."""
     try:
         import redis
     except ImportError:
         raise Dropped("torch's remote cache is on but the redis package is not installed") from None
-    return redis
-
-
-def _redis() -> Any:
-    """A Redis client where torch's own remote cache would connect (its environment
-    variables), with a bounded wait; raises :class:`Dropped`."""
-    redis = _redis_module()
     from redis.backoff import NoBackoff
     from redis.retry import Retry
 
     # one try, bounded: redis-py's default retries with backoff would wait several times as long
     opts = dict(socket_timeout=REMOTE_TIMEOUT_S, socket_connect_timeout=REMOTE_TIMEOUT_S, retry=Retry(NoBackoff(), 0))
-    if "TORCHINDUCTOR_REDIS_URL" in os.environ:
-        return redis.Redis.from_url(os.environ["TORCHINDUCTOR_REDIS_URL"], **opts)
-    return redis.Redis(host=os.environ.get("TORCHINDUCTOR_REDIS_HOST", "localhost"),
-                       port=int(os.environ.get("TORCHINDUCTOR_REDIS_PORT", 6379)), **opts)
-
-
-_REMOTE_PREFIX = "verishape-widen:"
+    try:
+        if "TORCHINDUCTOR_REDIS_URL" in os.environ:
+            return call(redis.Redis.from_url(os.environ["TORCHINDUCTOR_REDIS_URL"], **opts))
+        return call(redis.Redis(host=os.environ.get("TORCHINDUCTOR_REDIS_HOST", "localhost"),
+                                port=int(os.environ.get("TORCHINDUCTOR_REDIS_PORT", 6379)), **opts))
+    except redis.exceptions.RedisError as exc:
+        raise Dropped(f"the remote cache (Redis) did not {verb} the widening record ({type(exc).__name__}: "
+                      f"{exc})"[:200]) from None
 
 
 def _remote_get(name: str) -> bytes:
     if not remote_enabled():
         raise Dropped("no widening record for the cached artifact and this trace's sizes and facts (it was "
                       "compiled without verishape's record, under other guards, or the record was removed)")
-    redis = _redis_module()
-    try:
-        data = _redis().get(_REMOTE_PREFIX + name)
-    except redis.exceptions.RedisError as exc:
-        raise Dropped(f"the remote cache (Redis) did not give the widening record ({type(exc).__name__}: "
-                      f"{exc})"[:200]) from None
+    data = _remote(lambda client: client.get(_REMOTE_PREFIX + name), "give")
     if data is None:
         raise Dropped("no widening record for the cached artifact, locally or in the remote cache")
     if not isinstance(data, bytes):
@@ -268,15 +263,11 @@ def _remote_get(name: str) -> bytes:
 
 
 def _remote_put(name: str, data: bytes) -> list[str]:
-    if not remote_enabled():
-        return []
-    try:
-        redis = _redis_module()
-        _redis().set(_REMOTE_PREFIX + name, data)
-    except Dropped as exc:
-        return [str(exc)]
-    except redis.exceptions.RedisError as exc:
-        return [f"the remote cache (Redis) did not take the widening record ({type(exc).__name__}: {exc})"[:200]]
+    if remote_enabled():
+        try:
+            _remote(lambda client: client.set(_REMOTE_PREFIX + name, data), "take")
+        except Dropped as exc:
+            return [str(exc)]
     return []
 
 
