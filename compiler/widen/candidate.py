@@ -20,6 +20,9 @@ import sympy
 from verishape.core import torch_names, torch_seam
 from verishape.core.shape_env import VeriShapeEnv
 
+from . import input_layouts
+from .kept import alive
+
 if TYPE_CHECKING:
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
     from .traces import Trace
@@ -138,9 +141,6 @@ def mark_sizes(env: ShapeEnv, code: Any, tensor: Any, source: Any, context: Any)
     at_one = [i for i, d in enumerate(sizes) if d is DimDynamic.DYNAMIC and tensor.shape[i] == 1]
     if not at_one:
         return
-    from . import input_layouts
-    from .kept import alive
-
     # only while no compile generic in a size that took this call's tensors is kept: a call at 1 is proved
     # against it, and a candidate would mostly cost a trace (one that took other tensors, a decoder's
     # decode step beside its prefill, serves no call of this program)
@@ -163,10 +163,8 @@ def _tensor_inputs(tx: Trace) -> frozenset[str]:
 def note_inputs(tx: Trace) -> None:
     """After a compile of the frame (not a candidate's): the tensors it took (a frame's first compile, again
     after a reset of Dynamo, forgets those of the compiles before)."""
-    from torch._guards import CompileContext
-
     seen = _inputs_seen.setdefault(tx.f_code, set())
-    if getattr(CompileContext.current_compile_id(), "frame_compile_id", None) == 0:
+    if input_layouts.frame_compile_id() == 0:
         seen.clear()
     seen.add(_tensor_inputs(tx))
 
@@ -223,9 +221,6 @@ def _raise_at_first_compile(tx: Trace) -> None:
         return
     from verishape.compiler import declared as declared_sizes
 
-    from .input_layouts import other_tensors_than_all
-    from .kept import alive
-
     declared = declared_sizes.of_backend(getattr(tx.output, "compiler_fn", None))
     if declared is None:
         return
@@ -234,7 +229,7 @@ def _raise_at_first_compile(tx: Trace) -> None:
     if not at_one:
         return
     kept = alive(tx.f_code)  # (the walk of the arguments only where a leading size is 1)
-    if kept and not other_tensors_than_all(tx.f_code, f_locals, [k.compile_id for k in kept]):
+    if kept and not input_layouts.other_tensors_than_all(tx.f_code, f_locals, [k.compile_id for k in kept]):
         return
     setattr(ctx, _RAISE, at_one)
 

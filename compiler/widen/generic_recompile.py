@@ -20,9 +20,10 @@ from verishape.compiler import declared as declared_sizes
 from verishape.compiler import frames
 
 from . import candidate, input_layouts
+from .kept import Kept, alive
+from .sizes import bound_sources
 
 if TYPE_CHECKING:
-    from .kept import Kept
     from .traces import Trace
 
 #: where Dynamo decides, per input tensor, which sizes get a symbol; and where it wraps an
@@ -57,10 +58,7 @@ def declared_of(tx: Trace) -> declared_sizes.Declared | None:
 
 def is_recompile() -> bool:
     """The compile under way is not its frame's first (``frame_compile_id > 0``)."""
-    from torch._guards import CompileContext
-
-    compile_id = CompileContext.current_compile_id()
-    return bool(compile_id is not None and getattr(compile_id, "frame_compile_id", None))
+    return bool(input_layouts.frame_compile_id())
 
 
 class _Call(NamedTuple):
@@ -126,7 +124,7 @@ def _call_of(tx: Trace) -> _Call:
         if raising or (is_recompile() and vary and not _fruitless(root.f_code)):
             ctx = candidate.compile_context()
             arrives = (ctx is not None and getattr(ctx, _ARRIVAL, None) != "refused" and not raising
-                       and arrives_at_one(root.f_code, getattr(root, "f_globals", {}) or {}, f_locals))
+                       and arrives_at_one(root.f_code, call_arguments(tx)))
             if arrives:
                 setattr(ctx, _ARRIVAL, "attempt")
             found = frozenset() if arrives else shared
@@ -158,15 +156,11 @@ def retrace_after_refusal(tx: Trace) -> str | None:
     return "every reuse at 1 refused the trace that took stock's choices; tracing with the generic policy"
 
 
-def arrives_at_one(code: Any, f_globals: dict[str, Any], f_locals: dict[str, Any]) -> bool:
+def arrives_at_one(code: Any, call: _CallArguments) -> bool:
     """Some size a kept generic compile of ``code`` keeps for 1 is 1 at every source in this call, and
     every size it has as a constant is that constant: the trace is headed for a reuse at 1, so it takes
     stock's choices (the reuse binds a size the new trace has as a constant to that constant, so a
     static trace serves as well, at stock's cost).  A source this cannot read keeps the generic policy."""
-    from .kept import alive
-    from .sizes import bound_sources
-
-    call = _CallArguments(f_globals, f_locals)
     for k in alive(code):
         for symbol in k.candidates:
             sources = bound_sources(k.env, symbol)
