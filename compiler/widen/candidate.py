@@ -41,20 +41,17 @@ def compile_context() -> Any:
     return CompileContext.try_get()
 
 
-#: where a candidate attempt is made to end in a restart whatever happens in it
-ATTEMPT = torch_names.TRACE_ATTEMPT
-
-
 def install() -> None:
-    """Wrap Dynamo's trace of a frame (idempotent); a torch without it traces no candidate."""
-    torch_seam.wrap_once(ATTEMPT, _restart_after_candidate, "no candidate is traced at size 1")
+    """Wrap Dynamo's trace of a frame, where a candidate attempt is made to end in a restart whatever
+    happens in it (idempotent); a torch without it traces no candidate."""
+    torch_seam.wrap_once(torch_names.TRACE_ATTEMPT, _restart_after_candidate, "no candidate is traced at size 1")
 
 
 def wanted() -> bool:
     """The compile under way has not made its candidate attempt yet (and this torch lets
     every candidate attempt end in a restart)."""
     ctx = compile_context()
-    return ctx is not None and not getattr(ctx, _DONE, False) and ATTEMPT in _ended_by_restart
+    return ctx is not None and not getattr(ctx, _DONE, False) and _ended_by_restart
 
 
 @dataclasses.dataclass
@@ -80,8 +77,8 @@ class KeptAtOne:
         self.overridden.clear()
 
 
-#: the trace functions wrapped by :func:`_restart_after_candidate` (filled when wrapped)
-_ended_by_restart: set[tuple[str, str]] = set()
+#: whether Dynamo's trace of a frame is wrapped by :func:`_restart_after_candidate` (set when wrapped)
+_ended_by_restart = False
 
 
 def _restart_after_candidate(original: Any) -> Any:
@@ -90,6 +87,8 @@ def _restart_after_candidate(original: Any) -> Any:
     restart, an error, or done with no graph for the backend), the next attempt is stock's,
     from scratch.  Only the root translator's run is concerned (inlined calls pass)."""
     from torch._dynamo.exc import TensorifyScalarRestartAnalysis
+
+    global _ended_by_restart
 
     def run(self: Any) -> Any:
         output = getattr(self, "output", None)
@@ -117,7 +116,7 @@ def _restart_after_candidate(original: Any) -> Any:
                 return result
             _end(self, "its trace ended without a compile")
 
-    _ended_by_restart.add(ATTEMPT)
+    _ended_by_restart = True
     return run
 
 
