@@ -108,28 +108,28 @@ def _call_of(tx: Trace) -> _Call:
     none).  Asked on the frame's first compile too, which records its input layout
     (Note [A frame's inputs that vary earn the generic policy])."""
     global _last
-    output = tx.output
     ref, call = _last
-    if ref() is not output:
-        root = getattr(output, "root_tx", tx)
-        f_locals = getattr(root, "f_locals", {}) or {}
-        shared, layout = input_layouts.walk(f_locals)
-        vary = input_layouts.inputs_vary(root.f_code, layout)
-        if not is_recompile():  # a frame's first compile (again, after a reset): nothing refused yet
-            _refused_arrivals.pop(root.f_code, None)
-        raising = bool(candidate.raising())
-        found = frozenset()
-        # a candidate at 2 is traced as the frame's later compiles will be, so that they
-        # are proved against it (Note [A declared size at 1 is compiled at 2])
-        if raising or (is_recompile() and vary and not _fruitless(root.f_code)):
-            ctx = candidate.compile_context()
-            arrives = (ctx is not None and getattr(ctx, _ARRIVAL, None) != "refused" and not raising
-                       and arrives_at_one(root.f_code, call_arguments(tx)))
-            if arrives:
-                setattr(ctx, _ARRIVAL, "attempt")
-            found = frozenset() if arrives else shared
-        call = _Call(found, input_layouts.new_tensors(root.f_code))
-        _last = (weakref.ref(output), call)
+    if ref() is tx.output:
+        return call
+    root = getattr(tx.output, "root_tx", tx)
+    f_locals = getattr(root, "f_locals", {}) or {}
+    shared, layout = input_layouts.walk(f_locals)
+    vary = input_layouts.inputs_vary(root.f_code, layout)
+    if not is_recompile():  # a frame's first compile (again, after a reset): nothing refused yet
+        _refused_arrivals.pop(root.f_code, None)
+    raising = bool(candidate.raising())
+    found = frozenset()
+    # a candidate at 2 is traced as the frame's later compiles will be, so that they
+    # are proved against it (Note [A declared size at 1 is compiled at 2])
+    if raising or (is_recompile() and vary and not _fruitless(root.f_code)):
+        ctx = candidate.compile_context()
+        if (ctx is not None and getattr(ctx, _ARRIVAL, None) != "refused" and not raising
+                and arrives_at_one(root.f_code, call_arguments(tx))):
+            setattr(ctx, _ARRIVAL, "attempt")
+        else:
+            found = shared
+    call = _Call(found, input_layouts.new_tensors(root.f_code))
+    _last = (weakref.ref(tx.output), call)
     return call
 
 
