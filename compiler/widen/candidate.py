@@ -42,14 +42,13 @@ def compile_context() -> Any:
 
 
 def install() -> None:
-    """Wrap Dynamo's trace of a frame, where a candidate attempt is made to end in a restart whatever
-    happens in it (idempotent); a torch without it traces no candidate."""
+    """Wrap Dynamo's trace of a frame, so that a candidate attempt ends in a restart (idempotent; a torch
+    without it traces no candidate)."""
     torch_seam.wrap_once(torch_names.TRACE_ATTEMPT, _restart_after_candidate, "no candidate is traced at size 1")
 
 
 def wanted() -> bool:
-    """The compile under way has not made its candidate attempt yet (and this torch lets
-    every candidate attempt end in a restart)."""
+    """The compile under way has not made its candidate attempt yet (and this torch ends every one in a restart)."""
     ctx = compile_context()
     return ctx is not None and not getattr(ctx, _DONE, False) and _ended_by_restart
 
@@ -128,8 +127,7 @@ def _end(tx: Trace, why: str, cause: BaseException | None = None) -> None:
 
 
 def mark_sizes(env: ShapeEnv, code: Any, tensor: Any, source: Any, context: Any) -> None:
-    """In a candidate attempt: every size of ``tensor`` that ``context`` makes dynamic and
-    that is 1 keeps a symbol in ``env``."""
+    """In a candidate attempt: every size of ``tensor`` that ``context`` makes dynamic and that is 1 keeps a symbol."""
     from torch._dynamo.source import TensorProperty, TensorPropertySource
     from torch.fx.experimental.symbolic_shapes import DimDynamic
 
@@ -200,8 +198,8 @@ def raising() -> frozenset[str]:
 
 
 def raise_size(env: ShapeEnv, tensor: Any, index: int, source_name: str) -> bool:
-    """In a candidate attempt: give ``tensor``'s size ``index`` (1 now) the hint 2 for this
-    trace (restored when the attempt ends).  False outside an attempt's scope."""
+    """In a candidate attempt: give ``tensor``'s size ``index`` (1 now) the hint 2 for this trace (restored when
+    the attempt ends).  False outside an attempt's scope."""
     kept = VeriShapeEnv.symbolic_at_one_of(env)
     if not isinstance(kept, KeptAtOne):
         return False
@@ -246,8 +244,8 @@ def raise_after_refusal(tx: Trace, at_one: frozenset[str]) -> str | None:
 
 
 def pinned(env: ShapeEnv) -> str | None:
-    """Why the candidate's trace serves no size other than 1 (a guard false with its sizes
-    at 2, the others at their hints; a replacement or range fixing one), or None."""
+    """Why the candidate's trace serves no size other than 1 (a guard false with its sizes at 2, the others at
+    their hints; a replacement or range fixing one), or None."""
     hints = dict(env.backed_var_to_val)
     at_one = VeriShapeEnv.symbolic_at_one_of(env)
     raised = getattr(at_one, "raised", set())
