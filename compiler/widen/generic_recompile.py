@@ -33,8 +33,7 @@ WRAP_INT = torch_names.WRAP_INT
 
 
 def install() -> None:
-    """Wrap Dynamo's per-tensor decision and its wrapping of ints (idempotent).  A torch
-    without them keeps stock's policy, said once as a warning."""
+    """Wrap Dynamo's per-tensor decision and its wrapping of ints (idempotent; a torch without them keeps stock's)."""
     torch_seam.wrap_once(CONTEXT, _generic_on_recompile, "recompiles make only the sizes that changed "
                          "dynamic, as stock does")
     torch_seam.wrap_once(WRAP_INT, _generic_int_on_recompile, "recompiles make only the ints that changed "
@@ -51,8 +50,7 @@ def wants_generic(compiler_fn: Any) -> bool:
 
 
 def declared_of(tx: Trace) -> declared_sizes.Declared | None:
-    """The sizes the frame's backend declares (``verishape.compile(shapes_spec=...)``,
-    :mod:`verishape.compiler.declared`), or None."""
+    """The sizes the frame's backend declares (``shapes_spec``, :mod:`verishape.compiler.declared`), or None."""
     return declared_sizes.of_backend(getattr(tx.output, "compiler_fn", None))
 
 
@@ -274,7 +272,7 @@ def _generic_int_on_recompile(original: Any) -> Any:
     from torch.fx.experimental.symbolic_shapes import DimDynamic
 
     def wrap_symint(builder: Any, value: int, *args: Any, **kwargs: Any) -> Any:
-        asked = not args and kwargs.get("dynamism") is None
+        asked = not args and kwargs.get("dynamism") is None and type(value) is int and value >= 2
         dim = _declared_int(builder, value) if asked else None
         if dim is not None or (asked and _int_gets_symbol(builder, value)):
             kwargs["dynamism"] = DimDynamic.DYNAMIC
@@ -287,9 +285,8 @@ def _generic_int_on_recompile(original: Any) -> Any:
 
 
 def _declared_int(builder: Any, value: int) -> Any:
-    """The declared variable of an int argument (``verishape.compile(shapes_spec=...)``)
-    whose value is at least 2 and in its range, or None."""
-    declared = None if type(value) is not int or value < 2 or builder.source is None else declared_of(builder.tx)
+    """The declared variable (``shapes_spec``) of an int argument (2 or more) whose value is in its range, or None."""
+    declared = declared_of(builder.tx) if builder.source is not None else None
     if declared is None:
         return None
     dim = declared.leaf(builder.source, getattr(builder.tx.output, "root_tx", builder.tx).f_code)
@@ -304,7 +301,6 @@ def _int_gets_symbol(builder: Any, value: int) -> bool:
     from torch._dynamo import config
     from torch._guards import TracingContext
 
-    if type(value) is not int or value < 2 or config.specialize_int or getattr(
-            TracingContext.try_get(), "force_unspec_int_unbacked_size_like", False):
+    if config.specialize_int or getattr(TracingContext.try_get(), "force_unspec_int_unbacked_size_like", False):
         return False
     return _policy_applies(builder.tx, builder.source) and bool(_call_of(builder.tx).shared)
