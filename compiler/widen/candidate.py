@@ -16,7 +16,9 @@ import logging
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import sympy
+import torch
 
+from verishape.compiler import declared as declared_sizes
 from verishape.core import torch_names, torch_seam
 from verishape.core.shape_env import VeriShapeEnv
 
@@ -150,8 +152,6 @@ _inputs_seen: dict[Any, set[frozenset[str]]] = {}
 
 
 def _tensor_inputs(tx: Trace) -> frozenset[str]:
-    import torch
-
     # (a view input's ``_base`` is tracked or not, as Dynamo fakes the view: not an input of its own)
     return frozenset(tf.source.name for tf in tx.output.tracked_fakes
                      if isinstance(tf.fake, torch.Tensor) and not tf.source.name.endswith("._base"))
@@ -216,8 +216,6 @@ def _raise_at_first_compile(tx: Trace) -> None:
     ctx = compile_context()
     if ctx is None or getattr(ctx, _RAISE, None) is not None:
         return
-    from verishape.compiler import declared as declared_sizes
-
     declared = declared_sizes.of_backend(getattr(tx.output, "compiler_fn", None))
     if declared is None:
         return

@@ -21,8 +21,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import sympy
+import torch
 
 import verishape_records
+from verishape._version import __version__
+from verishape.core import torch_names, torch_seam
+
+from .sizes import source_names
 
 if TYPE_CHECKING:
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
@@ -46,10 +51,6 @@ class Unrecordable(Exception):
 
 def _versions() -> tuple[int, str, str]:
     """The record format, verishape's version and torch's: in a record's name and payload."""
-    import torch
-
-    from verishape._version import __version__
-
     return FORMAT, __version__, str(torch.__version__)
 
 
@@ -64,8 +65,6 @@ def binding(env: ShapeEnv) -> tuple[Any, ...]:
     """What the log's expressions mean and were answered under: every symbol of ``env`` with
     the input sources bound to it and its range, the env's replacements, and its guards (an
     artifact cached under one key with other guards was lowered under other facts)."""
-    from .sizes import source_names
-
     symbols = []
     for s in sorted(env.var_to_sources, key=str):
         vr = env.var_to_range.get(s)
@@ -219,8 +218,6 @@ def load(cache_key: str, env: ShapeEnv, candidates: frozenset[sympy.Symbol]) -> 
 
 def remote_enabled() -> bool:
     """Whether torch's AOTAutograd or FX-graph remote cache is on (the record follows them)."""
-    from verishape.core import torch_names, torch_seam
-
     return any(callable(fn := torch_seam.optional(dotted)) and fn() for dotted in torch_names.REMOTE_CACHE_SWITCHES)
 
 
@@ -276,8 +273,6 @@ def _remote_put(name: str, data: bytes) -> list[str]:
 
 def _record_artifact(name: str, data: bytes) -> None:
     """Add the record to the artifacts ``torch.compiler.save_cache_artifacts()`` returns."""
-    from verishape.core import torch_names, torch_seam
-
     manager = torch_seam.optional(torch_names.CACHE_ARTIFACT_MANAGER)
     if _ARTIFACT_REGISTERED and manager is not None and hasattr(manager, "record_artifact"):
         manager.record_artifact(verishape_records.ARTIFACT_TYPE, name, data)
@@ -304,8 +299,6 @@ class _Unpickler(pickle.Unpickler):
             if isinstance(value, type):  # a class: a function (sympify evaluates text) is never unpickled
                 return value
         if module == "torch":
-            import torch
-
             value = getattr(torch, name, None)
             if isinstance(value, (torch.dtype, torch.layout, torch.memory_format)) or value is torch.device:
                 return value
