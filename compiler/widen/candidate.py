@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import sympy
 import torch
+from torch._guards import CompileContext
 
 from verishape.compiler import declared as declared_sizes
 from verishape.core import torch_names, torch_seam
@@ -38,8 +39,6 @@ _DONE = "_verishape_candidate_done"
 
 def compile_context() -> Any:
     """Dynamo's context of the compile under way (one per compile, kept across its attempts), or None."""
-    from torch._guards import CompileContext
-
     return CompileContext.try_get()
 
 

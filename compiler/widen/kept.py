@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import sympy
 import torch
+from torch._guards import CompileContext, TracingContext, tracing
+from torch._subclasses.fake_tensor import FakeTensor
 
 from verishape.core import torch_names, torch_seam
 from verishape.core.shape_env import SymbolicAtOne, VeriShapeEnv
@@ -192,8 +194,6 @@ def recording(env: ShapeEnv, backend_name: str, gm: torch.fx.GraphModule) -> Ite
 def keep(rec: Kept, tx: Trace, compiled: Callable[..., Any], backend_name: str, owner: object,
          candidate: bool = False) -> None:
     """After the user's backend compiled the generic graph: keep it for a size-1 call."""
-    from torch._guards import CompileContext
-
     context = CompileContext.try_get()
     # served by AOTAutograd's cache: one AOTAutograd call, whose key is known, and no inference graph lowered here
     served = (backend_name == "inductor" and rec.aot_calls == 1 and rec.aot is None and rec.aot_source is not None
@@ -307,9 +307,6 @@ def _traced_again(k: Kept) -> Snapshot:
     """The AOT inference graph of an artifact AOTAutograd's cache served, traced again (never lowered) from the
     graph and fake inputs it was given.  Tracing must not need a fact the cached entry does not check: where it adds
     a guard, range or replacement, the kept compile is spoiled (this reuse and every later one refused)."""
-    from torch._guards import TracingContext, tracing
-    from torch._subclasses.fake_tensor import FakeTensor
-
     if k.aot_source is None:
         raise NotWidened("the inputs of the cached generic artifact's graph were not kept")
     mod, args = k.aot_source
@@ -336,8 +333,6 @@ def alive(code: types.CodeType) -> list[Kept]:
         kept = list(_kept.get(code, ()))
     if not kept:
         return []
-    from torch._guards import CompileContext
-
     ids = {str(e.compile_id) for e in torch_seam.cache_entries(code)}
     # a candidate's compile is the one whose stock attempt is under way (its entry comes after), and it
     # lives as long as that entry: found by the compile's context, not its id (reset by a Dynamo reset)
