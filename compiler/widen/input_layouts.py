@@ -52,8 +52,7 @@ _layouts: weakref.WeakKeyDictionary[Any, dict[int, frozenset[tuple[Any, ...]]]] 
 
 
 def frame_compile_id() -> int | None:
-    """The frame compile id of the compile under way (0: the frame's first, again after a reset of
-    Dynamo; None: no compile under way)."""
+    """The frame compile id of the compile under way (0: the frame's first, again after a Dynamo reset; None: none)."""
     from torch._guards import CompileContext
 
     n = getattr(CompileContext.current_compile_id(), "frame_compile_id", None)
