@@ -16,9 +16,15 @@ import logging
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import sympy
+import torch
+from torch._guards import CompileContext
 
+from verishape.compiler import declared as declared_sizes
 from verishape.core import torch_names, torch_seam
 from verishape.core.shape_env import VeriShapeEnv
+
+from . import input_layouts
+from .kept import alive
 
 if TYPE_CHECKING:
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
@@ -33,25 +39,19 @@ _DONE = "_verishape_candidate_done"
 
 def compile_context() -> Any:
     """Dynamo's context of the compile under way (one per compile, kept across its attempts), or None."""
-    from torch._guards import CompileContext
-
     return CompileContext.try_get()
 
 
-#: where a candidate attempt is made to end in a restart whatever happens in it
-ATTEMPT = torch_names.TRACE_ATTEMPT
-
-
 def install() -> None:
-    """Wrap Dynamo's trace of a frame (idempotent); a torch without it traces no candidate."""
-    torch_seam.wrap_once(ATTEMPT, _restart_after_candidate, "no candidate is traced at size 1")
+    """Wrap Dynamo's trace of a frame, so that a candidate attempt ends in a restart (idempotent; a torch
+    without it traces no candidate)."""
+    torch_seam.wrap_once(torch_names.TRACE_ATTEMPT, _restart_after_candidate, "no candidate is traced at size 1")
 
 
 def wanted() -> bool:
-    """The compile under way has not made its candidate attempt yet (and this torch lets
-    every candidate attempt end in a restart)."""
+    """The compile under way has not made its candidate attempt yet (and this torch ends every one in a restart)."""
     ctx = compile_context()
-    return ctx is not None and not getattr(ctx, _DONE, False) and ATTEMPT in _ended_by_restart
+    return ctx is not None and not getattr(ctx, _DONE, False) and _ended_by_restart
 
 
 @dataclasses.dataclass
@@ -77,8 +77,8 @@ class KeptAtOne:
         self.overridden.clear()
 
 
-#: the trace functions wrapped by :func:`_restart_after_candidate` (filled when wrapped)
-_ended_by_restart: set[tuple[str, str]] = set()
+#: whether Dynamo's trace of a frame is wrapped by :func:`_restart_after_candidate` (set when wrapped)
+_ended_by_restart = False
 
 
 def _restart_after_candidate(original: Any) -> Any:
@@ -87,6 +87,8 @@ def _restart_after_candidate(original: Any) -> Any:
     restart, an error, or done with no graph for the backend), the next attempt is stock's,
     from scratch.  Only the root translator's run is concerned (inlined calls pass)."""
     from torch._dynamo.exc import TensorifyScalarRestartAnalysis
+
+    global _ended_by_restart
 
     def run(self: Any) -> Any:
         output = getattr(self, "output", None)
@@ -114,7 +116,7 @@ def _restart_after_candidate(original: Any) -> Any:
                 return result
             _end(self, "its trace ended without a compile")
 
-    _ended_by_restart.add(ATTEMPT)
+    _ended_by_restart = True
     return run
 
 
@@ -126,8 +128,7 @@ def _end(tx: Trace, why: str, cause: BaseException | None = None) -> None:
 
 
 def mark_sizes(env: ShapeEnv, code: Any, tensor: Any, source: Any, context: Any) -> None:
-    """In a candidate attempt: every size of ``tensor`` that ``context`` makes dynamic and
-    that is 1 keeps a symbol in ``env``."""
+    """In a candidate attempt: every size of ``tensor`` that ``context`` makes dynamic and that is 1 keeps a symbol."""
     from torch._dynamo.source import TensorProperty, TensorPropertySource
     from torch.fx.experimental.symbolic_shapes import DimDynamic
 
@@ -138,9 +139,6 @@ def mark_sizes(env: ShapeEnv, code: Any, tensor: Any, source: Any, context: Any)
     at_one = [i for i, d in enumerate(sizes) if d is DimDynamic.DYNAMIC and tensor.shape[i] == 1]
     if not at_one:
         return
-    from . import input_layouts
-    from .kept import alive
-
     # only while no compile generic in a size that took this call's tensors is kept: a call at 1 is proved
     # against it, and a candidate would mostly cost a trace (one that took other tensors, a decoder's
     # decode step beside its prefill, serves no call of this program)
@@ -153,8 +151,6 @@ _inputs_seen: dict[Any, set[frozenset[str]]] = {}
 
 
 def _tensor_inputs(tx: Trace) -> frozenset[str]:
-    import torch
-
     # (a view input's ``_base`` is tracked or not, as Dynamo fakes the view: not an input of its own)
     return frozenset(tf.source.name for tf in tx.output.tracked_fakes
                      if isinstance(tf.fake, torch.Tensor) and not tf.source.name.endswith("._base"))
@@ -163,10 +159,8 @@ def _tensor_inputs(tx: Trace) -> frozenset[str]:
 def note_inputs(tx: Trace) -> None:
     """After a compile of the frame (not a candidate's): the tensors it took (a frame's first compile, again
     after a reset of Dynamo, forgets those of the compiles before)."""
-    from torch._guards import CompileContext
-
     seen = _inputs_seen.setdefault(tx.f_code, set())
-    if getattr(CompileContext.current_compile_id(), "frame_compile_id", None) == 0:
+    if input_layouts.frame_compile_id() == 0:
         seen.clear()
     seen.add(_tensor_inputs(tx))
 
@@ -203,8 +197,8 @@ def raising() -> frozenset[str]:
 
 
 def raise_size(env: ShapeEnv, tensor: Any, index: int, source_name: str) -> bool:
-    """In a candidate attempt: give ``tensor``'s size ``index`` (1 now) the hint 2 for this
-    trace (restored when the attempt ends).  False outside an attempt's scope."""
+    """In a candidate attempt: give ``tensor``'s size ``index`` (1 now) the hint 2 for this trace (restored when
+    the attempt ends).  False outside an attempt's scope."""
     kept = VeriShapeEnv.symbolic_at_one_of(env)
     if not isinstance(kept, KeptAtOne):
         return False
@@ -221,11 +215,6 @@ def _raise_at_first_compile(tx: Trace) -> None:
     ctx = compile_context()
     if ctx is None or getattr(ctx, _RAISE, None) is not None:
         return
-    from verishape.compiler import declared as declared_sizes
-
-    from .input_layouts import other_tensors_than_all
-    from .kept import alive
-
     declared = declared_sizes.of_backend(getattr(tx.output, "compiler_fn", None))
     if declared is None:
         return
@@ -234,7 +223,7 @@ def _raise_at_first_compile(tx: Trace) -> None:
     if not at_one:
         return
     kept = alive(tx.f_code)  # (the walk of the arguments only where a leading size is 1)
-    if kept and not other_tensors_than_all(tx.f_code, f_locals, [k.compile_id for k in kept]):
+    if kept and not input_layouts.other_tensors_than_all(tx.f_code, f_locals, [k.compile_id for k in kept]):
         return
     setattr(ctx, _RAISE, at_one)
 
@@ -252,8 +241,8 @@ def raise_after_refusal(tx: Trace, at_one: frozenset[str]) -> str | None:
 
 
 def pinned(env: ShapeEnv) -> str | None:
-    """Why the candidate's trace serves no size other than 1 (a guard false with its sizes
-    at 2, the others at their hints; a replacement or range fixing one), or None."""
+    """Why the candidate's trace serves no size other than 1 (a guard false with its sizes at 2, the others at
+    their hints; a replacement or range fixing one), or None."""
     hints = dict(env.backed_var_to_val)
     at_one = VeriShapeEnv.symbolic_at_one_of(env)
     raised = getattr(at_one, "raised", set())

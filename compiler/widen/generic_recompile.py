@@ -20,9 +20,10 @@ from verishape.compiler import declared as declared_sizes
 from verishape.compiler import frames
 
 from . import candidate, input_layouts
+from .kept import Kept, alive
+from .sizes import bound_sources
 
 if TYPE_CHECKING:
-    from .kept import Kept
     from .traces import Trace
 
 #: where Dynamo decides, per input tensor, which sizes get a symbol; and where it wraps an
@@ -32,8 +33,7 @@ WRAP_INT = torch_names.WRAP_INT
 
 
 def install() -> None:
-    """Wrap Dynamo's per-tensor decision and its wrapping of ints (idempotent).  A torch
-    without them keeps stock's policy, said once as a warning."""
+    """Wrap Dynamo's per-tensor decision and its wrapping of ints (idempotent; a torch without them keeps stock's)."""
     torch_seam.wrap_once(CONTEXT, _generic_on_recompile, "recompiles make only the sizes that changed "
                          "dynamic, as stock does")
     torch_seam.wrap_once(WRAP_INT, _generic_int_on_recompile, "recompiles make only the ints that changed "
@@ -50,17 +50,13 @@ def wants_generic(compiler_fn: Any) -> bool:
 
 
 def declared_of(tx: Trace) -> declared_sizes.Declared | None:
-    """The sizes the frame's backend declares (``verishape.compile(shapes_spec=...)``,
-    :mod:`verishape.compiler.declared`), or None."""
+    """The sizes the frame's backend declares (``shapes_spec``, :mod:`verishape.compiler.declared`), or None."""
     return declared_sizes.of_backend(getattr(tx.output, "compiler_fn", None))
 
 
 def is_recompile() -> bool:
     """The compile under way is not its frame's first (``frame_compile_id > 0``)."""
-    from torch._guards import CompileContext
-
-    compile_id = CompileContext.current_compile_id()
-    return bool(compile_id is not None and getattr(compile_id, "frame_compile_id", None))
+    return bool(input_layouts.frame_compile_id())
 
 
 class _Call(NamedTuple):
@@ -110,28 +106,28 @@ def _call_of(tx: Trace) -> _Call:
     none).  Asked on the frame's first compile too, which records its input layout
     (Note [A frame's inputs that vary earn the generic policy])."""
     global _last
-    output = tx.output
     ref, call = _last
-    if ref() is not output:
-        root = getattr(output, "root_tx", tx)
-        f_locals = getattr(root, "f_locals", {}) or {}
-        shared, layout = input_layouts.walk(f_locals)
-        vary = input_layouts.inputs_vary(root.f_code, layout)
-        if not is_recompile():  # a frame's first compile (again, after a reset): nothing refused yet
-            _refused_arrivals.pop(root.f_code, None)
-        raising = bool(candidate.raising())
-        found = frozenset()
-        # a candidate at 2 is traced as the frame's later compiles will be, so that they
-        # are proved against it (Note [A declared size at 1 is compiled at 2])
-        if raising or (is_recompile() and vary and not _fruitless(root.f_code)):
-            ctx = candidate.compile_context()
-            arrives = (ctx is not None and getattr(ctx, _ARRIVAL, None) != "refused" and not raising
-                       and arrives_at_one(root.f_code, getattr(root, "f_globals", {}) or {}, f_locals))
-            if arrives:
-                setattr(ctx, _ARRIVAL, "attempt")
-            found = frozenset() if arrives else shared
-        call = _Call(found, input_layouts.new_tensors(root.f_code))
-        _last = (weakref.ref(output), call)
+    if ref() is tx.output:
+        return call
+    root = getattr(tx.output, "root_tx", tx)
+    f_locals = getattr(root, "f_locals", {}) or {}
+    shared, layout = input_layouts.walk(f_locals)
+    vary = input_layouts.inputs_vary(root.f_code, layout)
+    if not is_recompile():  # a frame's first compile (again, after a reset): nothing refused yet
+        _refused_arrivals.pop(root.f_code, None)
+    raising = bool(candidate.raising())
+    found = frozenset()
+    # a candidate at 2 is traced as the frame's later compiles will be, so that they
+    # are proved against it (Note [A declared size at 1 is compiled at 2])
+    if raising or (is_recompile() and vary and not _fruitless(root.f_code)):
+        ctx = candidate.compile_context()
+        if (ctx is not None and getattr(ctx, _ARRIVAL, None) != "refused" and not raising
+                and arrives_at_one(root.f_code, call_arguments(tx))):
+            setattr(ctx, _ARRIVAL, "attempt")
+        else:
+            found = shared
+    call = _Call(found, input_layouts.new_tensors(root.f_code))
+    _last = (weakref.ref(tx.output), call)
     return call
 
 
@@ -158,15 +154,11 @@ def retrace_after_refusal(tx: Trace) -> str | None:
     return "every reuse at 1 refused the trace that took stock's choices; tracing with the generic policy"
 
 
-def arrives_at_one(code: Any, f_globals: dict[str, Any], f_locals: dict[str, Any]) -> bool:
+def arrives_at_one(code: Any, call: _CallArguments) -> bool:
     """Some size a kept generic compile of ``code`` keeps for 1 is 1 at every source in this call, and
     every size it has as a constant is that constant: the trace is headed for a reuse at 1, so it takes
     stock's choices (the reuse binds a size the new trace has as a constant to that constant, so a
     static trace serves as well, at stock's cost).  A source this cannot read keeps the generic policy."""
-    from .kept import alive
-    from .sizes import bound_sources
-
-    call = _CallArguments(f_globals, f_locals)
     for k in alive(code):
         for symbol in k.candidates:
             sources = bound_sources(k.env, symbol)
@@ -280,7 +272,7 @@ def _generic_int_on_recompile(original: Any) -> Any:
     from torch.fx.experimental.symbolic_shapes import DimDynamic
 
     def wrap_symint(builder: Any, value: int, *args: Any, **kwargs: Any) -> Any:
-        asked = not args and kwargs.get("dynamism") is None
+        asked = not args and kwargs.get("dynamism") is None and type(value) is int and value >= 2
         dim = _declared_int(builder, value) if asked else None
         if dim is not None or (asked and _int_gets_symbol(builder, value)):
             kwargs["dynamism"] = DimDynamic.DYNAMIC
@@ -293,9 +285,8 @@ def _generic_int_on_recompile(original: Any) -> Any:
 
 
 def _declared_int(builder: Any, value: int) -> Any:
-    """The declared variable of an int argument (``verishape.compile(shapes_spec=...)``)
-    whose value is at least 2 and in its range, or None."""
-    declared = None if type(value) is not int or value < 2 or builder.source is None else declared_of(builder.tx)
+    """The declared variable (``shapes_spec``) of an int argument (2 or more) whose value is in its range, or None."""
+    declared = declared_of(builder.tx) if builder.source is not None else None
     if declared is None:
         return None
     dim = declared.leaf(builder.source, getattr(builder.tx.output, "root_tx", builder.tx).f_code)
@@ -310,7 +301,6 @@ def _int_gets_symbol(builder: Any, value: int) -> bool:
     from torch._dynamo import config
     from torch._guards import TracingContext
 
-    if type(value) is not int or value < 2 or config.specialize_int or getattr(
-            TracingContext.try_get(), "force_unspec_int_unbacked_size_like", False):
+    if config.specialize_int or getattr(TracingContext.try_get(), "force_unspec_int_unbacked_size_like", False):
         return False
     return _policy_applies(builder.tx, builder.source) and bool(_call_of(builder.tx).shared)

@@ -51,10 +51,18 @@ def walk(f_locals: dict[str, Any]) -> tuple[frozenset[int], frozenset[tuple[Any,
 _layouts: weakref.WeakKeyDictionary[Any, dict[int, frozenset[tuple[Any, ...]]]] = weakref.WeakKeyDictionary()
 
 
+def frame_compile_id() -> int | None:
+    """The frame compile id of the compile under way (0: the frame's first, again after a Dynamo reset; None: none)."""
+    from torch._guards import CompileContext
+
+    n = getattr(CompileContext.current_compile_id(), "frame_compile_id", None)
+    return n if isinstance(n, int) else None
+
+
 def inputs_vary(code: Any, layout: frozenset[tuple[Any, ...]]) -> bool:
     """Records this compile's input layout for ``code``; whether the frame's compiles so far, this one
     included, have brought more than one (Note [A frame's inputs that vary earn the generic policy])."""
-    n = _under_way(code)[1]
+    n = frame_compile_id()
     if n is None:
         return True
     seen = _layouts.setdefault(code, {})
@@ -81,19 +89,11 @@ def other_tensors_than_all(code: Any, f_locals: dict[str, Any], compile_ids: lis
     return all(_paths(seen[i]) != paths for i in ids)
 
 
-def _under_way(code: Any) -> tuple[dict[int, frozenset[tuple[Any, ...]]], int | None]:
-    """``code``'s recorded layouts, and the frame compile id of the compile under way (None: none)."""
-    from torch._guards import CompileContext
-
-    n = getattr(CompileContext.current_compile_id(), "frame_compile_id", None)
-    return _layouts.get(code, {}), n if isinstance(n, int) else None
-
-
 def new_tensors(code: Any) -> bool:
     """The compile under way reaches input tensors by other paths than every earlier compile of the frame
     did (a first decode step): a candidate there would be refused (``candidate.other_inputs``), so none is
     traced.  False where this compile's layout or every earlier one was not recorded."""
-    seen, n = _under_way(code)
+    seen, n = _layouts.get(code, {}), frame_compile_id()
     earlier = [_paths(seen[i]) for i in range(n or 0) if i in seen]
     return n in seen and bool(earlier) and _paths(seen[n]) not in earlier
 
@@ -101,6 +101,6 @@ def new_tensors(code: Any) -> bool:
 def same_tensors_as(code: Any, compile_id: Any) -> bool:
     """The compile under way reaches its input tensors by the same paths as ``code``'s compile
     ``compile_id`` did; True where either layout was not recorded."""
-    seen, n = _under_way(code)
+    seen, n = _layouts.get(code, {}), frame_compile_id()
     then = seen.get(getattr(compile_id, "frame_compile_id", None))
     return n not in seen or then is None or _paths(seen[n]) == _paths(then)

@@ -17,11 +17,17 @@ import hashlib
 import io
 import os
 import pickle
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import sympy
+import torch
 
 import verishape_records
+from verishape._version import __version__
+from verishape.core import torch_names, torch_seam
+
+from .sizes import source_names
 
 if TYPE_CHECKING:
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
@@ -45,10 +51,6 @@ class Unrecordable(Exception):
 
 def _versions() -> tuple[int, str, str]:
     """The record format, verishape's version and torch's: in a record's name and payload."""
-    import torch
-
-    from verishape._version import __version__
-
     return FORMAT, __version__, str(torch.__version__)
 
 
@@ -63,8 +65,6 @@ def binding(env: ShapeEnv) -> tuple[Any, ...]:
     """What the log's expressions mean and were answered under: every symbol of ``env`` with
     the input sources bound to it and its range, the env's replacements, and its guards (an
     artifact cached under one key with other guards was lowered under other facts)."""
-    from .sizes import source_names
-
     symbols = []
     for s in sorted(env.var_to_sources, key=str):
         vr = env.var_to_range.get(s)
@@ -218,48 +218,40 @@ def load(cache_key: str, env: ShapeEnv, candidates: frozenset[sympy.Symbol]) -> 
 
 def remote_enabled() -> bool:
     """Whether torch's AOTAutograd or FX-graph remote cache is on (the record follows them)."""
-    from verishape.core import torch_names, torch_seam
-
     return any(callable(fn := torch_seam.optional(dotted)) and fn() for dotted in torch_names.REMOTE_CACHE_SWITCHES)
 
 
-def _redis_module() -> Any:
-    """The redis package; raises :class:`Dropped` where it is not installed."""
+_REMOTE_PREFIX = "verishape-widen:"
+
+
+def _remote(call: Callable[[Any], Any], verb: str) -> Any:
+    """``call`` on a Redis client where torch's own remote cache would connect (its environment
+    variables), with a bounded wait; raises :class:`Dropped` where the redis package is not
+    installed or Redis fails (``verb``: what it did not do with the record)."""
     try:
         import redis
     except ImportError:
         raise Dropped("torch's remote cache is on but the redis package is not installed") from None
-    return redis
-
-
-def _redis() -> Any:
-    """A Redis client where torch's own remote cache would connect (its environment
-    variables), with a bounded wait; raises :class:`Dropped`."""
-    redis = _redis_module()
     from redis.backoff import NoBackoff
     from redis.retry import Retry
 
     # one try, bounded: redis-py's default retries with backoff would wait several times as long
     opts = dict(socket_timeout=REMOTE_TIMEOUT_S, socket_connect_timeout=REMOTE_TIMEOUT_S, retry=Retry(NoBackoff(), 0))
-    if "TORCHINDUCTOR_REDIS_URL" in os.environ:
-        return redis.Redis.from_url(os.environ["TORCHINDUCTOR_REDIS_URL"], **opts)
-    return redis.Redis(host=os.environ.get("TORCHINDUCTOR_REDIS_HOST", "localhost"),
-                       port=int(os.environ.get("TORCHINDUCTOR_REDIS_PORT", 6379)), **opts)
-
-
-_REMOTE_PREFIX = "verishape-widen:"
+    try:
+        if "TORCHINDUCTOR_REDIS_URL" in os.environ:
+            return call(redis.Redis.from_url(os.environ["TORCHINDUCTOR_REDIS_URL"], **opts))
+        return call(redis.Redis(host=os.environ.get("TORCHINDUCTOR_REDIS_HOST", "localhost"),
+                                port=int(os.environ.get("TORCHINDUCTOR_REDIS_PORT", 6379)), **opts))
+    except redis.exceptions.RedisError as exc:
+        raise Dropped(f"the remote cache (Redis) did not {verb} the widening record ({type(exc).__name__}: "
+                      f"{exc})"[:200]) from None
 
 
 def _remote_get(name: str) -> bytes:
     if not remote_enabled():
         raise Dropped("no widening record for the cached artifact and this trace's sizes and facts (it was "
                       "compiled without verishape's record, under other guards, or the record was removed)")
-    redis = _redis_module()
-    try:
-        data = _redis().get(_REMOTE_PREFIX + name)
-    except redis.exceptions.RedisError as exc:
-        raise Dropped(f"the remote cache (Redis) did not give the widening record ({type(exc).__name__}: "
-                      f"{exc})"[:200]) from None
+    data = _remote(lambda client: client.get(_REMOTE_PREFIX + name), "give")
     if data is None:
         raise Dropped("no widening record for the cached artifact, locally or in the remote cache")
     if not isinstance(data, bytes):
@@ -268,15 +260,11 @@ def _remote_get(name: str) -> bytes:
 
 
 def _remote_put(name: str, data: bytes) -> list[str]:
-    if not remote_enabled():
-        return []
-    try:
-        redis = _redis_module()
-        _redis().set(_REMOTE_PREFIX + name, data)
-    except Dropped as exc:
-        return [str(exc)]
-    except redis.exceptions.RedisError as exc:
-        return [f"the remote cache (Redis) did not take the widening record ({type(exc).__name__}: {exc})"[:200]]
+    if remote_enabled():
+        try:
+            _remote(lambda client: client.set(_REMOTE_PREFIX + name, data), "take")
+        except Dropped as exc:
+            return [str(exc)]
     return []
 
 
@@ -285,8 +273,6 @@ def _remote_put(name: str, data: bytes) -> list[str]:
 
 def _record_artifact(name: str, data: bytes) -> None:
     """Add the record to the artifacts ``torch.compiler.save_cache_artifacts()`` returns."""
-    from verishape.core import torch_names, torch_seam
-
     manager = torch_seam.optional(torch_names.CACHE_ARTIFACT_MANAGER)
     if _ARTIFACT_REGISTERED and manager is not None and hasattr(manager, "record_artifact"):
         manager.record_artifact(verishape_records.ARTIFACT_TYPE, name, data)
@@ -313,8 +299,6 @@ class _Unpickler(pickle.Unpickler):
             if isinstance(value, type):  # a class: a function (sympify evaluates text) is never unpickled
                 return value
         if module == "torch":
-            import torch
-
             value = getattr(torch, name, None)
             if isinstance(value, (torch.dtype, torch.layout, torch.memory_format)) or value is torch.device:
                 return value
