@@ -45,28 +45,22 @@ _AOT_BACKENDS = ("aot_eager", "inductor")
 
 @dataclasses.dataclass
 class Kept:
-    """A generic compile, kept for a later size-1 call (see the module docstring).  Recorded while the
-    user's backend compiles it (:func:`recording`: its ``aot_source`` then holds the call's real inputs,
-    :func:`_fake_source`), completed by :func:`keep`."""
+    """A generic compile, kept for a later size-1 call (see the module docstring)."""
 
     env: ShapeEnv
     candidates: frozenset[sympy.Symbol]
     backend: str
     dynamo: Snapshot
-    aot: Snapshot | None = None
-    aot_kwargs: dict[str, Any] | None = None
-    #: how many AOTAutograd calls the compile made (a kept compile made one)
-    aot_calls: int = 0
-    questions: questions_.QuestionLog | None = None
-    #: the artifact, and the inputs its trace took
-    compiled: Callable[..., Any] | None = None
-    inputs: list[tuple[str, Any]] = dataclasses.field(default_factory=list)
+    aot: Snapshot | None
+    aot_kwargs: dict[str, Any] | None
+    questions: questions_.QuestionLog | None
+    compiled: Callable[..., Any]
+    inputs: list[tuple[str, Any]]
     #: its non-shape guards (:func:`guard_keys`), read when it is kept: Dynamo empties the
     #: trace's guard set once the frame's entry is built
-    guard_keys: frozenset[tuple[str, str]] = frozenset()
-    compile_id: Any = None
-    #: when the user's backend started compiling it, and the seconds it took (what a reuse saves)
-    started: float = dataclasses.field(default_factory=time.perf_counter)
+    guard_keys: frozenset[tuple[str, str]]
+    compile_id: Any
+    #: seconds the user's backend took to compile it (what a reuse saves)
     compile_s: float = 0.0
     #: served from torch's cache: the key its widening record is stored under, read when size 1 arrives
     cache_key: str | None = None
@@ -80,9 +74,8 @@ class Kept:
     candidate: bool = False
     #: for a candidate, what its attempt kept symbolic at 1: :func:`_traced_again` answers in that scope too
     at_one: SymbolicAtOne | None = None
-    #: every key torch's caches file the artifact under, where they were computed ("aot:..." AOTAutograd's,
-    #: "fx:..." Inductor's FX graph cache's; verdicts are filed under them)
-    artifact_keys: list[str] = dataclasses.field(default_factory=list)
+    #: every key torch's caches file the artifact under (verdicts are filed under them)
+    artifact_keys: tuple[str, ...] = ()
     #: the Dynamo source of each of ``inputs`` (read off a later call's arguments)
     sources: tuple[Any, ...] = ()
     #: Dynamo's context of the compile that kept it (weakly): a candidate lives as long as that
@@ -125,7 +118,27 @@ class Kept:
         return self.aot
 
 
-_recording: contextvars.ContextVar[Kept | None] = contextvars.ContextVar("verishape_widen_rec", default=None)
+@dataclasses.dataclass
+class _Recording:
+    """A generic compile under way, as :class:`Kept` (its ``aot_source`` holds real inputs: :func:`_fake_source`)."""
+
+    env: ShapeEnv
+    candidates: frozenset[sympy.Symbol]
+    dynamo: Snapshot
+    aot: Snapshot | None = None
+    aot_kwargs: dict[str, Any] | None = None
+    aot_calls: int = 0
+    questions: questions_.QuestionLog | None = None
+    #: when the user's backend started compiling (:attr:`Kept.compile_s`)
+    started: float = dataclasses.field(default_factory=time.perf_counter)
+    #: the keys torch's caches store the artifact under ("aot:..." AOTAutograd's, "fx:..."
+    #: Inductor's FX graph cache's), where they were computed
+    keys: list[str] = dataclasses.field(default_factory=list)
+    aot_source: tuple[Any, list[Any]] | None = None
+    unguarded: tuple[tuple[sympy.Basic, bool], ...] | None = None
+
+
+_recording: contextvars.ContextVar[_Recording | None] = contextvars.ContextVar("verishape_widen_rec", default=None)
 _kept: weakref.WeakKeyDictionary[types.CodeType, list[Kept]] = weakref.WeakKeyDictionary()
 _kept_lock = threading.Lock()
 
@@ -162,7 +175,7 @@ def observe_aot(mod: Any, args: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
             lowered_sizes.from_graph(rec.aot, rec.questions.sizes)
         fx_key = getattr(out, "_fx_graph_cache_key", None)
         if isinstance(fx_key, str):
-            rec.artifact_keys.append("fx:" + fx_key)
+            rec.keys.append("fx:" + fx_key)
         return out
 
     from torch._functorch._aot_autograd.schemas import SerializableAOTDispatchCompiler
@@ -175,7 +188,7 @@ def observe_aot(mod: Any, args: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def recording(env: ShapeEnv, backend_name: str, gm: torch.fx.GraphModule) -> Iterator[Kept | None]:
+def recording(env: ShapeEnv, backend_name: str, gm: torch.fx.GraphModule) -> Iterator[_Recording | None]:
     """Around the user's backend call of a compile: record what a later size-1 call's proof needs
     (None: no size of this frame can be widened).  Torch's caches stay on: an artifact they serve is
     kept with the key of its widening record (:meth:`Kept.from_cache`)."""
@@ -183,7 +196,7 @@ def recording(env: ShapeEnv, backend_name: str, gm: torch.fx.GraphModule) -> Ite
     if not candidates:
         yield None
         return
-    rec = Kept(env, candidates, backend_name, Snapshot(gm))
+    rec = _Recording(env, candidates, Snapshot(gm))
     token = _recording.set(rec)
     try:
         yield rec
@@ -191,41 +204,41 @@ def recording(env: ShapeEnv, backend_name: str, gm: torch.fx.GraphModule) -> Ite
         _recording.reset(token)
 
 
-def keep(rec: Kept, tx: Trace, compiled: Callable[..., Any], backend_name: str, owner: object,
+def keep(rec: _Recording, tx: Trace, compiled: Callable[..., Any], backend_name: str, owner: object,
          candidate: bool = False) -> None:
     """After the user's backend compiled the generic graph: keep it for a size-1 call."""
     context = CompileContext.try_get()
     # served by AOTAutograd's cache: one AOTAutograd call, whose key is known, and no inference graph lowered here
     served = (backend_name == "inductor" and rec.aot_calls == 1 and rec.aot is None and rec.aot_source is not None
-              and any(key.startswith("aot:") for key in rec.artifact_keys))
+              and any(key.startswith("aot:") for key in rec.keys))
     if backend_name in _AOT_BACKENDS and (rec.aot_calls != 1 or (rec.aot is None and not served)):
         rec.env.verishape_log.not_widened.append(
             (group_name(rec.env, tuple(sorted(rec.candidates, key=str))),
              "no AOTAutograd inference graph was compiled (a training graph, or one served from the "
              "AOTAutograd cache without its key): nothing kept for size 1"))
         return
-    if rec.questions is not None and rec.artifact_keys:
+    if rec.questions is not None and rec.keys:
         _save_record(rec)
     elif not served:
         _copy_record(rec)
+    inputs = [(tf.source.name, tf.fake) for tf in tx.output.tracked_fakes]
     # the key of the entry that served the artifact: AOTAutograd's where its cache did, else the FX graph cache's
-    cache_key = (next((key for key in rec.artifact_keys if key.startswith("aot:" if served else "fx:")), None)
+    cache_key = (next((key for key in rec.keys if key.startswith("aot:" if served else "fx:")), None)
                  if rec.questions is None else None)
-    kept = dataclasses.replace(
-        rec, compiled=compiled, inputs=[(tf.source.name, tf.fake) for tf in tx.output.tracked_fakes],
-        guard_keys=guard_keys(tx.output.guards), compile_id=CompileContext.current_compile_id(),
-        compile_s=time.perf_counter() - rec.started, cache_key=cache_key,
-        aot_source=_fake_source(rec, detached=candidate) if served else None,
-        candidate=candidate, at_one=VeriShapeEnv.symbolic_at_one_of(rec.env) if candidate else None,
-        sources=tuple(tf.source for tf in tx.output.tracked_fakes),
-        context=weakref.ref(context) if context is not None else None, global_state=global_state(tx),
-        owner=_weakly(owner), unguarded=rec.unguarded if candidate and rec.questions is not None else None)
+    kept = Kept(rec.env, rec.candidates, backend_name, rec.dynamo, rec.aot, rec.aot_kwargs, rec.questions,
+                compiled, inputs, guard_keys(tx.output.guards), CompileContext.current_compile_id(),
+                time.perf_counter() - rec.started, cache_key,
+                _fake_source(rec, detached=candidate) if served else None,
+                candidate=candidate, at_one=VeriShapeEnv.symbolic_at_one_of(rec.env) if candidate else None,
+                artifact_keys=tuple(rec.keys), sources=tuple(tf.source for tf in tx.output.tracked_fakes),
+                context=weakref.ref(context) if context is not None else None, global_state=global_state(tx),
+                owner=_weakly(owner), unguarded=rec.unguarded if candidate and rec.questions is not None else None)
     kept_count()  # drops what Dynamo no longer holds (a reset, an evicted entry)
     with _kept_lock:
         _kept.setdefault(tx.f_code, []).append(kept)
 
 
-def _fake_source(rec: Kept, detached: bool) -> tuple[Any, list[Any]] | None:
+def _fake_source(rec: _Recording, detached: bool) -> tuple[Any, list[Any]] | None:
     """The graph AOTAutograd was given, with Dynamo's fake inputs in place of the call's real ones
     (kept, those would keep a served model's activations and caches alive).  ``detached``: over a copy
     of its graph (a candidate's trace ends in a restart, and Dynamo then clears the graph's nodes)."""
@@ -253,23 +266,23 @@ def _detached(mod: torch.fx.GraphModule) -> torch.fx.GraphModule:
     return copy
 
 
-def _copy_record(rec: Kept) -> None:
+def _copy_record(rec: _Recording) -> None:
     """Lowered out of sight by Inductor's FX graph cache in this process: the record that
     cache's key names also goes under AOTAutograd's key (see :func:`record.copy`)."""
-    fx = next((key for key in rec.artifact_keys if key.startswith("fx:")), None)
-    for key in (k for k in rec.artifact_keys if fx is not None and k.startswith("aot:")):
+    fx = next((key for key in rec.keys if key.startswith("fx:")), None)
+    for key in (k for k in rec.keys if fx is not None and k.startswith("aot:")):
         try:
             record.copy(fx, key, rec.env)
         except OSError as exc:
             log.warning("verishape: the widening record for %s was not copied: %r", key[:24], exc)
 
 
-def _save_record(rec: Kept) -> None:
+def _save_record(rec: _Recording) -> None:
     """Write the lowering's answers under each of the artifact's cache keys.  A record that cannot be
     written costs a warm process its reuse, never this compile: logged, and the frame's log says so."""
     name = group_name(rec.env, tuple(sorted(rec.candidates, key=str)))
     try:
-        remote = record.save(rec.artifact_keys, rec.questions, rec.env)
+        remote = record.save(rec.keys, rec.questions, rec.env)
     except (OSError, record.Unrecordable) as exc:
         log.warning("verishape: the widening record was not written: %r", exc)
         rec.env.verishape_log.not_widened.append(
@@ -289,7 +302,7 @@ def _learn_key(original: Callable[..., Any]) -> Callable[..., Any]:
         out = original(*args, **kwargs)
         rec = _recording.get()
         if rec is not None and isinstance(out, tuple) and out and isinstance(out[0], str):
-            rec.artifact_keys.append("aot:" + out[0])
+            rec.keys.append("aot:" + out[0])
         return out
 
     return autograd_cache_key
