@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 #: bumped when the payload's layout, its name or the meaning of a question changes
-FORMAT = 3
+FORMAT = 4
 _MAGIC = b"verishape-widen-record\n"
 _DIGEST = 64  # hex sha256
 #: how long a read or write of the remote cache may take before the record counts as absent

@@ -51,21 +51,27 @@ def aot_inference_graph(mod: Any, args: list[Any], aot_kwargs: dict[str, Any],
     import torch
     from torch._functorch.aot_autograd import aot_module_simplified
 
-    got: list[T] = []
+    got: dict[str, Any] = {}
 
     def never(*a: Any) -> Any:
         raise AssertionError("verishape: an AOT graph traced to be compared is never run (this is a bug)")
 
     def inference(fw: torch.fx.GraphModule, inputs: Any, *a: Any, **kw: Any) -> Any:
-        got.append(read(fw))  # a refusal leaves through AOTAutograd, which passes its compilers' errors on
+        try:
+            got["value"] = read(fw)
+        except NotWidened as exc:  # kept, not raised through AOTAutograd (a torch may wrap its compilers' errors)
+            got["error"] = str(exc)
         return never
 
     def needs_autograd(fw: torch.fx.GraphModule, inputs: Any, *a: Any, **kw: Any) -> Any:
-        raise NotWidened(training)
+        got["error"] = training
+        return never
 
     with torch._functorch.config.patch(enable_autograd_cache=False):
         aot_module_simplified(mod, args, fw_compiler=needs_autograd, bw_compiler=needs_autograd,
                               inference_compiler=inference, **aot_kwargs)
-    if not got:
+    if "error" in got:
+        raise NotWidened(got["error"])
+    if "value" not in got:
         raise NotWidened(none)
-    return got[0]
+    return got["value"]
