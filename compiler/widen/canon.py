@@ -59,18 +59,8 @@ class Canonicalizer:
         #: positions (among tensor placeholders) whose strides and offset are not compared: the caller
         #: copies those inputs into the generic layout (:mod:`verishape.compiler.widen.layout`)
         self._relaid = relaid
-        #: storage of a folded whole-dimension scatter -> its src's
+        #: storage of a folded whole-dimension scatter -> its src's (per graph, like every field :meth:`_prepare` sets)
         self._same_storage: dict[Any, Any] = {}
-        #: storages a graph output uses (a scatter writing one is never folded)
-        self._output_storages: set[Any] = set()
-        #: the graph calls only ATen ops that mutate nothing (:func:`is_functional`)
-        self._functional = False
-        #: no op reads a layout (:func:`reads_layout`) and the writes are known: an intermediate nothing
-        #: can observe compares by value alone (sizes, dtype, device; not strides)
-        self._values_only = False
-        #: storages the graph writes (:func:`mutated_storages`; None: unknown): an intermediate's storage
-        #: sharing is compared only where it could be observed
-        self._written: set[Any] | None = None
 
     def expr(self, e: sympy.Basic) -> sympy.Basic:
         out = e.xreplace({s: self._rename(s) for s in e.free_symbols})
@@ -107,26 +97,24 @@ class Canonicalizer:
         return ("tensor", sizes, strides, self.number(t.storage_offset()),
                 str(t.dtype), str(t.device), str(t.layout), bool(t.requires_grad), alias)
 
-    def meta(self, value: Any, storages: list[Any], intermediate: bool = False) -> Any:
+    def meta(self, value: Any, intermediate: bool = False) -> Any:
         """``intermediate`` (not a graph output): strides compared loosely (:meth:`tensor_meta`), and its
         storage sharing left out where no output shares its storage and nothing in the graph writes to
         it (a copy and a view cannot be told apart there)."""
         if isinstance(value, torch.Tensor):
-            key = storage_of(value)
-            hide = (intermediate and self._written is not None and key not in self._output_storages
-                    and key not in self._written)
+            hide = intermediate and self._observed is not None and storage_of(value) not in self._observed
             if hide and self._values_only:
                 # only its values can be observed: sizes, dtype and device decide them
                 return ("tensor", self.scalar(value.shape), str(value.dtype), str(value.device),
                         str(value.layout), bool(value.requires_grad), "private")
-            return self.tensor_meta(value, storages, loose=intermediate, hide_alias=hide)
+            return self.tensor_meta(value, self._storages, loose=intermediate, hide_alias=hide)
         if isinstance(value, (list, tuple)):
-            return tuple(self.meta(v, storages, intermediate) for v in value)
+            return tuple(self.meta(v, intermediate) for v in value)
         if value is None:
             return None
         return ("other", type(value).__name__)
 
-    def constant(self, gm: torch.fx.GraphModule, target: str, storages: list[Any]) -> Any:
+    def constant(self, gm: torch.fx.GraphModule, target: str) -> Any:
         """A ``get_attr`` tensor: its metadata and its contents (a digest of the values;
         the same parameter object on both sides compares by identity of its data)."""
         attr = attribute(gm, target)
@@ -140,15 +128,14 @@ class Canonicalizer:
             return meta, hashlib.sha256(data).hexdigest()
         return meta, ("data_ptr", attr.data_ptr())
 
-    def _identity_view(self, node: torch.fx.Node, mine: torch.Tensor, theirs: torch.Tensor, storages: list[Any],
-                       loose: bool) -> bool:
+    def _identity_view(self, node: torch.fx.Node, mine: torch.Tensor, theirs: torch.Tensor, loose: bool) -> bool:
         """An ATen view op whose result has its input's sizes, strides, offset, dtype and storage: it reads exactly
         the input's elements, so it is the input (folded on both sides).  The traces differ in these: a generic
         ``slice(x, 0, 0, end)`` is dropped at 1 or becomes ``alias``; ViT's ``cls_token.expand(batch, -1, -1)`` is
         dropped at batch 1 (the generic one gives that dimension stride 0).  ``loose``: :meth:`tensor_meta`'s."""
         if not (isinstance(node.target, torch._ops.OpOverload) and node.target.is_view):
             return False
-        probe = list(storages)
+        probe = list(self._storages)  # both numbered as this graph would, neither registered
         return self.tensor_meta(mine, probe, loose) == self.tensor_meta(theirs, probe, loose)
 
     def _copy_of_input(self, node: torch.fx.Node, mine: torch.Tensor, theirs: torch.Tensor) -> bool:
@@ -160,8 +147,7 @@ class Canonicalizer:
             (self.scalar(mine.shape), mine.dtype, mine.device) == (self.scalar(theirs.shape), theirs.dtype,
                                                                    theirs.device))
 
-    def _full_scatter(self, node: torch.fx.Node, index: dict[torch.fx.Node, int], folded: dict[torch.fx.Node, Any],
-                      storages: list[Any]) -> bool:
+    def _full_scatter(self, node: torch.fx.Node) -> bool:
         """``aten.slice_scatter(base, src, dim, 0, end)`` over the whole of ``dim`` (step 1) whose ``src``
         has its result's sizes and strides: every element comes from ``src``, so the result *is* ``src``'s
         value.  Generic traces write ``t[:, 1:] = v`` through a full dim-0 slice and scatter it back; at 1
@@ -174,7 +160,7 @@ class Canonicalizer:
         start = node.kwargs.get("start", start)
         end = node.kwargs.get("end", end)
         step = node.kwargs.get("step", 1 if step is None else step)
-        if not (is_node(src) and src in index and is_node(base) and isinstance(dim, int)):
+        if not (is_node(src) and src in self._index and is_node(base) and isinstance(dim, int)):
             return False
         mine, theirs, whole = value_of(node), value_of(src), value_of(base)
         if not all(isinstance(t, torch.Tensor) for t in (mine, theirs, whole)):
@@ -183,7 +169,7 @@ class Canonicalizer:
             return False
 
         def number(a: Any) -> Any:
-            return folded[a] if is_node(a) and a in folded else (None if is_node(a) else self.number(a))
+            return self._folded.get(a) if is_node(a) else self.number(a)
 
         size = self.number(whole.shape[dim])
         first, last, stride = number(0 if start is None else start), number(end), number(step)
@@ -191,7 +177,7 @@ class Canonicalizer:
                                  and sympy.simplify(last - size).is_nonnegative is True)
         if first != 0 or stride != 1 or not covers:
             return False
-        probe = list(storages)
+        probe = list(self._storages)
         if self.tensor_meta(mine, probe)[:-1] != self.tensor_meta(theirs, probe)[:-1]:
             return False
         src_key = storage_of(theirs)
@@ -199,30 +185,27 @@ class Canonicalizer:
         return True
 
     def graph(self, gm: torch.fx.GraphModule) -> Canon:
-        outputs = self._prepare(gm)
-        index: dict[torch.fx.Node, int] = {}
-        folded: dict[torch.fx.Node, Any] = {}
-        storages: list[Any] = []
+        self._prepare(gm)
         entries: list[Any] = []
         returned: tuple[Any, ...] = ()
         position = -1
         for node in gm.graph.nodes:
             value = value_of(node)
             if node.op == "output" and len(node.args) == 1 and isinstance(node.args[0], (tuple, list)):
-                returned = tuple(self._arg(x, index, folded) for x in node.args[0])
-                entries.append(("output", type(node.args[0]).__name__, self._arg(node.kwargs, index, folded)))
+                returned = tuple(self._arg(x) for x in node.args[0])
+                entries.append(("output", type(node.args[0]).__name__, self._arg(node.kwargs)))
                 continue
             if node.op == "call_module":
                 raise NotWidened(f"graph has a call_module node ({node.target}); not compared")
             if node.op == "get_attr":
-                index[node] = len(entries)
-                entries.append(("get_attr", node.target, self.constant(gm, node.target, storages)))
+                self._index[node] = len(entries)
+                entries.append(("get_attr", node.target, self.constant(gm, node.target)))
                 continue
             if node.op != "output" and is_size_only(value):
-                folded[node] = self.scalar(value)
+                self._folded[node] = self.scalar(value)
                 continue
-            if (same := self._same_value_as(node, index, folded, storages, outputs)) is not None:
-                index[node] = index[same]
+            if (same := self._same_value_as(node)) is not None:
+                self._index[node] = self._index[same]
                 continue
             target = target_name(node.target)
             args, kwargs = self._moot_causal(node, target)
@@ -233,49 +216,58 @@ class Canonicalizer:
                 target, args, kwargs = "reshape", (args[0], tuple(value.shape)), {}
             if node.op == "placeholder":  # its source and metadata (a relaid input's without strides and offset)
                 position += isinstance(value, torch.Tensor)
-                src, meta = placeholder_source(node), self.meta(value, storages)
+                src, meta = placeholder_source(node), self.meta(value)
                 if position in self._relaid and isinstance(value, torch.Tensor):
                     meta = (*meta[:2], "relaid", "relaid", *meta[4:])
                 entry = ("placeholder", src.name if src is not None else None, meta)
             else:
-                entry = (node.op, target, self._arg(args, index, folded), self._arg(kwargs, index, folded),
-                         self.meta(value, storages, intermediate=node not in outputs) if node.op != "output" else None)
-            index[node] = len(entries)
+                entry = (node.op, target, self._arg(args), self._arg(kwargs),
+                         self.meta(value, intermediate=node not in self._outputs) if node.op != "output" else None)
+            self._index[node] = len(entries)
             entries.append(entry)
         return Canon(tuple(entries), returned)
 
-    def _prepare(self, gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
-        """Read what comparing ``gm`` depends on (the fields :meth:`__init__` names); returns its output nodes."""
+    def _prepare(self, gm: torch.fx.GraphModule) -> None:
+        """Read what comparing ``gm`` depends on, and start its per-graph state empty."""
         returned = [node.args for node in gm.graph.find_nodes(op="output")]
-        self._same_storage = {}
+        #: the graph's output nodes, and the storages they use (a scatter writing one is never folded)
+        self._outputs = set(nodes_in(returned))
         self._output_storages = storages_of(returned)
+        #: the graph calls only ATen ops that mutate nothing (:func:`is_functional`)
         self._functional = is_functional(gm)
-        self._written = set() if self._functional else mutated_storages(gm)
-        self._values_only = self._written is not None and not reads_layout(gm)
-        return set(nodes_in(returned))
+        written = set() if self._functional else mutated_storages(gm)
+        #: the storages the graph writes (:func:`mutated_storages`) or an output uses (None: the writes are unknown):
+        #: an intermediate's storage sharing is compared only where it could be observed
+        self._observed = None if written is None else written | self._output_storages
+        #: no op reads a layout (:func:`reads_layout`) and the writes are known: an intermediate nothing
+        #: can observe compares by value alone (sizes, dtype, device; not strides)
+        self._values_only = written is not None and not reads_layout(gm)
+        #: the nodes compared so far: a kept node -> its entry's position, a folded size node -> its value
+        self._index: dict[torch.fx.Node, int] = {}
+        self._folded: dict[torch.fx.Node, Any] = {}
+        #: the storages met so far (a tensor's alias is its storage's position here)
+        self._storages: list[Any] = []
+        self._same_storage = {}
 
     def _unobserved(self, *values: Any) -> bool:
         """Only these tensors' values can be observed, not which storage they are in: no op reads a
         layout, the graph's writes are known and none reaches their storages, and no output shares them
         (a functional graph writes nothing; an AOT graph of a static cache writes the cache alone)."""
-        if not self._values_only or self._written is None:
-            return False
-        return all(isinstance(v, torch.Tensor) and storage_of(v) not in self._written
-                   and storage_of(v) not in self._output_storages for v in values)
+        return self._values_only and all(isinstance(v, torch.Tensor) and storage_of(v) not in self._observed
+                                         for v in values)
 
-    def _same_value_as(self, node: torch.fx.Node, index: dict[torch.fx.Node, int], folded: dict[torch.fx.Node, Any],
-                       storages: list[Any], outputs: set[torch.fx.Node]) -> torch.fx.Node | None:
+    def _same_value_as(self, node: torch.fx.Node) -> torch.fx.Node | None:
         """The node whose value ``node``'s is, where the two cannot be told apart, else None.  Only an identity
         view folds where ``node`` is a graph output: a copy's storage and strides are the caller's to see."""
         # the tensor ``node`` makes and that of its first argument, a node already compared
         source = node.args[0] if node.op == "call_function" and node.args else None
-        mine, theirs = value_of(node), (value_of(source) if is_node(source) and source in index else None)
+        mine, theirs = value_of(node), (value_of(source) if is_node(source) and source in self._index else None)
         pair = (mine, theirs) if isinstance(mine, torch.Tensor) and isinstance(theirs, torch.Tensor) else None
-        if pair is not None and self._identity_view(node, *pair, storages, loose=node not in outputs):
+        if pair is not None and self._identity_view(node, *pair, loose=node not in self._outputs):
             return node.args[0]
-        if node in outputs:
+        if node in self._outputs:
             return None
-        if self._full_scatter(node, index, folded, storages):
+        if self._full_scatter(node):
             return node.args[1]
         if pair is not None and (self._copy_of_input(node, *pair) or self._unbroadcast_values(node, *pair)):
             return node.args[0]
@@ -299,21 +291,21 @@ class Canonicalizer:
             u.target in _BROADCAST_VALUES and len(u.args) >= 3 and u.args[2] is node and u.args[0] is not node
             and node not in nodes_in((u.args[1], u.kwargs)) for u in users)
 
-    def _arg(self, a: Any, index: dict[torch.fx.Node, int], folded: dict[torch.fx.Node, Any]) -> Any:
+    def _arg(self, a: Any) -> Any:
         """A node's argument in comparable form: another node by position (or the value a
         size node was folded to), containers item by item, numbers renamed, constants by repr."""
         if is_node(a):
-            return ("value", folded[a]) if a in folded else ("node", index[a])
+            return ("value", self._folded[a]) if a in self._folded else ("node", self._index[a])
         if isinstance(a, (list, tuple)):
-            items = tuple(self._arg(x, index, folded) for x in a)
+            items = tuple(self._arg(x) for x in a)
             if items and all(i[0] == "value" for i in items):
                 # a literal tuple of sizes and a folded size node holding one compare equal
                 return ("value", tuple(i[1] for i in items))
             return (type(a).__name__, items)
         if isinstance(a, dict):
-            return ("dict", tuple((k, self._arg(v, index, folded)) for k, v in a.items()))
+            return ("dict", tuple((k, self._arg(v)) for k, v in a.items()))
         if isinstance(a, slice):
-            return ("slice", *(self._arg(x, index, folded) for x in (a.start, a.stop, a.step)))
+            return ("slice", *(self._arg(x) for x in (a.start, a.stop, a.step)))
         if isinstance(a, (torch.SymInt, torch.SymBool, torch.SymFloat, bool, int)):
             return ("value", self.number(a))
         if isinstance(a, torch.Tensor):
