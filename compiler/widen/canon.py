@@ -120,8 +120,7 @@ class Canonicalizer:
         attr = attribute(gm, target)
         if not isinstance(attr, torch.Tensor) or isinstance(attr, torch._subclasses.FakeTensor):
             raise NotWidened(f"graph reads attribute {target} of type {type(attr).__name__}; not compared")
-        meta = ("tensor", tuple(attr.shape), tuple(attr.stride()), attr.storage_offset(), str(attr.dtype),
-                str(attr.device), str(attr.layout), bool(attr.requires_grad))
+        meta = self.tensor_meta(attr, [])[:-1]  # a real tensor: numbers only, and no storage identity
         if attr.numel() <= 1 << 16:
             with unset_fake_temporarily():  # lowering runs under the frame's fake mode
                 data = attr.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes()
