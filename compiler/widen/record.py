@@ -12,6 +12,7 @@ wait bounded by :data:`REMOTE_TIMEOUT_S`.  :class:`_Unpickler` keeps a record fr
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import io
@@ -168,9 +169,11 @@ def save(cache_keys: list[str], log: Any, env: ShapeEnv) -> list[str]:
     for name in (_name(key, bound) for key in cache_keys):
         verishape_records.write_record(name, data)
         _record_artifact(name, data)
-        why = _remote_put(name, data)
-        if why:
-            return why
+        if remote_enabled():
+            try:
+                _remote(lambda client: client.set(_REMOTE_PREFIX + name, data), "take")
+            except Dropped as exc:
+                return [str(exc)]
     return []
 
 
@@ -197,18 +200,15 @@ def load(cache_key: str, env: ShapeEnv, candidates: frozenset[sympy.Symbol]) -> 
     name = _name(cache_key, bound)
     try:
         with open(verishape_records.record_path(name), "rb") as f:
-            data = f.read()
+            data, remote = f.read(), False
     except FileNotFoundError:
-        data = _remote_get(name)
-        log = loads(data, env, candidates, bound)
-        try:
-            verishape_records.write_record(name, data)
-        except OSError:
-            pass  # the next process reads the remote copy again
+        data, remote = _remote_get(name), True
     except OSError as exc:
         raise Dropped(f"the widening record cannot be read ({exc.strerror})") from None
-    else:
-        log = loads(data, env, candidates, bound)
+    log = loads(data, env, candidates, bound)
+    if remote:
+        with contextlib.suppress(OSError):  # not kept: the next process reads the remote copy again
+            verishape_records.write_record(name, data)
     _record_artifact(name, data)  # a warm process's saved artifacts carry it on, as torch's do
     return log
 
@@ -257,15 +257,6 @@ def _remote_get(name: str) -> bytes:
     if not isinstance(data, bytes):
         raise Dropped("the remote cache gave the widening record as something other than bytes")
     return data
-
-
-def _remote_put(name: str, data: bytes) -> list[str]:
-    if remote_enabled():
-        try:
-            _remote(lambda client: client.set(_REMOTE_PREFIX + name, data), "take")
-        except Dropped as exc:
-            return [str(exc)]
-    return []
 
 
 # ---------------------------------------------------------------------------- torch's mega-cache
