@@ -79,18 +79,16 @@ class Canonicalizer:
             return tuple(self.scalar(x) for x in v)
         return self.number(v)
 
-    def tensor_meta(self, t: torch.Tensor, storages: list[Any], loose: bool = False,
-                    hide_alias: bool = False) -> tuple[Any, ...]:
+    def tensor_meta(self, t: torch.Tensor, storages: list[Any] | None, loose: bool = False) -> tuple[Any, ...]:
         """Sizes, strides, offset, dtype, device, layout, grad flag and storage identity (its index in ``storages``;
-        ``hide_alias``: left out).  ``loose`` (intermediates only: an output's strides are the caller's, an input's its
+        None: left out).  ``loose`` (intermediates only: an output's strides are the caller's, an input's its
         guards'): a size-1 dimension's stride is left out.  Its only index is 0, so it moves no address (torch's
         contiguity checks skip it too), and at 1 ATen's choice of it differs from the generic formula (a clone of a
         (1, 7) slice of a (1, 8) tensor keeps stride 8, where (s, 7) is made contiguous)."""
-        key = t.untyped_storage()._cdata  # the storage's identity; fake tensors have one too
-        key = self._same_storage.get(key, key)
-        if not hide_alias and key not in storages:
+        key = self._same_storage.get(storage_of(t), storage_of(t))  # fake tensors have a storage identity too
+        if storages is not None and key not in storages:
             storages.append(key)
-        alias: Any = "private" if hide_alias else storages.index(key)
+        alias: Any = "private" if storages is None else storages.index(key)
         sizes, strides = self.scalar(t.shape), self.scalar(t.stride())
         if loose:
             strides = tuple("size-1" if n == 1 else st for n, st in zip(sizes, strides))
@@ -107,7 +105,7 @@ class Canonicalizer:
                 # only its values can be observed: sizes, dtype and device decide them
                 return ("tensor", self.scalar(value.shape), str(value.dtype), str(value.device),
                         str(value.layout), bool(value.requires_grad), "private")
-            return self.tensor_meta(value, self._storages, loose=intermediate, hide_alias=hide)
+            return self.tensor_meta(value, None if hide else self._storages, loose=intermediate)
         if isinstance(value, (list, tuple)):
             return tuple(self.meta(v, intermediate) for v in value)
         if value is None:
@@ -120,7 +118,7 @@ class Canonicalizer:
         attr = attribute(gm, target)
         if not isinstance(attr, torch.Tensor) or isinstance(attr, torch._subclasses.FakeTensor):
             raise NotWidened(f"graph reads attribute {target} of type {type(attr).__name__}; not compared")
-        meta = self.tensor_meta(attr, [])[:-1]  # a real tensor: numbers only, and no storage identity
+        meta = self.tensor_meta(attr, None)[:-1]  # a real tensor: numbers only, and no storage identity
         if attr.numel() <= 1 << 16:
             with unset_fake_temporarily():  # lowering runs under the frame's fake mode
                 data = attr.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes()
@@ -174,10 +172,7 @@ class Canonicalizer:
         first, last, stride = number(0 if start is None else start), number(end), number(step)
         covers = end is None or (isinstance(last, sympy.Expr) and isinstance(size, sympy.Expr)
                                  and sympy.simplify(last - size).is_nonnegative is True)
-        if first != 0 or stride != 1 or not covers:
-            return False
-        probe = list(self._storages)
-        if self.tensor_meta(mine, probe)[:-1] != self.tensor_meta(theirs, probe)[:-1]:
+        if first != 0 or stride != 1 or not covers or self.tensor_meta(mine, None) != self.tensor_meta(theirs, None):
             return False
         src_key = storage_of(theirs)
         self._same_storage[storage_of(mine)] = self._same_storage.get(src_key, src_key)
