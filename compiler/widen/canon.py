@@ -108,9 +108,7 @@ class Canonicalizer:
             return self.tensor_meta(value, None if hide else self._storages, loose=intermediate)
         if isinstance(value, (list, tuple)):
             return tuple(self.meta(v, intermediate) for v in value)
-        if value is None:
-            return None
-        return ("other", type(value).__name__)
+        return None if value is None else ("other", type(value).__name__)
 
     def constant(self, gm: torch.fx.GraphModule, target: str) -> Any:
         """A ``get_attr`` tensor: its metadata and its contents (a digest of the values;

@@ -77,21 +77,17 @@ def nodes_in(a: Any) -> list[Any]:
 def placeholder_source(node: Any) -> Any:
     """The input source Dynamo bound a placeholder to (its ``grapharg``), or None (an AOT
     graph's placeholders have none)."""
-    grapharg = node.meta.get("grapharg")
-    return grapharg.source if grapharg is not None else None
+    return getattr(node.meta.get("grapharg"), "source", None)
 
 
 def value_of(node: Any) -> Any:
     """The fake value Dynamo or AOTAutograd recorded for a node."""
-    meta = node.meta
-    return meta["val"] if "val" in meta else meta.get("example_value")
+    return node.meta["val"] if "val" in node.meta else node.meta.get("example_value")
 
 
 def is_size_only(value: Any) -> bool:
     """A node whose value is a number or a structure of numbers (``sym_size``, ``size()``, arithmetic on sizes).  At
     size 1 Dynamo folds these into constants, so they are replaced by their value everywhere they are used."""
-    if isinstance(value, (torch.SymInt, torch.SymBool, torch.SymFloat, int, float, bool)):
-        return True
     if isinstance(value, (list, tuple, torch.Size)):
         return len(value) > 0 and all(is_size_only(v) for v in value)
-    return False
+    return isinstance(value, (torch.SymInt, torch.SymBool, torch.SymFloat, int, float, bool))

@@ -43,8 +43,7 @@ def lookup(k: Kept, trace_key: str) -> str | None:
     miss (no verdict, or one that does not check)."""
     for artifact in _artifact_keys(k):
         data = record.read_local(f"verdict:{artifact}:{trace_key}")
-        fingerprint = _read(data, artifact, trace_key) if data is not None else None
-        if fingerprint is not None:
+        if data is not None and (fingerprint := _read(data, artifact, trace_key)) is not None:
             return fingerprint
     return None
 
