@@ -1,7 +1,7 @@
 """A generic compile's widening record: the question log its lowering acted on (with the sizes its AOT graph
-computes with), written beside the artifact under its cache keys by the process that lowered it (after the
-lowering), read by a process torch's cache serves the artifact to.  Nothing else: the rest of a reuse comes from the
-live trace, or a verdict (:mod:`verishape.compiler.widen.verdict`).
+computes with), written beside the artifact under its cache keys by the process that lowered it, once lowered, and
+read by a process torch's cache serves the artifact to.  Nothing else: the rest of a reuse comes from the live trace,
+or a verdict (:mod:`verishape.compiler.widen.verdict`).
 
 Note [A record belongs to its artifact] is enforced here; what ties a record to its artifact, and where it goes:
 docs/compile.md, "Across restarts".  A record is also named by its binding, so two compiles of one key (a candidate
@@ -46,8 +46,8 @@ class Dropped(Exception):
 
 
 class Unrecordable(Exception):
-    """Why a question log cannot be written as a record (it holds something that cannot be
-    named in one: the log's own kinds refuse with TypeError, see ``KernelCall.__getstate__``)."""
+    """Why a question log cannot be written as a record (it holds something that cannot be named in one: the log's
+    own kinds refuse with TypeError, see ``KernelCall.__getstate__``)."""
 
 
 def _versions() -> tuple[int, str, str]:
@@ -56,16 +56,15 @@ def _versions() -> tuple[int, str, str]:
 
 
 def _name(cache_key: str, bound: tuple[Any, ...] | None = None) -> str:
-    """A record's name: its artifact's key with the record format and both versions, and for
-    a widening record the binding it was written under (:func:`binding`)."""
+    """A record's name: its artifact's key, :func:`_versions` and, for a widening record, its :func:`binding`."""
     named = (*_versions(), cache_key, *(() if bound is None else (bound,)))
     return hashlib.sha256(repr(named).encode()).hexdigest()
 
 
 def binding(env: ShapeEnv) -> tuple[Any, ...]:
-    """What the log's expressions mean and were answered under: every symbol of ``env`` with
-    the input sources bound to it and its range, the env's replacements, and its guards (an
-    artifact cached under one key with other guards was lowered under other facts)."""
+    """What the log's expressions mean and were answered under: every symbol of ``env`` with the input sources bound
+    to it and its range, the env's replacements, and its guards (an artifact cached under one key with other guards
+    was lowered under other facts)."""
     symbols = []
     for s in sorted(env.var_to_sources, key=str):
         vr = env.var_to_range.get(s)
@@ -95,9 +94,9 @@ def _normal(expr: sympy.Basic) -> str:
 
 
 def _divided(diff: sympy.Expr, op: str) -> sympy.Expr:
-    """An integer ``g*e + b op 0`` (``g`` the content of the terms with symbols) as the same
-    relation of ``e``: ``8*s - 4104 <= 0`` is ``s - 513 <= 0`` (the bound rounded up for
-    ``<=``; an equation only where ``g`` divides ``b``)."""
+    """An integer ``g*e + b op 0`` (``g`` the content of the terms with symbols) as the same relation of ``e``:
+    ``8*s - 4104 <= 0`` is ``s - 513 <= 0`` (the bound rounded up for ``<=``; an equation only where ``g`` divides
+    ``b``)."""
     const, rest = diff.as_coeff_Add()
     if rest == 0:
         return diff
@@ -136,8 +135,8 @@ def dumps(log: Any, env: ShapeEnv, bound: tuple[Any, ...] | None = None) -> byte
 
 def loads(data: bytes, env: ShapeEnv, candidates: frozenset[sympy.Symbol], bound: tuple[Any, ...] | None = None
           ) -> Any:
-    """The question log in ``data``, checked against the live trace's ``env`` (``bound``: its
-    binding, where the caller has it); raises :class:`Dropped` with the reason."""
+    """The question log in ``data``, checked against the live trace's ``env`` (``bound``: as for :func:`dumps`); raises
+    :class:`Dropped` with the reason."""
     if not data.startswith(_MAGIC) or len(data) < len(_MAGIC) + _DIGEST + 1:
         raise Dropped("the widening record is not one (truncated, or another file)")
     head = len(_MAGIC)
@@ -178,8 +177,7 @@ def save(cache_keys: list[str], log: Any, env: ShapeEnv) -> list[str]:
 
 
 def write_local(key: str, data: bytes) -> None:
-    """Another record kind filed under ``key`` (named as records are, checked by its
-    reader): the local folder and the artifacts torch saves."""
+    """Another record kind filed under ``key`` (checked by its reader) in the local folder and the saved artifacts."""
     verishape_records.write_record(_name(key), data)
     _record_artifact(_name(key), data)
 
@@ -194,8 +192,8 @@ def read_local(key: str) -> bytes | None:
 
 
 def load(cache_key: str, env: ShapeEnv, candidates: frozenset[sympy.Symbol]) -> Any:
-    """The checked question log stored under ``cache_key``: the local folder's copy, else
-    the remote cache's (then kept locally too); raises :class:`Dropped`."""
+    """The checked question log stored under ``cache_key``: the local folder's copy, else the remote cache's (then
+    kept locally too); raises :class:`Dropped`."""
     bound = binding(env)
     name = _name(cache_key, bound)
     try:
@@ -225,9 +223,9 @@ _REMOTE_PREFIX = "verishape-widen:"
 
 
 def _remote(call: Callable[[Any], Any], verb: str) -> Any:
-    """``call`` on a Redis client where torch's own remote cache would connect (its environment
-    variables), with a bounded wait; raises :class:`Dropped` where the redis package is not
-    installed or Redis fails (``verb``: what it did not do with the record)."""
+    """``call`` on a Redis client where torch's own remote cache would connect (its environment variables), with a
+    bounded wait; raises :class:`Dropped` where the redis package is not installed or Redis fails (``verb``: what it
+    did not do with the record)."""
     try:
         import redis
     except ImportError:
@@ -277,10 +275,9 @@ _ALLOWED = {("builtins", n) for n in ("set", "frozenset", "tuple", "list", "dict
 
 
 class _Unpickler(pickle.Unpickler):
-    """Unpickles only classes of SymPy, value ranges and verishape's widening records, plain
-    Python values and torch's dtypes, layouts, memory formats and devices (an operator is
-    named by text and looked up in ``torch.ops``): a record cannot name any function (SymPy's
-    ``sympify`` evaluates text), so it cannot call code of its choosing by name."""
+    """Unpickles only classes of SymPy, value ranges and verishape's widening records, plain Python values and torch's
+    dtypes, layouts, memory formats and devices (an operator is named by text and looked up in ``torch.ops``): a
+    record cannot name any function, so it cannot call code of its choosing by name."""
 
     def find_class(self, module: str, name: str) -> Any:
         if (module, name) in _ALLOWED:
@@ -296,6 +293,6 @@ class _Unpickler(pickle.Unpickler):
         raise Dropped(f"the widening record names {module}.{name}, which no record may contain")
 
 
-#: registered at ``import torch`` by verishape's plug-in (verishape_autoload), again here for a
-#: process that turned plug-ins off (``TORCH_DEVICE_BACKEND_AUTOLOAD=0``)
+#: registered at ``import torch`` by verishape's plug-in (verishape_autoload), again here for a process that turned
+#: plug-ins off (``TORCH_DEVICE_BACKEND_AUTOLOAD=0``)
 _ARTIFACT_REGISTERED = verishape_records.register_cache_artifact()
