@@ -225,14 +225,12 @@ class Canonicalizer:
         #: the graph's output nodes, and the storages they use (a scatter writing one is never folded)
         self._outputs = set(nodes_in(returned))
         self._output_storages = storages_of(returned)
-        #: the graph calls only ATen ops that mutate nothing (:func:`is_functional`)
         self._functional = is_functional(gm)
         written = set() if self._functional else mutated_storages(gm)
         #: the storages the graph writes (:func:`mutated_storages`) or an output uses (None: the writes are unknown):
         #: an intermediate's storage sharing is compared only where it could be observed
         self._observed = None if written is None else written | self._output_storages
-        #: no op reads a layout (:func:`reads_layout`) and the writes are known: an intermediate nothing
-        #: can observe compares by value alone (sizes, dtype, device; not strides)
+        #: an intermediate nothing can observe compares by value alone (sizes, dtype, device; not strides)
         self._values_only = written is not None and not reads_layout(gm)
         #: the nodes compared so far: a kept node -> its entry's position, a folded size node -> its value
         self._index: dict[torch.fx.Node, int] = {}
@@ -353,10 +351,9 @@ _BROADCAST_VALUES = (torch.ops.aten.index_put.default, torch.ops.aten.index_put_
 
 def canonical(gm: torch.fx.GraphModule, rename: Callable[[sympy.Symbol], sympy.Basic],
               relaid: frozenset[int] = frozenset()) -> Canon:
-    """``gm`` as :class:`Canon`.  Kept, in order: tensor placeholders and every node whose value holds a tensor or
-    nothing (asserts and other effects are compared, never dropped), with op, target, arguments and value metadata
-    (:meth:`Canonicalizer.meta`).  Folded: nodes whose value is a number or a tuple of numbers, replaced at each use
-    by that value.  Every symbol goes through ``rename``, expressions expanded (``1*s1`` equals ``s1``).
-    ``relaid``: placeholders compared without strides and offset.  Raises :class:`NotWidened` for what it cannot
-    compare (submodules, tensor constants, unnamed symbols)."""
+    """``gm`` as :class:`Canon` (``rename`` and ``relaid``: :class:`Canonicalizer`'s).  Kept, in order: tensor
+    placeholders and every node whose value holds a tensor or nothing (asserts and other effects are compared, never
+    dropped), with op, target, arguments and value metadata (:meth:`Canonicalizer.meta`).  Folded: nodes whose value
+    is a number or a tuple of numbers, replaced at each use by that value.  Expressions are expanded (``1*s1`` equals
+    ``s1``).  Raises :class:`NotWidened` for what it cannot compare (submodules, tensor constants, unnamed symbols)."""
     return Canonicalizer(rename, relaid).graph(gm)

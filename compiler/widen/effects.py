@@ -55,8 +55,7 @@ def mutated_storages(gm: Any) -> set[Any] | None:
         target = node.target
         if node.op not in ("call_function", "call_method") or isinstance(target, torch._ops.HigherOrderOperator):
             return None
-        if "out" in node.kwargs:
-            out |= storages_of(node.kwargs["out"])
+        out |= storages_of(node.kwargs.get("out"))  # none where there is no out=
         if isinstance(target, torch._ops.OpOverload):
             for i, a in enumerate(target._schema.arguments):
                 if a.alias_info is not None and a.alias_info.is_write:
