@@ -22,6 +22,7 @@ from typing import Any
 import sympy
 import torch
 
+from . import over_ranges
 from .effects import flat_tensors
 from .sizes import at_one
 
@@ -90,12 +91,6 @@ _DIVISION_TARGETS = ("aten.div", "aten.floor_divide", "aten.remainder", "aten.fm
 _PY_DIVISION = (operator.floordiv, operator.mod, operator.truediv)
 
 
-def _expr_of(value: Any) -> sympy.Basic | None:
-    if isinstance(value, (torch.SymInt, torch.SymFloat)):
-        return value.node.expr
-    return None
-
-
 def from_graph(gm: Any, uses: SizeUses) -> None:
     """Every tensor dimension of ``gm``'s nodes (the AOT graph) and every size-derived
     divisor of its division nodes."""
@@ -103,7 +98,7 @@ def from_graph(gm: Any, uses: SizeUses) -> None:
     uses.graph_calls = any(n.op == "call_function" for n in gm.graph.nodes)
     for node in gm.graph.nodes:
         for t in flat_tensors(node.meta.get("val", node.meta.get("example_value"))):
-            sizes = [_expr_of(n) for n in t.shape]
+            sizes = over_ranges.exprs(t.shape)  # a static size is a number: not a use
             uses.add_all(sizes, "size", f"the AOT graph node {node.name}")
             uses.add_indexes(sizes, f"the AOT graph node {node.name}")
         if node.op != "call_function" or len(node.args) < 2:
@@ -113,7 +108,8 @@ def from_graph(gm: Any, uses: SizeUses) -> None:
             divisor = node.args[1]
             if hasattr(divisor, "meta"):  # an FX node or a snapshot's
                 divisor = divisor.meta.get("val", divisor.meta.get("example_value"))
-            uses.add(_expr_of(divisor), "divisor", f"the AOT graph node {node.name} ({target})")
+            if isinstance(divisor, (torch.SymInt, torch.SymFloat)):
+                uses.add(divisor.node.expr, "divisor", f"the AOT graph node {node.name} ({target})")
 
 
 # ---------------------------------------------------------------------------- Inductor's scheduled nodes
