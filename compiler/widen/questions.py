@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import sys
+import traceback
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -191,21 +193,20 @@ NON_GUARDING_READS: dict[tuple[str, str], str] = {
     ("experimental/symbolic_shapes.py", "statically_known_true"): "true",
     ("experimental/symbolic_shapes.py", "statically_known_false"): "false",
 }
-#: functions between such a caller and the static evaluation that pass the answer through
-_PASS_THROUGH = ("_static_eval_sym_bool",)
+#: the answers on which a caller of each reading takes its acting branch (None: unknown)
+_ACTS_ON = {"true": (True,), "false": (False,), "not_false": (True, None)}
+#: the static evaluation and the functions between it and such a caller that pass its answer through
+_PASS_THROUGH = ("_maybe_evaluate_static", "_static_eval_sym_bool")
 
 
 def _reading() -> str | None:
     """How the caller of the static evaluation being observed reads its answer (a value of
     :data:`NON_GUARDING_READS`), or None: every answer counts as given."""
-    frame = sys._getframe(1)
-    while frame is not None and frame.f_code.co_name != "_maybe_evaluate_static":
-        frame = frame.f_back
-    while frame is not None and frame.f_code.co_name in ("_maybe_evaluate_static", *_PASS_THROUGH):
-        frame = frame.f_back
-    if frame is None:
-        return None
-    return next((r for (tail, name), r in NON_GUARDING_READS.items() if _named(frame.f_code, tail, name)), None)
+    codes = (f.f_code for f, _ in traceback.walk_stack(sys._getframe(1)))
+    below = itertools.dropwhile(lambda code: code.co_name != "_maybe_evaluate_static", codes)
+    caller = next(itertools.dropwhile(lambda code: code.co_name in _PASS_THROUGH, below), None)
+    return next((r for (tail, name), r in NON_GUARDING_READS.items()
+                 if caller is not None and _named(caller, tail, name)), None)
 
 
 def _named(code: Any, tail: str, name: str) -> bool:
@@ -219,13 +220,7 @@ def _same_action(reading: str, a: Any, b: Any) -> bool:
     truth = (None, sympy.true, sympy.false, True, False)
     if a not in truth or b not in truth:
         return False
-
-    def acts(answer: Any) -> bool:  # whether the caller takes its acting branch on ``answer``
-        if answer is None:
-            return reading == "not_false"
-        return bool(answer) != (reading == "false")
-
-    return acts(a) == acts(b)
+    return (a in _ACTS_ON[reading]) == (b in _ACTS_ON[reading])
 
 
 #: Inductor functions (the innermost one asking) whose guarding-hint reads only steer a heuristic:
@@ -316,10 +311,8 @@ def _observe_hint(log: QuestionLog, kind: str, expr: Any, value: Any, caller: st
 def _copies_nothing() -> bool:
     """``maybe_copy_cpu_scalar(x, device)``, the frame of that name below the caller, copies
     only a CPU tensor bound for another device."""
-    frame = sys._getframe(1)
-    while frame is not None and frame.f_code.co_name != "maybe_copy_cpu_scalar":
-        frame = frame.f_back
-    local = frame.f_locals if frame is not None else {}
+    frames = (f for f, _ in traceback.walk_stack(sys._getframe(1)))
+    local = next((f.f_locals for f in frames if f.f_code.co_name == "maybe_copy_cpu_scalar"), {})
     x, device = local.get("x"), local.get("device")
     try:
         return x is not None and device is not None and x.get_device() == device
@@ -363,14 +356,14 @@ def _retraces_a_search_pattern(frame: Any) -> bool:
     """A ``fwd_only`` frame whose ``fn`` is the search pattern of the check_fn that called
     it (``search_fn``, or the closure ``search_fn_new`` it wraps it in), not its
     ``replace_fn``: check_fn traces both."""
-    fn, outer = frame.f_locals.get("fn"), frame.f_back
-    for _ in range(4):  # a decorator's frame (2.15's ``no_grad``) may lie between
-        if outer is not None and getattr(outer.f_code, "co_qualname", None) != CHECK_FN:
-            outer = outer.f_back
-    if outer is None or getattr(outer.f_code, "co_qualname", None) != CHECK_FN:
+    fn = frame.f_locals.get("fn")
+    # check_fn is its caller or one of the next four: a decorator's frame (2.15's ``no_grad``) may lie between
+    callers = itertools.islice(traceback.walk_stack(frame), 1, 6)
+    outer = next((f for f, _ in callers if getattr(f.f_code, "co_qualname", None) == CHECK_FN), None)
+    if outer is None or fn is None:
         return False
-    return fn is not None and (fn is outer.f_locals.get("search_fn")
-                               or getattr(fn, "__qualname__", "") == f"{CHECK_FN}.<locals>.search_fn_new")
+    return (fn is outer.f_locals.get("search_fn")
+            or getattr(fn, "__qualname__", "") == f"{CHECK_FN}.<locals>.search_fn_new")
 
 
 def _operands(wanted: Any, local: dict[str, Any]) -> tuple[Any, Any] | None:
