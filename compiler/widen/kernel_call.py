@@ -9,6 +9,8 @@ from typing import Any
 
 import sympy
 import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils import _pytree as pytree
 
 from . import over_ranges
 from .over_ranges import at_point, exprs
@@ -31,24 +33,17 @@ class KernelCall(over_ranges.Recorded):
         """For a widening record (:mod:`verishape.compiler.widen.record`): the kernel by its
         operator's name, the argument structure as pytree's text form.  A kernel that is not
         an ATen-style operator cannot be named: the record is not written."""
-        from torch.utils import _pytree as pytree
-
         if not isinstance(self.kernel, torch._ops.OpOverload):
             raise TypeError(f"an extern kernel {self.kernel!r} that is not an operator cannot be recorded")
         return {**self.__dict__, "kernel": str(self.kernel), "spec": pytree.treespec_dumps(self.spec)}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        from torch.utils import _pytree as pytree
-
         self.__dict__.update(state, kernel=_operator(state["kernel"]), spec=pytree.treespec_loads(state["spec"]))
 
     def _right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
         """Whether torch's fake kernel, run on the inputs at ``sub`` (over the ranges of sizes
         that stay symbolic: :mod:`over_ranges`), gives the recorded outputs there (sizes and
         values equal, strides equal where the size is not 1)."""
-        from torch._subclasses.fake_tensor import FakeTensorMode
-        from torch.utils import _pytree as pytree
-
         if self.outputs is None or any(a is None for a in self.flat):
             return False
         try:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import inspect
 import logging
 import sys
 from collections.abc import Callable, Iterator
@@ -22,6 +23,10 @@ from typing import Any
 
 import sympy
 import torch
+from torch import _prims_common
+from torch._subclasses import fake_impls
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils import _pytree as pytree
 
 from verishape.core import torch_names, torch_seam
 
@@ -52,8 +57,6 @@ class ViewStrides(over_ranges.Recorded):
     def _right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
         """Whether the same computation at ``sub`` (over the ranges of sizes that stay symbolic)
         gives the recorded strides where the size is not 1 (a size-1 stride addresses nothing)."""
-        from torch._subclasses import fake_impls
-
         if self.result is None:
             return True  # reshape index math instead of a view: right for any size
         at = [[at_point(e, sub) for e in part] for part in (self.old_size, self.old_stride, self.new_size)]
@@ -82,8 +85,6 @@ class ConvLayout(over_ranges.Recorded):
     def _right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
         """Whether torch's fake convolution at ``sub`` (every size a number there) gives the
         recorded layout: sizes equal, strides equal where the size is not 1."""
-        from torch._subclasses.fake_tensor import FakeTensorMode
-
         if self.result is None or self.params is None:
             return False
         operands = [None if o is None else ([number(e, sub) for e in o[0]], [number(e, sub) for e in o[1]],
@@ -175,8 +176,6 @@ class DenseCheck(over_ranges.Recorded):
 
     @staticmethod
     def _exact(t: torch.Tensor) -> Any:
-        from torch import _prims_common
-
         return bool(_unwrapped(_prims_common.is_non_overlapping_and_dense_or_false)(t))
 
     def _right_over_ranges(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
@@ -407,7 +406,6 @@ def _node_layout(node: Any) -> tuple[Any, ...]:
 
 def _tracked_process_kernel(original: Any) -> Any:
     from torch._inductor import ir
-    from torch.utils import _pytree as pytree
 
     def tensor_spec(node: Any) -> Any:
         try:
@@ -433,8 +431,6 @@ def _tracked_process_kernel(original: Any) -> Any:
 
 
 def _tracked_conv_layout(original: Any) -> Any:
-    import inspect
-
     signature = inspect.signature(original)
 
     def record(args: tuple[Any, ...], kwargs: dict[str, Any]) -> ConvLayout:
