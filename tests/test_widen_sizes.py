@@ -106,7 +106,7 @@ def test_inductor_range_reads_see_a_kept_size_from_one_while_recording():
 
 def test_a_torch_without_the_range_reader_is_said_and_left_alone(monkeypatch, caplog):
     monkeypatch.setattr(recompute, "RANGE_READER", ("torch.utils._sympy.value_ranges", "no_such_reader"))
-    recompute._missing_said.discard("torch.utils._sympy.value_ranges.no_such_reader")
+    recompute._said.discard("torch.utils._sympy.value_ranges.no_such_reader")
     assert recompute._widening_range_reads(lambda: {}) == []
     assert "no_such_reader" in caplog.text
 

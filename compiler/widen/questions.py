@@ -383,9 +383,6 @@ def from_one(ranges: dict[sympy.Symbol, ValueRanges], candidates: frozenset[symp
     return {s: ValueRanges(1, vr.upper) for s in candidates if (vr := ranges.get(s)) is not None and vr.lower == 2}
 
 
-_said: set[str] = set()
-
-
 @contextlib.contextmanager
 def recording(env: ShapeEnv, candidates: frozenset[sympy.Symbol]) -> Iterator[QuestionLog]:
     """Install a :class:`QuestionLog` on ``env`` (a VeriShapeEnv) for one block.  On a torch
@@ -395,7 +392,7 @@ def recording(env: ShapeEnv, candidates: frozenset[sympy.Symbol]) -> Iterator[Qu
     # not pay for importing Inductor's modules
     refused = torch_seam.widening_refused() if "torch._inductor.sizevars" in sys.modules else None
     if refused:
-        recompute.say_once(_said, refused, refused)
+        recompute.say_once(refused, refused)
     log = QuestionLog(candidates, widened=from_one(env.var_to_range, candidates))
     with env.observing(log), recompute.tracking(_on_hint, _on_scheduled, _widened_now):
         yield log

@@ -229,18 +229,18 @@ computing: contextvars.ContextVar[Any] = contextvars.ContextVar("verishape_layou
 #: the torch internals wrapped while a generic compile is lowered, and Inductor's range reader
 HOOKED = torch_names.WIDENING_HOOKS
 RANGE_READER = torch_names.RANGE_READER
-_missing_said: set[str] = set()
+_said: set[str] = set()
 
 
-def say_once(said: set[str], key: str, *message: Any) -> None:
-    """Warn ``message`` on the verishape logger, once per ``key`` in ``said``."""
-    if key not in said:
-        said.add(key)
+def say_once(key: str, *message: Any) -> None:
+    """Warn ``message`` on the verishape logger, once per ``key``."""
+    if key not in _said:
+        _said.add(key)
         logging.getLogger("verishape").warning(*message)
 
 
 def _say_missing(where: str) -> None:
-    say_once(_missing_said, where, "verishape: this torch has no %s; shape answers asked in it are not recomputed "
+    say_once(where, "verishape: this torch has no %s; shape answers asked in it are not recomputed "
              "at size 1, so a size-1 call that depends on them compiles as stock", where)
 
 
@@ -293,12 +293,9 @@ def _widening_range_reads(widened: WidenedRanges) -> list[tuple[Any, str, Any]]:
     original = _unwrapped(raw)
 
     def bound_sympy(expr: Any, ranges: Any = None) -> Any:
-        wide = widened()
-        if wide and isinstance(expr, sympy.Basic):
-            hit = [s for s in expr.free_symbols if s in wide]
-            if hit:
-                ranges = {**(ranges or {}), **{s: wide[s] for s in hit}}
-        return original(expr, ranges)
+        wide = widened() or {}
+        hit = {s: wide[s] for s in expr.free_symbols if s in wide} if isinstance(expr, sympy.Basic) else {}
+        return original(expr, {**(ranges or {}), **hit} if hit else ranges)
 
     bound_sympy._verishape_original = original  # type: ignore[attr-defined]
     restore = []
