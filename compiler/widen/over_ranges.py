@@ -65,8 +65,7 @@ class Symbols:
 
         self.env = Strict()
         self.mapping: dict[sympy.Symbol, sympy.Symbol] = {s: self.env.create_unbacked_symint().node.expr for s in free}
-        for s, unbacked in self.mapping.items():
-            self.env.var_to_range[unbacked] = ranges[s]
+        self.env.var_to_range.update({unbacked: ranges[s] for s, unbacked in self.mapping.items()})
         self.back = {v: k for k, v in self.mapping.items()}
 
     def expr(self, e: sympy.Expr) -> sympy.Expr | int:

@@ -73,8 +73,7 @@ DIRECT_SITES: dict[str, tuple[str, Callable[[Question], bool]]] = {
     # below ``fwd_only`` called by check_fn (:func:`_site` names its trace of the replacement apart)
     "_extract_tensor_metadata": ("tensor metadata of the pattern matcher's retrace, read by nothing (its pattern "
                                  "reads ops, arguments and sizes)",
-                                 lambda q: any(a == "fwd_only" and b == CHECK_FN
-                                               for a, b in zip(q.site[1:], q.site[2:]))),
+                                 lambda q: ("fwd_only", CHECK_FN) in zip(q.site[1:], q.site[2:])),
     # the SIMD kernel's memory statistics, read only by ``add_persistent_rblock`` (speed only)
     "StatsForReadsOrWrites.compute": ("memory statistics for a kernel heuristic (an extra autotuning config of a "
                                       "looped reduction, which loops over any length)", lambda q: True),

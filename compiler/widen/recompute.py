@@ -154,8 +154,7 @@ class DenseCheck(over_ranges.Recorded):
         caller = sys._getframe(2).f_code  # frames: this, the check (:func:`_tracked`), its caller
         # the caller as :data:`YES_READERS` names one: the tail of its file from ``torch/``, its name
         filename = caller.co_filename.replace("\\", "/")
-        at = filename.rfind("/torch/")
-        reader = (filename[at + 1:] if at >= 0 else filename), caller.co_name
+        reader = filename[filename.rfind("/torch/") + 1:], caller.co_name  # rfind's -1: the whole name
         return cls(size, stride, ranges=_ranges_now(size + stride), reader=reader)
 
     def _right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
@@ -332,14 +331,13 @@ _reading_hint: contextvars.ContextVar[bool] = contextvars.ContextVar("verishape_
 
 def _tracked_hint(kind: str, on_hint: HintSink, original: Any) -> Any:
     def hint(*args: Any, **kwargs: Any) -> Any:
-        if _reading_hint.get():
-            return original(*args, **kwargs)
+        outer = not _reading_hint.get()
         token = _reading_hint.set(True)
         try:
             out = original(*args, **kwargs)
         finally:
             _reading_hint.reset(token)
-        if len(args) > 1:  # (sizevars, expr): the caller is the function that read it
+        if outer and len(args) > 1:  # (sizevars, expr): the caller is the function that read it
             on_hint(args[0], kind, args[1], out, sys._getframe(1).f_code.co_name)
         return out
 
