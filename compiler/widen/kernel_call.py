@@ -58,14 +58,12 @@ class KernelCall(over_ranges.Recorded):
         except Exception:  # noqa: BLE001 - not a number, undecided, or the kernel refuses these sizes at 1: not moot
             return False
         got_specs = [_map(spec_of(g), lambda e: e.xreplace(symbols.back)) for g in got]
-        if len(got_specs) != len(outputs) or any(g is None for g in got_specs):
-            return False
-        return all(_agrees(want, have) for want, have in zip(outputs, got_specs))
+        return len(got_specs) == len(outputs) and all(map(_agrees, outputs, got_specs))
 
 
 def _agrees(want: Any, have: Any) -> bool:
-    """Whether an output's spec is the recorded one (strides only where the size is not 1)."""
-    if want[0] != have[0]:
+    """Whether an output's spec is the recorded one (strides only where the size is not 1; None: not a spec)."""
+    if have is None or want[0] != have[0]:
         return False
     if want[0] == "tensor":
         return len(want[1]) == len(have[1]) and all(map(over_ranges.same, want[1], have[1])) and all(

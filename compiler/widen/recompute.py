@@ -17,7 +17,7 @@ import dataclasses
 import inspect
 import logging
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from typing import Any
 
@@ -367,7 +367,7 @@ def shape_env_now() -> Any:
     return getattr(getattr(torch._guards.TracingContext.try_get(), "fake_mode", None), "shape_env", None)
 
 
-def _ranges_now(exprs: tuple[sympy.Expr, ...]) -> dict[sympy.Symbol, Any]:
+def _ranges_now(exprs: Iterable[sympy.Expr]) -> dict[sympy.Symbol, Any]:
     """The ranges the ShapeEnv being traced or lowered knows for the symbols of ``exprs`` (none outside a trace)."""
     env = shape_env_now()
     known = env.var_to_range if env is not None else {}
@@ -417,8 +417,7 @@ def _tracked_process_kernel(original: Any) -> Any:
         except (TypeError, IndexError, AttributeError):
             outputs = [None]  # not the return this knows: not recomputed (refused)
         call.outputs = None if any(o is None for o in outputs) else outputs
-        sizes = [e for c in (*call.flat, *outputs) if c is not None for e in sizes_of(c)]
-        call.ranges = _ranges_now(tuple(sympy.sympify(e) for e in sizes))
+        call.ranges = _ranges_now([e for c in (*call.flat, *outputs) if c is not None for e in sizes_of(c)])
         call.done = True
         return out
 
