@@ -369,8 +369,7 @@ def shape_env_now() -> Any:
 
 def _ranges_now(exprs: Iterable[sympy.Expr]) -> dict[sympy.Symbol, Any]:
     """The ranges the ShapeEnv being traced or lowered knows for the symbols of ``exprs`` (none outside a trace)."""
-    env = shape_env_now()
-    known = env.var_to_range if env is not None else {}
+    known = getattr(shape_env_now(), "var_to_range", {})
     return {s: known[s] for e in exprs for s in e.free_symbols if s in known}
 
 
