@@ -74,8 +74,7 @@ def _agrees(want: Any, have: Any) -> bool:
 
 
 def _operator(name: str) -> Any:
-    """The operator ``namespace.name.overload`` (an OpOverload), looked up in ``torch.ops``;
-    ValueError for anything else."""
+    """The operator ``namespace.name.overload`` (an OpOverload) looked up in ``torch.ops``; ValueError for others."""
     parts = name.split(".")
     if len(parts) != 3 or not all(p.isidentifier() for p in parts):
         raise ValueError(f"{name!r} does not name an operator overload")

@@ -1,13 +1,12 @@
-"""The shape answers a lowering acted on that hold only because a size is at least 2
-(docs/compile.md, "Inductor's answers").
+"""The shape answers a lowering acted on that hold only because a size is at least 2 (docs/compile.md,
+"Inductor's answers").
 
-:class:`QuestionLog`, installed on the env while a generic compile is lowered
-(:func:`recording`), asks each static answer about a candidate symbol
-(``ShapeEnv._maybe_evaluate_static``) again with the candidates' lower bounds 1: an unchanged
-answer holds at 1 by construction; a changed one is kept with its extra premises and where it
-was asked, to be decided at 1 (:func:`verishape.compiler.widen.reuse.reuse`).  Guards the
-lowering adds are in the env's guard list, proved at 1 as a whole; answers asked inside a
-layout computation: :mod:`verishape.compiler.widen.recompute`; size hints: :func:`_observe_hint`.
+:class:`QuestionLog`, installed on the env while a generic compile is lowered (:func:`recording`), asks each static
+answer about a candidate symbol (``ShapeEnv._maybe_evaluate_static``) again with the candidates' lower bounds 1: an
+unchanged answer holds at 1 by construction; a changed one is kept with its extra premises and where it was asked, to
+be decided at 1 (:func:`verishape.compiler.widen.reuse.reuse`).  Guards the lowering adds are in the env's guard list,
+proved at 1 as a whole; answers asked inside a layout computation: :mod:`verishape.compiler.widen.recompute`; size
+hints: :func:`_observe_hint`.
 """
 
 from __future__ import annotations
@@ -31,10 +30,9 @@ from . import lowered_sizes, recompute
 if TYPE_CHECKING:
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-#: Where a lowering's answer may differ at 1 without changing what the artifact computes, by
-#: the Inductor function that asked (a dotted key is a qualified name, matched on Python 3.11+):
-#: why, and the local variables (or a function of the locals) holding the two sizes whose
-#: equality makes the answer moot (None: moot for either answer).
+#: Where a lowering's answer may differ at 1 without changing what the artifact computes, by the Inductor function
+#: that asked (a dotted key is a qualified name, matched on Python 3.11+): why, and the local variables (or a function
+#: of the locals) holding the two sizes whose equality makes the answer moot (None: moot for either answer).
 SITES: dict[str, tuple[str, Any]] = {
     # "is y 1?" picks x, "is x 1?" picks y, else x == y is checked: where x == y every branch agrees
     "broadcast_symbolic_shapes": ("a broadcast between sizes equal at 1", ("x", "y")),
@@ -177,12 +175,11 @@ class QuestionLog:
                                        recompute.computing.get(), reading))
 
 
-#: Callers of ``_maybe_evaluate_static`` that never guard (named in ``torch_names.WIDENING_REGISTRY``),
-#: (file tail, function) -> which answers they act on: "true" (``statically_known*``, and
-#: ``guard_or_false`` under backed-size-oblivious, which falls back to False), "false", or
-#: "not_false" (``guard_or_true``: unknown falls back to True).  An answer False with the lower
-#: bound 2 and unknown with 1 is read as False by a "true" caller both ways: the lowering decides
-#: the same over sizes from 1, so its (general) branch holds at 1 by construction, trusting
+#: Callers of ``_maybe_evaluate_static`` that never guard (named in ``torch_names.WIDENING_REGISTRY``), (file tail,
+#: function) -> which answers they act on: "true" (``statically_known*``, and ``guard_or_false`` under
+#: backed-size-oblivious, which falls back to False), "false", or "not_false" (``guard_or_true``: unknown falls back
+#: to True).  An answer False with the lower bound 2 and unknown with 1 is read as False by a "true" caller both ways:
+#: the lowering decides the same over sizes from 1, so its (general) branch holds at 1 by construction, trusting
 #: nothing beyond what an unchanged answer does.
 NON_GUARDING_READS: dict[tuple[str, str], str] = {
     ("_inductor/sizevars.py", "statically_known_true"): "true",
@@ -352,9 +349,8 @@ OTHER_TRACE = "fwd_only (not the search pattern's retrace)"
 
 
 def _retraces_a_search_pattern(frame: Any) -> bool:
-    """A ``fwd_only`` frame whose ``fn`` is the search pattern of the check_fn that called
-    it (``search_fn``, or the closure ``search_fn_new`` it wraps it in), not its
-    ``replace_fn``: check_fn traces both."""
+    """A ``fwd_only`` frame whose ``fn`` is the search pattern of the check_fn that called it (``search_fn``, or the
+    closure ``search_fn_new`` it wraps it in), not its ``replace_fn``: check_fn traces both."""
     fn = frame.f_locals.get("fn")
     # check_fn is its caller or one of the next four: a decorator's frame (2.15's ``no_grad``) may lie between
     callers = itertools.islice(traceback.walk_stack(frame), 1, 6)

@@ -1,12 +1,11 @@
 """Layout computations recorded while a generic compile is lowered, and recomputed at 1.
 
-Some shape questions are asked inside a computation whose *result* is all the lowering keeps
-(docs/compile.md, "Inductor's answers"): each call is recorded with its operands and result,
-and an answer asked inside it is moot where the same torch function gives that result at 1
-(:mod:`verishape.compiler.widen.questions`).  :func:`tracking` wraps those functions and the
-size-hint reads for one block (each named once in ``torch_names.WIDENING_REGISTRY``), arguments
-untouched: a missing optional one is said once and its answers refused, a missing required one
-refuses widening on that torch (``torch_seam.widening_refused``).
+Some shape questions are asked inside a computation whose *result* is all the lowering keeps (docs/compile.md,
+"Inductor's answers"): each call is recorded with its operands and result, and an answer asked inside it is moot
+where the same torch function gives that result at 1 (:mod:`verishape.compiler.widen.questions`).  :func:`tracking`
+wraps those functions and the size-hint reads for one block (each named once in ``torch_names.WIDENING_REGISTRY``),
+arguments untouched: a missing optional one is said once and its answers refused, a missing required one refuses
+widening on that torch (``torch_seam.widening_refused``).
 """
 
 from __future__ import annotations
@@ -158,9 +157,8 @@ class DenseCheck(over_ranges.Recorded):
         return cls(size, stride, ranges=_ranges_now(size + stride), reader=reader)
 
     def _right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
-        """Whether torch's own check on the sizes and strides at ``sub`` gives the recorded
-        result: on a meta tensor (nothing is guarded), or over the ranges of sizes that stay
-        symbolic there."""
+        """Whether torch's own check on the sizes and strides at ``sub`` gives the recorded result: on a meta tensor
+        (nothing is guarded), or over the ranges of sizes that stay symbolic there."""
         if self.result is None:
             return False
         try:
@@ -190,12 +188,11 @@ class DenseCheck(over_ranges.Recorded):
 
 @dataclasses.dataclass
 class OverlapCheck(DenseCheck):
-    """A call of torch's internal-overlap check (``torch_names.OVERLAP_CHECK``; torch 2.15's
-    reinplacing pass runs ``copy_``'s meta function, which raises on "yes", on the view it
-    writes through: ``s < 2``).  Rerun on integers at 1 only (a size symbolic there: refused).
-    Its result (no 0, yes 1, too hard 2) compares whole, except for a caller of
-    :data:`YES_READERS`, which acts on "yes" alone (a (1, 2, 4) view is "no" where an
-    (s, 2, 4) one is "too hard": the copy raises for neither)."""
+    """A call of torch's internal-overlap check (``torch_names.OVERLAP_CHECK``; torch 2.15's reinplacing pass runs
+    ``copy_``'s meta function, which raises on "yes", on the view it writes through: ``s < 2``).  Rerun on integers
+    at 1 only (a size symbolic there: refused).  Its result (no 0, yes 1, too hard 2) compares whole, except for a
+    caller of :data:`YES_READERS`, which acts on "yes" alone (a (1, 2, 4) view is "no" where an (s, 2, 4) one is
+    "too hard": the copy raises for neither)."""
 
     result: int | None = None  # type: ignore[assignment]
     why = "an internal-overlap check whose result is the same at 1"
@@ -280,10 +277,9 @@ def tracking(on_hint: HintSink, on_scheduled: ScheduledSink, widened: WidenedRan
 
 
 def _widening_range_reads(widened: WidenedRanges) -> list[tuple[Any, str, Any]]:
-    """Wrap ``bound_sympy`` wherever an Inductor module imported it: a call about a kept
-    size sees that size's range with the lower bound 1 (``widened()``), so every bound the
-    lowering derives this way holds at 1 (a wider range gives a looser bound, which every use
-    of a bound accepts: it is an over-approximation).  Returns what to restore."""
+    """Wrap ``bound_sympy`` wherever an Inductor module imported it: a call about a kept size sees that size's range
+    with the lower bound 1 (``widened()``), so every bound the lowering derives this way holds at 1 (a wider range
+    gives a looser bound, which every use of a bound accepts: it is an over-approximation).  Returns what to restore."""
     module_name, name = RANGE_READER
     raw = getattr(sys.modules.get(module_name), name, None)
     if raw is None:
