@@ -263,8 +263,7 @@ def tracking(on_hint: HintSink, on_scheduled: ScheduledSink, widened: WidenedRan
               "is_non_overlapping_and_dense_or_false": partial(_tracked, DenseCheck.record, _CHECK_ERRORS, bool),
               torch_names.OVERLAP_CHECK[1]: partial(_tracked, OverlapCheck.record, _CHECK_ERRORS, int)}
     with contextlib.ExitStack() as restore:  # undone last first
-        for undo in _widening_range_reads(widened):
-            restore.callback(setattr, *undo)
+        _widening_range_reads(widened, restore)
         for module_name, path in HOOKED:
             if module_name not in sys.modules:
                 continue
@@ -276,15 +275,15 @@ def tracking(on_hint: HintSink, on_scheduled: ScheduledSink, widened: WidenedRan
         yield
 
 
-def _widening_range_reads(widened: WidenedRanges) -> list[tuple[Any, str, Any]]:
-    """Wrap ``bound_sympy`` wherever an Inductor module imported it: a call about a kept size sees that size's range
-    with the lower bound 1 (``widened()``), so every bound the lowering derives this way holds at 1 (a wider range
-    gives a looser bound, which every use of a bound accepts: it is an over-approximation).  Returns what to restore."""
+def _widening_range_reads(widened: WidenedRanges, restore: contextlib.ExitStack) -> None:
+    """Wrap ``bound_sympy`` wherever an Inductor module imported it, until ``restore`` unwinds: a call about a kept
+    size sees that size's range with the lower bound 1 (``widened()``), so every bound the lowering derives this way
+    holds at 1 (a wider range gives a looser bound, which every use of a bound accepts: it is an over-approximation)."""
     module_name, name = RANGE_READER
     raw = getattr(sys.modules.get(module_name), name, None)
     if raw is None:
         _say_missing(f"{module_name}.{name}")
-        return []
+        return
     original = _unwrapped(raw)
 
     def bound_sympy(expr: Any, ranges: Any = None) -> Any:
@@ -293,13 +292,11 @@ def _widening_range_reads(widened: WidenedRanges) -> list[tuple[Any, str, Any]]:
         return original(expr, {**(ranges or {}), **hit} if hit else ranges)
 
     bound_sympy._verishape_original = original  # type: ignore[attr-defined]
-    restore = []
     for mod_name, module in list(sys.modules.items()):
         if mod_name.startswith("torch._inductor") and module is not None \
                 and getattr(module, name, None) in (original, raw):
-            restore.append((module, name, getattr(module, name)))
+            restore.callback(setattr, module, name, getattr(module, name))
             setattr(module, name, bound_sympy)
-    return restore
 
 
 def _tracked_codegen(on_scheduled: ScheduledSink, original: Any) -> Any:
