@@ -99,9 +99,8 @@ def from_graph(gm: Any, uses: SizeUses) -> None:
             uses.add_indexes(sizes, f"the AOT graph node {node.name}")
         if node.op != "call_function" or len(node.args) < 2:
             continue
-        target = node.target
-        if target in _PY_DIVISION or any(str(target).startswith(p) for p in _DIVISION_TARGETS):
-            divisor = node.args[1]
+        target, divisor = node.target, node.args[1]
+        if target in _PY_DIVISION or str(target).startswith(_DIVISION_TARGETS):
             if hasattr(divisor, "meta"):  # an FX node or a snapshot's
                 divisor = divisor.meta.get("val", divisor.meta.get("example_value"))
             if isinstance(divisor, (torch.SymInt, torch.SymFloat)):
