@@ -189,7 +189,7 @@ def test_a_missing_torch_internal_is_said_once_and_refuses_instead_of_failing(mo
     from torch._inductor import ir
 
     monkeypatch.setattr(recompute, "HOOKED", (*recompute.HOOKED, ("torch._inductor.ir", "Layout.no_such_check")))
-    monkeypatch.setattr(recompute, "_missing_said", set())
+    monkeypatch.setattr(recompute, "_said", set())
     original = ir.Layout.__dict__["is_stride_ordered"]
     env = VeriShapeEnv()
     with caplog.at_level("WARNING", logger="verishape"):

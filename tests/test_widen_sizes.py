@@ -106,8 +106,10 @@ def test_inductor_range_reads_see_a_kept_size_from_one_while_recording():
 
 def test_a_torch_without_the_range_reader_is_said_and_left_alone(monkeypatch, caplog):
     monkeypatch.setattr(recompute, "RANGE_READER", ("torch.utils._sympy.value_ranges", "no_such_reader"))
-    recompute._missing_said.discard("torch.utils._sympy.value_ranges.no_such_reader")
-    assert recompute._widening_range_reads(lambda: {}) == []
+    recompute._said.discard("torch.utils._sympy.value_ranges.no_such_reader")
+    undo: list = []
+    recompute._widening_range_reads(lambda: {}, types.SimpleNamespace(callback=lambda *a: undo.append(a)))
+    assert undo == []  # nothing wrapped, nothing to restore
     assert "no_such_reader" in caplog.text
 
 

@@ -9,6 +9,8 @@ from typing import Any
 
 import sympy
 import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils import _pytree as pytree
 
 from . import over_ranges
 from .over_ranges import at_point, exprs
@@ -31,24 +33,17 @@ class KernelCall(over_ranges.Recorded):
         """For a widening record (:mod:`verishape.compiler.widen.record`): the kernel by its
         operator's name, the argument structure as pytree's text form.  A kernel that is not
         an ATen-style operator cannot be named: the record is not written."""
-        from torch.utils import _pytree as pytree
-
         if not isinstance(self.kernel, torch._ops.OpOverload):
             raise TypeError(f"an extern kernel {self.kernel!r} that is not an operator cannot be recorded")
         return {**self.__dict__, "kernel": str(self.kernel), "spec": pytree.treespec_dumps(self.spec)}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        from torch.utils import _pytree as pytree
-
         self.__dict__.update(state, kernel=_operator(state["kernel"]), spec=pytree.treespec_loads(state["spec"]))
 
     def _right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
         """Whether torch's fake kernel, run on the inputs at ``sub`` (over the ranges of sizes
         that stay symbolic: :mod:`over_ranges`), gives the recorded outputs there (sizes and
         values equal, strides equal where the size is not 1)."""
-        from torch._subclasses.fake_tensor import FakeTensorMode
-        from torch.utils import _pytree as pytree
-
         if self.outputs is None or any(a is None for a in self.flat):
             return False
         try:
@@ -63,14 +58,12 @@ class KernelCall(over_ranges.Recorded):
         except Exception:  # noqa: BLE001 - not a number, undecided, or the kernel refuses these sizes at 1: not moot
             return False
         got_specs = [_map(spec_of(g), lambda e: e.xreplace(symbols.back)) for g in got]
-        if len(got_specs) != len(outputs) or any(g is None for g in got_specs):
-            return False
-        return all(_agrees(want, have) for want, have in zip(outputs, got_specs))
+        return len(got_specs) == len(outputs) and all(map(_agrees, outputs, got_specs))
 
 
 def _agrees(want: Any, have: Any) -> bool:
-    """Whether an output's spec is the recorded one (strides only where the size is not 1)."""
-    if want[0] != have[0]:
+    """Whether an output's spec is the recorded one (strides only where the size is not 1; None: not a spec)."""
+    if have is None or want[0] != have[0]:
         return False
     if want[0] == "tensor":
         return len(want[1]) == len(have[1]) and all(map(over_ranges.same, want[1], have[1])) and all(
@@ -81,8 +74,7 @@ def _agrees(want: Any, have: Any) -> bool:
 
 
 def _operator(name: str) -> Any:
-    """The operator ``namespace.name.overload`` (an OpOverload), looked up in ``torch.ops``;
-    ValueError for anything else."""
+    """The operator ``namespace.name.overload`` (an OpOverload) looked up in ``torch.ops``; ValueError for others."""
     parts = name.split(".")
     if len(parts) != 3 or not all(p.isidentifier() for p in parts):
         raise ValueError(f"{name!r} does not name an operator overload")

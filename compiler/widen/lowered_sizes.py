@@ -1,15 +1,13 @@
-"""Every size the generic artifact computes with, and what it must be at 1 (docs/compile.md,
-"Every other decision of the lowering").
+"""Every size the generic artifact computes with, and what it must be at 1 (docs/compile.md, "Every other decision
+of the lowering").
 
-Inductor's plain SymPy tests on a kept size (``reduction_numel == 0``, ``is_zero_elements()``,
-``size == 1``) never see ranges: on ``s - 1`` they take the general path, which is what a
-compile at 1 does only where every size stays positive (``x[1:].max()`` at batch 1 reduces
-over no element: its initial value, where eager raises).  So every size the generic artifact
-computes with that holds a kept size, taken where it is final (the AOT graph's dimensions and
-divisors; after code generation, Inductor's loop, reduction and index ranges, index divisors
-and moduli, buffer and extern input dimensions), must be at least 1 at 1, proved like the
-other goals (:mod:`verishape.compiler.widen.goals`).  A structure not read marks the log
-incomplete, which refuses: what was not read was not checked.
+Inductor's plain SymPy tests on a kept size (``reduction_numel == 0``, ``is_zero_elements()``, ``size == 1``) never
+see ranges: on ``s - 1`` they take the general path, which is what a compile at 1 does only where every size stays
+positive (``x[1:].max()`` at batch 1 reduces over no element: its initial value, where eager raises).  So every size
+the generic artifact computes with that holds a kept size, taken where it is final (the AOT graph's dimensions and
+divisors; after code generation, Inductor's loop, reduction and index ranges, index divisors and moduli, buffer and
+extern input dimensions), must be at least 1 at 1, proved like the other goals (:mod:`verishape.compiler.widen.goals`).
+A structure not read marks the log incomplete, which refuses: what was not read was not checked.
 """
 
 from __future__ import annotations
@@ -22,6 +20,7 @@ from typing import Any
 import sympy
 import torch
 
+from . import over_ranges
 from .effects import flat_tensors
 from .sizes import at_one
 
@@ -67,9 +66,8 @@ class SizeUses:
 
 def goals(uses: Iterable[tuple[sympy.Basic, str, str]], widened: set[sympy.Symbol],
           sub: dict[sympy.Symbol, sympy.Basic]) -> list[tuple[sympy.Basic, str]]:
-    """``expr >= 1`` at 1 for every use that holds a widened symbol, deduplicated, with a
-    description; goals that are True once the sizes are set are dropped, a False one is
-    kept (the caller refuses on it)."""
+    """``expr >= 1`` at 1 for every use that holds a widened symbol, deduplicated, with a description; goals True
+    once the sizes are set are dropped, a False one is kept (the caller refuses on it)."""
     out: list[tuple[sympy.Basic, str]] = []
     seen: set[sympy.Basic] = set()
     for expr, kind, where in uses:
@@ -90,30 +88,23 @@ _DIVISION_TARGETS = ("aten.div", "aten.floor_divide", "aten.remainder", "aten.fm
 _PY_DIVISION = (operator.floordiv, operator.mod, operator.truediv)
 
 
-def _expr_of(value: Any) -> sympy.Basic | None:
-    if isinstance(value, (torch.SymInt, torch.SymFloat)):
-        return value.node.expr
-    return None
-
-
 def from_graph(gm: Any, uses: SizeUses) -> None:
-    """Every tensor dimension of ``gm``'s nodes (the AOT graph) and every size-derived
-    divisor of its division nodes."""
+    """Every tensor dimension of ``gm``'s nodes (the AOT graph) and every size-derived divisor of its division nodes."""
     uses.graph_read = True
     uses.graph_calls = any(n.op == "call_function" for n in gm.graph.nodes)
     for node in gm.graph.nodes:
         for t in flat_tensors(node.meta.get("val", node.meta.get("example_value"))):
-            sizes = [_expr_of(n) for n in t.shape]
+            sizes = over_ranges.exprs(t.shape)  # a static size is a number: not a use
             uses.add_all(sizes, "size", f"the AOT graph node {node.name}")
             uses.add_indexes(sizes, f"the AOT graph node {node.name}")
         if node.op != "call_function" or len(node.args) < 2:
             continue
-        target = node.target
-        if target in _PY_DIVISION or any(str(target).startswith(p) for p in _DIVISION_TARGETS):
-            divisor = node.args[1]
+        target, divisor = node.target, node.args[1]
+        if target in _PY_DIVISION or str(target).startswith(_DIVISION_TARGETS):
             if hasattr(divisor, "meta"):  # an FX node or a snapshot's
                 divisor = divisor.meta.get("val", divisor.meta.get("example_value"))
-            uses.add(_expr_of(divisor), "divisor", f"the AOT graph node {node.name} ({target})")
+            if isinstance(divisor, (torch.SymInt, torch.SymFloat)):
+                uses.add(divisor.node.expr, "divisor", f"the AOT graph node {node.name} ({target})")
 
 
 # ---------------------------------------------------------------------------- Inductor's scheduled nodes

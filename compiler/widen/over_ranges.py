@@ -1,11 +1,10 @@
 """A torch layout function recomputed for every value of the sizes that stay symbolic.
 
-At a widened point the frame's other sizes (a decoder's sequence length at batch 1) stay
-symbols over their generic ranges.  :mod:`verishape.compiler.widen.recompute` then runs
-torch's function on SymInts of a throwaway ShapeEnv that knows only each symbol's range
-(:class:`Symbols`): a comparison those ranges do not decide raises, and the caller refuses.
-A result obtained this way holds for every value in the ranges, which the reused artifact's
-own guards and ranges (proved at the point) keep the inputs in.
+At a widened point the frame's other sizes (a decoder's sequence length at batch 1) stay symbols over their generic
+ranges.  :mod:`verishape.compiler.widen.recompute` then runs torch's function on SymInts of a throwaway ShapeEnv that
+knows only each symbol's range (:class:`Symbols`): a comparison those ranges do not decide raises, and the caller
+refuses.  A result obtained this way holds for every value in the ranges, which the reused artifact's own guards and
+ranges (proved at the point) keep the inputs in.
 """
 
 from __future__ import annotations
@@ -47,10 +46,9 @@ class Undecided(Exception):
 
 
 class Symbols:
-    """A throwaway ShapeEnv in which each symbol of the expressions given is an unbacked size
-    with its range and nothing else known.  It never guards and never falls back
-    (``guard_or_false`` and kin included): what runs on it answers for every value in the
-    ranges, or raises :class:`Undecided`."""
+    """A throwaway ShapeEnv in which each symbol of the expressions given is an unbacked size with its range and
+    nothing else known.  It never guards and never falls back (``guard_or_false`` and kin included): what runs on it
+    answers for every value in the ranges, or raises :class:`Undecided`."""
 
     def __init__(self, exprs: Sequence[sympy.Expr], ranges: Mapping[sympy.Symbol, Any]) -> None:
         free = sorted(set().union(*(sympy.sympify(e).free_symbols for e in exprs)), key=str)
@@ -65,8 +63,7 @@ class Symbols:
 
         self.env = Strict()
         self.mapping: dict[sympy.Symbol, sympy.Symbol] = {s: self.env.create_unbacked_symint().node.expr for s in free}
-        for s, unbacked in self.mapping.items():
-            self.env.var_to_range[unbacked] = ranges[s]
+        self.env.var_to_range.update({unbacked: ranges[s] for s, unbacked in self.mapping.items()})
         self.back = {v: k for k, v in self.mapping.items()}
 
     def expr(self, e: sympy.Expr) -> sympy.Expr | int:

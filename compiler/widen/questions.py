@@ -1,20 +1,21 @@
-"""The shape answers a lowering acted on that hold only because a size is at least 2
-(docs/compile.md, "Inductor's answers").
+"""The shape answers a lowering acted on that hold only because a size is at least 2 (docs/compile.md,
+"Inductor's answers").
 
-:class:`QuestionLog`, installed on the env while a generic compile is lowered
-(:func:`recording`), asks each static answer about a candidate symbol
-(``ShapeEnv._maybe_evaluate_static``) again with the candidates' lower bounds 1: an unchanged
-answer holds at 1 by construction; a changed one is kept with its extra premises and where it
-was asked, to be decided at 1 (:func:`verishape.compiler.widen.reuse.reuse`).  Guards the
-lowering adds are in the env's guard list, proved at 1 as a whole; answers asked inside a
-layout computation: :mod:`verishape.compiler.widen.recompute`; size hints: :func:`_observe_hint`.
+:class:`QuestionLog`, installed on the env while a generic compile is lowered (:func:`recording`), asks each static
+answer about a candidate symbol (``ShapeEnv._maybe_evaluate_static``) again with the candidates' lower bounds 1: an
+unchanged answer holds at 1 by construction; a changed one is kept with its extra premises and where it was asked, to
+be decided at 1 (:func:`verishape.compiler.widen.reuse.reuse`).  Guards the lowering adds are in the env's guard list,
+proved at 1 as a whole; answers asked inside a layout computation: :mod:`verishape.compiler.widen.recompute`; size
+hints: :func:`_observe_hint`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import sys
+import traceback
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -29,10 +30,9 @@ from . import lowered_sizes, recompute
 if TYPE_CHECKING:
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-#: Where a lowering's answer may differ at 1 without changing what the artifact computes, by
-#: the Inductor function that asked (a dotted key is a qualified name, matched on Python 3.11+):
-#: why, and the local variables (or a function of the locals) holding the two sizes whose
-#: equality makes the answer moot (None: moot for either answer).
+#: Where a lowering's answer may differ at 1 without changing what the artifact computes, by the Inductor function
+#: that asked (a dotted key is a qualified name, matched on Python 3.11+): why, and the local variables (or a function
+#: of the locals) holding the two sizes whose equality makes the answer moot (None: moot for either answer).
 SITES: dict[str, tuple[str, Any]] = {
     # "is y 1?" picks x, "is x 1?" picks y, else x == y is checked: where x == y every branch agrees
     "broadcast_symbolic_shapes": ("a broadcast between sizes equal at 1", ("x", "y")),
@@ -71,8 +71,7 @@ DIRECT_SITES: dict[str, tuple[str, Callable[[Question], bool]]] = {
     # below ``fwd_only`` called by check_fn (:func:`_site` names its trace of the replacement apart)
     "_extract_tensor_metadata": ("tensor metadata of the pattern matcher's retrace, read by nothing (its pattern "
                                  "reads ops, arguments and sizes)",
-                                 lambda q: any(a == "fwd_only" and b == CHECK_FN
-                                               for a, b in zip(q.site[1:], q.site[2:]))),
+                                 lambda q: ("fwd_only", CHECK_FN) in zip(q.site[1:], q.site[2:])),
     # the SIMD kernel's memory statistics, read only by ``add_persistent_rblock`` (speed only)
     "StatsForReadsOrWrites.compute": ("memory statistics for a kernel heuristic (an extra autotuning config of a "
                                       "looped reduction, which loops over any length)", lambda q: True),
@@ -176,12 +175,11 @@ class QuestionLog:
                                        recompute.computing.get(), reading))
 
 
-#: Callers of ``_maybe_evaluate_static`` that never guard (named in ``torch_names.WIDENING_REGISTRY``),
-#: (file tail, function) -> which answers they act on: "true" (``statically_known*``, and
-#: ``guard_or_false`` under backed-size-oblivious, which falls back to False), "false", or
-#: "not_false" (``guard_or_true``: unknown falls back to True).  An answer False with the lower
-#: bound 2 and unknown with 1 is read as False by a "true" caller both ways: the lowering decides
-#: the same over sizes from 1, so its (general) branch holds at 1 by construction, trusting
+#: Callers of ``_maybe_evaluate_static`` that never guard (named in ``torch_names.WIDENING_REGISTRY``), (file tail,
+#: function) -> which answers they act on: "true" (``statically_known*``, and ``guard_or_false`` under
+#: backed-size-oblivious, which falls back to False), "false", or "not_false" (``guard_or_true``: unknown falls back
+#: to True).  An answer False with the lower bound 2 and unknown with 1 is read as False by a "true" caller both ways:
+#: the lowering decides the same over sizes from 1, so its (general) branch holds at 1 by construction, trusting
 #: nothing beyond what an unchanged answer does.
 NON_GUARDING_READS: dict[tuple[str, str], str] = {
     ("_inductor/sizevars.py", "statically_known_true"): "true",
@@ -191,21 +189,20 @@ NON_GUARDING_READS: dict[tuple[str, str], str] = {
     ("experimental/symbolic_shapes.py", "statically_known_true"): "true",
     ("experimental/symbolic_shapes.py", "statically_known_false"): "false",
 }
-#: functions between such a caller and the static evaluation that pass the answer through
-_PASS_THROUGH = ("_static_eval_sym_bool",)
+#: the answers on which a caller of each reading takes its acting branch (None: unknown)
+_ACTS_ON = {"true": (True,), "false": (False,), "not_false": (True, None)}
+#: the static evaluation and the functions between it and such a caller that pass its answer through
+_PASS_THROUGH = ("_maybe_evaluate_static", "_static_eval_sym_bool")
 
 
 def _reading() -> str | None:
     """How the caller of the static evaluation being observed reads its answer (a value of
     :data:`NON_GUARDING_READS`), or None: every answer counts as given."""
-    frame = sys._getframe(1)
-    while frame is not None and frame.f_code.co_name != "_maybe_evaluate_static":
-        frame = frame.f_back
-    while frame is not None and frame.f_code.co_name in ("_maybe_evaluate_static", *_PASS_THROUGH):
-        frame = frame.f_back
-    if frame is None:
-        return None
-    return next((r for (tail, name), r in NON_GUARDING_READS.items() if _named(frame.f_code, tail, name)), None)
+    codes = (f.f_code for f, _ in traceback.walk_stack(sys._getframe(1)))
+    below = itertools.dropwhile(lambda code: code.co_name != "_maybe_evaluate_static", codes)
+    caller = next(itertools.dropwhile(lambda code: code.co_name in _PASS_THROUGH, below), None)
+    return next((r for (tail, name), r in NON_GUARDING_READS.items()
+                 if caller is not None and _named(caller, tail, name)), None)
 
 
 def _named(code: Any, tail: str, name: str) -> bool:
@@ -219,13 +216,7 @@ def _same_action(reading: str, a: Any, b: Any) -> bool:
     truth = (None, sympy.true, sympy.false, True, False)
     if a not in truth or b not in truth:
         return False
-
-    def acts(answer: Any) -> bool:  # whether the caller takes its acting branch on ``answer``
-        if answer is None:
-            return reading == "not_false"
-        return bool(answer) != (reading == "false")
-
-    return acts(a) == acts(b)
+    return (a in _ACTS_ON[reading]) == (b in _ACTS_ON[reading])
 
 
 #: Inductor functions (the innermost one asking) whose guarding-hint reads only steer a heuristic:
@@ -316,10 +307,8 @@ def _observe_hint(log: QuestionLog, kind: str, expr: Any, value: Any, caller: st
 def _copies_nothing() -> bool:
     """``maybe_copy_cpu_scalar(x, device)``, the frame of that name below the caller, copies
     only a CPU tensor bound for another device."""
-    frame = sys._getframe(1)
-    while frame is not None and frame.f_code.co_name != "maybe_copy_cpu_scalar":
-        frame = frame.f_back
-    local = frame.f_locals if frame is not None else {}
+    frames = (f for f, _ in traceback.walk_stack(sys._getframe(1)))
+    local = next((f.f_locals for f in frames if f.f_code.co_name == "maybe_copy_cpu_scalar"), {})
     x, device = local.get("x"), local.get("device")
     try:
         return x is not None and device is not None and x.get_device() == device
@@ -360,17 +349,16 @@ OTHER_TRACE = "fwd_only (not the search pattern's retrace)"
 
 
 def _retraces_a_search_pattern(frame: Any) -> bool:
-    """A ``fwd_only`` frame whose ``fn`` is the search pattern of the check_fn that called
-    it (``search_fn``, or the closure ``search_fn_new`` it wraps it in), not its
-    ``replace_fn``: check_fn traces both."""
-    fn, outer = frame.f_locals.get("fn"), frame.f_back
-    for _ in range(4):  # a decorator's frame (2.15's ``no_grad``) may lie between
-        if outer is not None and getattr(outer.f_code, "co_qualname", None) != CHECK_FN:
-            outer = outer.f_back
-    if outer is None or getattr(outer.f_code, "co_qualname", None) != CHECK_FN:
+    """A ``fwd_only`` frame whose ``fn`` is the search pattern of the check_fn that called it (``search_fn``, or the
+    closure ``search_fn_new`` it wraps it in), not its ``replace_fn``: check_fn traces both."""
+    fn = frame.f_locals.get("fn")
+    # check_fn is its caller or one of the next four: a decorator's frame (2.15's ``no_grad``) may lie between
+    callers = itertools.islice(traceback.walk_stack(frame), 1, 6)
+    outer = next((f for f, _ in callers if getattr(f.f_code, "co_qualname", None) == CHECK_FN), None)
+    if outer is None or fn is None:
         return False
-    return fn is not None and (fn is outer.f_locals.get("search_fn")
-                               or getattr(fn, "__qualname__", "") == f"{CHECK_FN}.<locals>.search_fn_new")
+    return (fn is outer.f_locals.get("search_fn")
+            or getattr(fn, "__qualname__", "") == f"{CHECK_FN}.<locals>.search_fn_new")
 
 
 def _operands(wanted: Any, local: dict[str, Any]) -> tuple[Any, Any] | None:
@@ -390,9 +378,6 @@ def from_one(ranges: dict[sympy.Symbol, ValueRanges], candidates: frozenset[symp
     return {s: ValueRanges(1, vr.upper) for s in candidates if (vr := ranges.get(s)) is not None and vr.lower == 2}
 
 
-_said: set[str] = set()
-
-
 @contextlib.contextmanager
 def recording(env: ShapeEnv, candidates: frozenset[sympy.Symbol]) -> Iterator[QuestionLog]:
     """Install a :class:`QuestionLog` on ``env`` (a VeriShapeEnv) for one block.  On a torch
@@ -402,7 +387,7 @@ def recording(env: ShapeEnv, candidates: frozenset[sympy.Symbol]) -> Iterator[Qu
     # not pay for importing Inductor's modules
     refused = torch_seam.widening_refused() if "torch._inductor.sizevars" in sys.modules else None
     if refused:
-        recompute.say_once(_said, refused, refused)
+        recompute.say_once(refused, refused)
     log = QuestionLog(candidates, widened=from_one(env.var_to_range, candidates))
     with env.observing(log), recompute.tracking(_on_hint, _on_scheduled, _widened_now):
         yield log

@@ -1,12 +1,11 @@
 """Layout computations recorded while a generic compile is lowered, and recomputed at 1.
 
-Some shape questions are asked inside a computation whose *result* is all the lowering keeps
-(docs/compile.md, "Inductor's answers"): each call is recorded with its operands and result,
-and an answer asked inside it is moot where the same torch function gives that result at 1
-(:mod:`verishape.compiler.widen.questions`).  :func:`tracking` wraps those functions and the
-size-hint reads for one block (each named once in ``torch_names.WIDENING_REGISTRY``), arguments
-untouched: a missing optional one is said once and its answers refused, a missing required one
-refuses widening on that torch (``torch_seam.widening_refused``).
+Some shape questions are asked inside a computation whose *result* is all the lowering keeps (docs/compile.md,
+"Inductor's answers"): each call is recorded with its operands and result, and an answer asked inside it is moot
+where the same torch function gives that result at 1 (:mod:`verishape.compiler.widen.questions`).  :func:`tracking`
+wraps those functions and the size-hint reads for one block (each named once in ``torch_names.WIDENING_REGISTRY``),
+arguments untouched: a missing optional one is said once and its answers refused, a missing required one refuses
+widening on that torch (``torch_seam.widening_refused``).
 """
 
 from __future__ import annotations
@@ -14,14 +13,19 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import inspect
 import logging
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from typing import Any
 
 import sympy
 import torch
+from torch import _prims_common
+from torch._subclasses import fake_impls
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils import _pytree as pytree
 
 from verishape.core import torch_names, torch_seam
 
@@ -52,8 +56,6 @@ class ViewStrides(over_ranges.Recorded):
     def _right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
         """Whether the same computation at ``sub`` (over the ranges of sizes that stay symbolic)
         gives the recorded strides where the size is not 1 (a size-1 stride addresses nothing)."""
-        from torch._subclasses import fake_impls
-
         if self.result is None:
             return True  # reshape index math instead of a view: right for any size
         at = [[at_point(e, sub) for e in part] for part in (self.old_size, self.old_stride, self.new_size)]
@@ -82,8 +84,6 @@ class ConvLayout(over_ranges.Recorded):
     def _right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
         """Whether torch's fake convolution at ``sub`` (every size a number there) gives the
         recorded layout: sizes equal, strides equal where the size is not 1."""
-        from torch._subclasses.fake_tensor import FakeTensorMode
-
         if self.result is None or self.params is None:
             return False
         operands = [None if o is None else ([number(e, sub) for e in o[0]], [number(e, sub) for e in o[1]],
@@ -153,14 +153,12 @@ class DenseCheck(over_ranges.Recorded):
         caller = sys._getframe(2).f_code  # frames: this, the check (:func:`_tracked`), its caller
         # the caller as :data:`YES_READERS` names one: the tail of its file from ``torch/``, its name
         filename = caller.co_filename.replace("\\", "/")
-        at = filename.rfind("/torch/")
-        reader = (filename[at + 1:] if at >= 0 else filename), caller.co_name
+        reader = filename[filename.rfind("/torch/") + 1:], caller.co_name  # rfind's -1: the whole name
         return cls(size, stride, ranges=_ranges_now(size + stride), reader=reader)
 
     def _right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
-        """Whether torch's own check on the sizes and strides at ``sub`` gives the recorded
-        result: on a meta tensor (nothing is guarded), or over the ranges of sizes that stay
-        symbolic there."""
+        """Whether torch's own check on the sizes and strides at ``sub`` gives the recorded result: on a meta tensor
+        (nothing is guarded), or over the ranges of sizes that stay symbolic there."""
         if self.result is None:
             return False
         try:
@@ -175,8 +173,6 @@ class DenseCheck(over_ranges.Recorded):
 
     @staticmethod
     def _exact(t: torch.Tensor) -> Any:
-        from torch import _prims_common
-
         return bool(_unwrapped(_prims_common.is_non_overlapping_and_dense_or_false)(t))
 
     def _right_over_ranges(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
@@ -192,12 +188,11 @@ class DenseCheck(over_ranges.Recorded):
 
 @dataclasses.dataclass
 class OverlapCheck(DenseCheck):
-    """A call of torch's internal-overlap check (``torch_names.OVERLAP_CHECK``; torch 2.15's
-    reinplacing pass runs ``copy_``'s meta function, which raises on "yes", on the view it
-    writes through: ``s < 2``).  Rerun on integers at 1 only (a size symbolic there: refused).
-    Its result (no 0, yes 1, too hard 2) compares whole, except for a caller of
-    :data:`YES_READERS`, which acts on "yes" alone (a (1, 2, 4) view is "no" where an
-    (s, 2, 4) one is "too hard": the copy raises for neither)."""
+    """A call of torch's internal-overlap check (``torch_names.OVERLAP_CHECK``; torch 2.15's reinplacing pass runs
+    ``copy_``'s meta function, which raises on "yes", on the view it writes through: ``s < 2``).  Rerun on integers
+    at 1 only (a size symbolic there: refused).  Its result (no 0, yes 1, too hard 2) compares whole, except for a
+    caller of :data:`YES_READERS`, which acts on "yes" alone (a (1, 2, 4) view is "no" where an (s, 2, 4) one is
+    "too hard": the copy raises for neither)."""
 
     result: int | None = None  # type: ignore[assignment]
     why = "an internal-overlap check whose result is the same at 1"
@@ -230,18 +225,18 @@ computing: contextvars.ContextVar[Any] = contextvars.ContextVar("verishape_layou
 #: the torch internals wrapped while a generic compile is lowered, and Inductor's range reader
 HOOKED = torch_names.WIDENING_HOOKS
 RANGE_READER = torch_names.RANGE_READER
-_missing_said: set[str] = set()
+_said: set[str] = set()
 
 
-def say_once(said: set[str], key: str, *message: Any) -> None:
-    """Warn ``message`` on the verishape logger, once per ``key`` in ``said``."""
-    if key not in said:
-        said.add(key)
+def say_once(key: str, *message: Any) -> None:
+    """Warn ``message`` on the verishape logger, once per ``key``."""
+    if key not in _said:
+        _said.add(key)
         logging.getLogger("verishape").warning(*message)
 
 
 def _say_missing(where: str) -> None:
-    say_once(_missing_said, where, "verishape: this torch has no %s; shape answers asked in it are not recomputed "
+    say_once(where, "verishape: this torch has no %s; shape answers asked in it are not recomputed "
              "at size 1, so a size-1 call that depends on them compiles as stock", where)
 
 
@@ -268,8 +263,7 @@ def tracking(on_hint: HintSink, on_scheduled: ScheduledSink, widened: WidenedRan
               "is_non_overlapping_and_dense_or_false": partial(_tracked, DenseCheck.record, _CHECK_ERRORS, bool),
               torch_names.OVERLAP_CHECK[1]: partial(_tracked, OverlapCheck.record, _CHECK_ERRORS, int)}
     with contextlib.ExitStack() as restore:  # undone last first
-        for undo in _widening_range_reads(widened):
-            restore.callback(setattr, *undo)
+        _widening_range_reads(widened, restore)
         for module_name, path in HOOKED:
             if module_name not in sys.modules:
                 continue
@@ -281,34 +275,28 @@ def tracking(on_hint: HintSink, on_scheduled: ScheduledSink, widened: WidenedRan
         yield
 
 
-def _widening_range_reads(widened: WidenedRanges) -> list[tuple[Any, str, Any]]:
-    """Wrap ``bound_sympy`` wherever an Inductor module imported it: a call about a kept
-    size sees that size's range with the lower bound 1 (``widened()``), so every bound the
-    lowering derives this way holds at 1 (a wider range gives a looser bound, which every use
-    of a bound accepts: it is an over-approximation).  Returns what to restore."""
+def _widening_range_reads(widened: WidenedRanges, restore: contextlib.ExitStack) -> None:
+    """Wrap ``bound_sympy`` wherever an Inductor module imported it, until ``restore`` unwinds: a call about a kept
+    size sees that size's range with the lower bound 1 (``widened()``), so every bound the lowering derives this way
+    holds at 1 (a wider range gives a looser bound, which every use of a bound accepts: it is an over-approximation)."""
     module_name, name = RANGE_READER
     raw = getattr(sys.modules.get(module_name), name, None)
     if raw is None:
         _say_missing(f"{module_name}.{name}")
-        return []
+        return
     original = _unwrapped(raw)
 
     def bound_sympy(expr: Any, ranges: Any = None) -> Any:
-        wide = widened()
-        if wide and isinstance(expr, sympy.Basic):
-            hit = [s for s in expr.free_symbols if s in wide]
-            if hit:
-                ranges = {**(ranges or {}), **{s: wide[s] for s in hit}}
-        return original(expr, ranges)
+        wide = widened() or {}
+        hit = {s: wide[s] for s in expr.free_symbols if s in wide} if isinstance(expr, sympy.Basic) else {}
+        return original(expr, {**(ranges or {}), **hit} if hit else ranges)
 
     bound_sympy._verishape_original = original  # type: ignore[attr-defined]
-    restore = []
     for mod_name, module in list(sys.modules.items()):
         if mod_name.startswith("torch._inductor") and module is not None \
                 and getattr(module, name, None) in (original, raw):
-            restore.append((module, name, getattr(module, name)))
+            restore.callback(setattr, module, name, getattr(module, name))
             setattr(module, name, bound_sympy)
-    return restore
 
 
 def _tracked_codegen(on_scheduled: ScheduledSink, original: Any) -> Any:
@@ -336,14 +324,13 @@ _reading_hint: contextvars.ContextVar[bool] = contextvars.ContextVar("verishape_
 
 def _tracked_hint(kind: str, on_hint: HintSink, original: Any) -> Any:
     def hint(*args: Any, **kwargs: Any) -> Any:
-        if _reading_hint.get():
-            return original(*args, **kwargs)
+        outer = not _reading_hint.get()
         token = _reading_hint.set(True)
         try:
             out = original(*args, **kwargs)
         finally:
             _reading_hint.reset(token)
-        if len(args) > 1:  # (sizevars, expr): the caller is the function that read it
+        if outer and len(args) > 1:  # (sizevars, expr): the caller is the function that read it
             on_hint(args[0], kind, args[1], out, sys._getframe(1).f_code.co_name)
         return out
 
@@ -373,10 +360,9 @@ def shape_env_now() -> Any:
     return getattr(getattr(torch._guards.TracingContext.try_get(), "fake_mode", None), "shape_env", None)
 
 
-def _ranges_now(exprs: tuple[sympy.Expr, ...]) -> dict[sympy.Symbol, Any]:
+def _ranges_now(exprs: Iterable[sympy.Expr]) -> dict[sympy.Symbol, Any]:
     """The ranges the ShapeEnv being traced or lowered knows for the symbols of ``exprs`` (none outside a trace)."""
-    env = shape_env_now()
-    known = env.var_to_range if env is not None else {}
+    known = getattr(shape_env_now(), "var_to_range", {})
     return {s: known[s] for e in exprs for s in e.free_symbols if s in known}
 
 
@@ -407,7 +393,6 @@ def _node_layout(node: Any) -> tuple[Any, ...]:
 
 def _tracked_process_kernel(original: Any) -> Any:
     from torch._inductor import ir
-    from torch.utils import _pytree as pytree
 
     def tensor_spec(node: Any) -> Any:
         try:
@@ -424,8 +409,7 @@ def _tracked_process_kernel(original: Any) -> Any:
         except (TypeError, IndexError, AttributeError):
             outputs = [None]  # not the return this knows: not recomputed (refused)
         call.outputs = None if any(o is None for o in outputs) else outputs
-        sizes = [e for c in (*call.flat, *outputs) if c is not None for e in sizes_of(c)]
-        call.ranges = _ranges_now(tuple(sympy.sympify(e) for e in sizes))
+        call.ranges = _ranges_now([e for c in (*call.flat, *outputs) if c is not None for e in sizes_of(c)])
         call.done = True
         return out
 
@@ -433,8 +417,6 @@ def _tracked_process_kernel(original: Any) -> Any:
 
 
 def _tracked_conv_layout(original: Any) -> Any:
-    import inspect
-
     signature = inspect.signature(original)
 
     def record(args: tuple[Any, ...], kwargs: dict[str, Any]) -> ConvLayout:
