@@ -44,12 +44,9 @@ def answer_goals(k: Kept, sub: dict[sympy.Symbol, sympy.Basic]) -> list[tuple[sy
         # index variables as plain integers first: SymPy folds ``q0 >= 0`` of a non-negative q0 to
         # True, a premise lost once the prover renames symbols to plain ones (a ModularIndexing unproved)
         plain = {s: sympy.Symbol(s.name, integer=True) for s, _ in q.extra_ranges if isinstance(s, sympy.Symbol)}
-        extra = [a.xreplace(plain) for a in q.axioms]
-        for s, vr in q.extra_ranges:
-            if vr.lower.is_finite:
-                extra.append(sympy.Ge(plain.get(s, s), vr.lower))
-            if vr.upper.is_finite:
-                extra.append(sympy.Le(plain.get(s, s), vr.upper))
+        extra = [*(a.xreplace(plain) for a in q.axioms),
+                 *(bound(plain.get(s, s), end) for s, vr in q.extra_ranges
+                   for bound, end in ((sympy.Ge, vr.lower), (sympy.Le, vr.upper)) if end.is_finite)]
         what = q.describe()
         out.append((at_one(goal.xreplace(plain), sub, f"the lowering's answer {what}"),
                     [at_one(e, sub, f"a premise of the lowering's answer {what}") for e in extra], what))
@@ -179,10 +176,11 @@ def _generic_goals(env: ShapeEnv, sub: dict[sympy.Symbol, sympy.Basic], widened:
 
 def _carrying(proved: AtOne, goals: list[tuple[sympy.Basic, str]], carriable: set[int], premises: Premises,
               to_generic: dict[sympy.Symbol, sympy.Symbol], prover: Any, what: str) -> AtOne:
-    """``proved`` with ``goals`` proved too, together with its own (the guards it carries
-    premises); where not, each of ``goals`` alone, one the new trace does not imply carried into
-    its guards where ``carriable`` names it (:func:`_carried`), or a refusal naming the first
-    goal that fails."""
+    """``proved`` with ``goals`` proved too, together with its own (the guards it carries premises); where
+    not, each of ``goals`` alone, or a refusal naming the first goal that fails.  One the new trace does not
+    imply is carried into its guards, in its symbols (:attr:`AtOne.install`, checked once the proof holds),
+    where ``carriable`` names it, it holds at this call and it names only sizes the new trace has
+    (docs/compile.md, "What the generic artifact depends on, carried")."""
     together = (*proved.goals, *(g for g, _ in goals))
     # a goal -> (its description, the guard the new entry installs): those ``proved`` carries
     # already (generic guards the call's trace does not imply), then those carried here
@@ -197,9 +195,9 @@ def _carrying(proved: AtOne, goals: list[tuple[sympy.Basic, str]], carriable: se
         for g, why in goals:
             if _prove_one(prover, premises, g, why, carried) is not None:
                 continue
-            if (guard := _carried(g, hints, to_nested) if id(g) in carriable else None) is None:
+            if id(g) not in carriable or not g.free_symbols <= to_nested.keys() or g.xreplace(hints) is not sympy.true:
                 raise NotWidened(f"not implied at size 1 by the size-1 trace's guards: {why}")
-            carried[g] = (why, guard)
+            carried[g] = (why, g.xreplace(to_nested))
         if len(carried) > before:
             record = _prove_one(prover, premises, sympy.And(*together), what, carried)
         if record is None:
@@ -212,16 +210,6 @@ def _named(env: ShapeEnv, fact: sympy.Basic) -> str:
     """`` (s5: L['x'].size()[0])``: the input sources of a fact's symbols, for a refusal."""
     named = [f"{s}: {source_names(env, s)[0]}" for s in sorted(fact.free_symbols, key=str) if source_names(env, s)]
     return f" ({', '.join(named)})" if named else ""
-
-
-def _carried(goal: sympy.Basic, hints: dict[sympy.Symbol, int],
-             to_nested: dict[sympy.Symbol, sympy.Symbol]) -> sympy.Basic | None:
-    """A generic guard (or range) the new trace does not imply, in its symbols, for the new entry to
-    check once the proof holds (:attr:`AtOne.install`), where it holds at this call and names only
-    sizes the new trace has; else None (docs/compile.md, "What the generic artifact depends on, carried")."""
-    if not goal.free_symbols <= to_nested.keys() or goal.xreplace(hints) is not sympy.true:
-        return None
-    return goal.xreplace(to_nested)
 
 
 def install(env: ShapeEnv, guards: list[sympy.Basic]) -> None:
