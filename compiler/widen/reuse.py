@@ -160,7 +160,7 @@ def reuse(env: ShapeEnv, tx: Trace, gm: torch.fx.GraphModule, example_inputs: An
 
 
 def _bound(k: Kept, group: Group, env: ShapeEnv, tx: Trace
-           ) -> tuple[Binding, list[tuple[str, Any]], list[str], tuple[Rename, Rename]]:
+           ) -> tuple[Binding, dict[str, Any], list[str], tuple[Rename, Rename]]:
     """The new trace's binding of ``k``'s symbols, ``group`` at 1 (constants: :func:`_size_now`,
     :func:`_int_now`); its inputs, each int input ``k`` has a symbol for and the trace specialized
     at its value (both sides list the same inputs); those in another layout; both renamings."""
@@ -175,11 +175,10 @@ def _bound(k: Kept, group: Group, env: ShapeEnv, tx: Trace
         return size if size is not None else _int_now(call, src, matched)
 
     binding = bind(k.env, group, env, constant)
-    fakes = [(tf.source.name, tf.fake) for tf in tx.output.tracked_fakes]
-    fakes += [(name, value) for src, (name, fake) in zip(k.sources, k.inputs)
-              if name not in now and isinstance(fake, torch.SymInt) and (value := constant(src)) is not None]
+    fakes = now | {name: value for src, (name, fake) in zip(k.sources, k.inputs)
+                   if name not in now and isinstance(fake, torch.SymInt) and (value := constant(src)) is not None}
     renames = binding.generic_rename(k.env), binding.nested_rename(env)
-    relaid = layout.differing(_canon_inputs(k.inputs, Canonicalizer(renames[0])),
+    relaid = layout.differing(_canon_inputs(dict(k.inputs), Canonicalizer(renames[0])),
                               _canon_inputs(fakes, Canonicalizer(renames[1])))
     return binding, fakes, relaid, renames
 
@@ -252,7 +251,7 @@ def _prove(k: Kept, group: Group, env: ShapeEnv, tx: Trace, gm: torch.fx.GraphMo
     line = None
     if relaid:
         layout.unobserved(gm, relaid)
-        line = layout.pays_back([dict(fakes)[name] for name in relaid], k.compile_s)
+        line = layout.pays_back([fakes[name] for name in relaid], k.compile_s)
     what = "at size 1" if group else "in its layout"
     positions = _tensor_positions(k.dynamo, relaid)
     dynamo_generic = canonical(k.dynamo, generic_rename, positions)
@@ -271,8 +270,7 @@ def _prove(k: Kept, group: Group, env: ShapeEnv, tx: Trace, gm: torch.fx.GraphMo
     # Note [A copy into the generic layout needs no AOT trace]: the artifact runs on copies
     # in its own layout, a call its own entry admits; a candidate or a size set still traces
     aot = None if relaid and not group and not k.candidate else _same_aot_graph(
-        k, env, gm, example_inputs, binding, (generic_rename, rename), positions, what,
-        stood_in=proved.unguarded is not None, adds_facts=bool(proved.install))
+        k, env, gm, example_inputs, binding, (generic_rename, rename), positions, what, proved)
     dropped = len(dynamo_generic.outputs) - len(keep)
     ev = Evidence(value, sources, dynamo_generic.fingerprint(), aot, str(k.compile_id), proved,
                   hints=sum(k.questions.heuristic_hints.values()) if k.questions is not None else 0,
@@ -304,12 +302,11 @@ def _same_graph(generic: Canon, here: Canon, what: str) -> tuple[int, ...]:
 
 
 def _same_aot_graph(k: Kept, env: ShapeEnv, gm: torch.fx.GraphModule, example_inputs: Any, binding: Binding,
-                    renames: tuple[Rename, Rename], positions: frozenset[int], what: str, stood_in: bool,
-                    adds_facts: bool) -> str | None:
+                    renames: tuple[Rename, Rename], positions: frozenset[int], what: str, proved: AtOne) -> str | None:
     """The new trace's AOT inference graph (traced, never lowered) equals the kept one: its
     fingerprint (None: no AOT graph).  A verdict (:mod:`verishape.compiler.widen.verdict`) answers
-    it untraced; one that held adding no fact to the env is filed.  ``stood_in``: no trace is made
-    (Note [A candidate's answers stand in for its AOT trace]); filed unless ``adds_facts``."""
+    it untraced; one that held adding no fact to the env is filed.  Where ``proved`` stood in for it, no
+    trace is made (Note [A candidate's answers stand in for its AOT trace]); filed unless it carries a guard."""
     if not k.has_aot:
         return None
     aot_kwargs = _without_specializations(k.aot_kwargs or {})
@@ -320,8 +317,8 @@ def _same_aot_graph(k: Kept, env: ShapeEnv, gm: torch.fx.GraphModule, example_in
     if positions and len(_tensors(kept_aot)) != len(_tensors(k.dynamo)):
         raise NotWidened("the AOT graph's tensor inputs are not the Dynamo graph's: an input's layout is not widened")
     aot_generic = canonical(kept_aot, renames[0], positions)
-    added = adds_facts
-    if not stood_in:
+    added = bool(proved.install)
+    if proved.unguarded is None:
         before = facts(env)
         _same_graph(aot_generic, _aot_inference_graph(gm, example_inputs, aot_kwargs, renames[1], positions),
                     f"AOT graph {what}")
@@ -374,14 +371,13 @@ def _without_specializations(aot_kwargs: dict[str, Any]) -> dict[str, Any]:
     return {**aot_kwargs, "decompositions": kept}
 
 
-def _canon_inputs(inputs: list[tuple[str, Any]], c: Canonicalizer) -> dict[str, Any]:
+def _canon_inputs(inputs: dict[str, Any], c: Canonicalizer) -> dict[str, Any]:
     """Every tracked input's sizes, strides and storage offset, canonical: equal on both sides, the
     artifact sees the tensors it was traced with.  A view's ``_base`` is left out: the graph reads
     the view (a graph taking the base has it as a placeholder, compared with the graphs)."""
-    names = {name for name, _ in inputs}
     return {name: ("tensor", c.scalar(fake.shape), c.scalar(fake.stride()), c.number(fake.storage_offset()))
             if isinstance(fake, torch.Tensor) else c.scalar(fake) if is_size_only(fake) else type(fake).__name__
-            for name, fake in inputs if not (name.endswith("._base") and name[:-len("._base")] in names)}
+            for name, fake in inputs.items() if not (name.endswith("._base") and name[:-len("._base")] in inputs)}
 
 
 def _not_checked(generic: frozenset[tuple[str, str]], here: frozenset[tuple[str, str]]) -> set[tuple[str, str]]:
