@@ -342,22 +342,19 @@ def _traced_again(k: Kept) -> Snapshot:
 
 def alive(code: types.CodeType) -> list[Kept]:
     """The kept compiles of ``code`` whose cache entry Dynamo still holds (the others are dropped)."""
-    with _kept_lock:
-        kept = list(_kept.get(code, ()))
-    if not kept:
-        return []
-    ids = {str(e.compile_id) for e in torch_seam.cache_entries(code)}
     # a candidate's compile is the one whose stock attempt is under way (its entry comes after), and it
     # lives as long as that entry: found by the compile's context, not its id (reset by a Dynamo reset)
     now = CompileContext.try_get()
-    alive = [k for k in kept if str(k.compile_id) in ids
-             or (now is not None and k.context is not None and k.context() is now)]
     with _kept_lock:
-        left = [k for k in _kept.get(code, ()) if k in alive]
-        if left:
-            _kept[code] = left
+        if not (kept := _kept.get(code)):
+            return []
+        ids = {str(e.compile_id) for e in torch_seam.cache_entries(code)}
+        alive = [k for k in kept if str(k.compile_id) in ids
+                 or (now is not None and k.context is not None and k.context() is now)]
+        if alive:
+            _kept[code] = list(alive)  # the caller's list is its own (a later keep appends to the table's)
         else:
-            _kept.pop(code, None)
+            del _kept[code]
     return alive
 
 
