@@ -122,8 +122,7 @@ def reuse(env: ShapeEnv, tx: Trace, gm: torch.fx.GraphModule, example_inputs: An
     for k in reversed(alive(tx.f_code)):
         if k.backend != backend_name or k.owner() is not owner:
             continue  # another backend's compile (Kept.owner): never this call's to run
-        group = _arrived(k, now)
-        if group is None or (not group and not k.candidate and not _relaid_only(k, env, tx)):
+        if (group := _arrived(k, now, env, tx)) is None:
             continue
         name = group_name(k.env, group)
         start = time.perf_counter()
@@ -215,18 +214,11 @@ def _size_now(now: dict[str, Any], source: Any) -> int | None:
     return n if isinstance(n, int) else n.node.maybe_as_int()
 
 
-def _relaid_only(k: Kept, env: ShapeEnv, tx: Trace) -> bool:
-    """No kept size is 1 and the call's inputs differ from the generic trace's only in some tensors'
-    layout: worth a proof.  Silent: any other miss is not this module's to report."""
-    try:
-        return bool(_bound(k, (), env, tx)[2])
-    except NotWidened:
-        return False
-
-
-def _arrived(k: Kept, now: dict[str, Any]) -> Group | None:
-    """The kept candidates whose every input size is 1 in the current trace (the pattern
-    that arrived); None when one size of a candidate is 1 and another is not."""
+def _arrived(k: Kept, now: dict[str, Any], env: ShapeEnv, tx: Trace) -> Group | None:
+    """The kept candidates whose every input size is 1 in the current trace (the pattern that arrived); None
+    when one size of a candidate is 1 and another is not.  With none at 1, a ``k`` that is no candidate is worth
+    a proof only where the call's inputs differ from the generic trace's only in some tensors' layout (else None).
+    Silent: any other miss is not this module's to report."""
     out = []
     for symbol in k.candidates:
         ones = [_size_now(now, src) == 1 for src in bound_sources(k.env, symbol)]
@@ -234,7 +226,12 @@ def _arrived(k: Kept, now: dict[str, Any]) -> Group | None:
             out.append(symbol)
         elif any(ones):
             return None
-    return tuple(sorted(out, key=lambda s: (source_names(k.env, s), str(s))))
+    if out or k.candidate:
+        return tuple(sorted(out, key=lambda s: (source_names(k.env, s), str(s))))
+    try:
+        return () if _bound(k, (), env, tx)[2] else None
+    except NotWidened:
+        return None
 
 
 def _prove(k: Kept, group: Group, env: ShapeEnv, tx: Trace, gm: torch.fx.GraphModule, example_inputs: Any,
