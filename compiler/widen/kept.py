@@ -78,7 +78,7 @@ class Kept:
     artifact_keys: tuple[str, ...] = ()
     #: the Dynamo source of each of ``inputs`` (read off a later call's arguments)
     sources: tuple[Any, ...] = ()
-    #: Dynamo's context of the compile that kept it (weakly): a candidate lives as long as that
+    #: Dynamo's context of the compile that kept it (:func:`_weakly`): a candidate lives as long as that
     #: compile's later attempts, whose entry it is proved for
     context: Any = None
     #: a candidate lowered here: the answers its trace gave without a guard before the
@@ -207,7 +207,6 @@ def recording(env: ShapeEnv, backend_name: str, gm: torch.fx.GraphModule) -> Ite
 def keep(rec: _Recording, tx: Trace, compiled: Callable[..., Any], backend_name: str, owner: object,
          candidate: bool = False) -> None:
     """After the user's backend compiled the generic graph: keep it for a size-1 call."""
-    context = CompileContext.try_get()
     # served by AOTAutograd's cache: one AOTAutograd call, whose key is known, and no inference graph lowered here
     served = (backend_name == "inductor" and rec.aot_calls == 1 and rec.aot is None and rec.aot_source is not None
               and any(key.startswith("aot:") for key in rec.keys))
@@ -231,7 +230,7 @@ def keep(rec: _Recording, tx: Trace, compiled: Callable[..., Any], backend_name:
                 _fake_source(rec, detached=candidate) if served else None,
                 candidate=candidate, at_one=VeriShapeEnv.symbolic_at_one_of(rec.env) if candidate else None,
                 artifact_keys=tuple(rec.keys), sources=tuple(tf.source for tf in tx.output.tracked_fakes),
-                context=weakref.ref(context) if context is not None else None, global_state=global_state(tx),
+                context=_weakly(CompileContext.try_get()), global_state=global_state(tx),
                 owner=_weakly(owner), unguarded=rec.unguarded if candidate and rec.questions is not None else None)
     kept_count()  # drops what Dynamo no longer holds (a reset, an evicted entry)
     with _kept_lock:
@@ -350,7 +349,7 @@ def alive(code: types.CodeType) -> list[Kept]:
             return []
         ids = {str(e.compile_id) for e in torch_seam.cache_entries(code)}
         alive = [k for k in kept if str(k.compile_id) in ids
-                 or (now is not None and k.context is not None and k.context() is now)]
+                 or (now is not None and k.context() is now)]
         if alive:
             _kept[code] = list(alive)  # the caller's list is its own (a later keep appends to the table's)
         else:
@@ -365,12 +364,12 @@ def kept_count() -> int:
     return sum(len(alive(code)) for code in codes)
 
 
-def _weakly(owner: object) -> Callable[[], object]:
-    """A reference to ``owner`` that does not keep it alive where it can be weak."""
+def _weakly(obj: object) -> Callable[[], object]:
+    """A reference to ``obj`` that does not keep it alive where it can be weak."""
     try:
-        return weakref.ref(owner)
-    except TypeError:  # (an object without weak references: held)
-        return lambda: owner
+        return weakref.ref(obj)
+    except TypeError:  # (None, or an object without weak references: held)
+        return lambda: obj
 
 
 def global_state(tx: Trace) -> str | None:
