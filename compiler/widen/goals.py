@@ -114,9 +114,8 @@ def prove_at_one(k: Kept, binding: Binding, nested_env: ShapeEnv, prover: Any, w
 
 def _standing_in(proved: AtOne, stand_in: tuple[sympy.Basic, ...], premises: Premises,
                  to_generic: dict[sympy.Symbol, sympy.Symbol], prover: Any, what: str) -> AtOne:
-    """``proved`` with the candidate's unguarded answers proved too (:func:`_carrying`, each
-    answer carriable), or ``proved`` as it is (the AOT graph is then compared):
-    Note [A candidate's answers stand in for its AOT trace]."""
+    """``proved`` with the candidate's unguarded answers proved too (:func:`_carrying`, each answer carriable), or
+    ``proved`` as it is (the AOT graph is then compared): Note [A candidate's answers stand in for its AOT trace]."""
     if not stand_in:
         return dataclasses.replace(proved, unguarded=0)
     answers = [(g, f"the candidate's unguarded answer {g}") for g in stand_in]
@@ -128,10 +127,9 @@ def _standing_in(proved: AtOne, stand_in: tuple[sympy.Basic, ...], premises: Pre
 
 
 def unguarded_goals(k: Kept, sub: dict[sympy.Symbol, sympy.Basic]) -> tuple[sympy.Basic, ...] | None:
-    """Note [A candidate's answers stand in for its AOT trace]: at the point ``sub``, the
-    candidate's unguarded answers (:attr:`Kept.unguarded`) and the lower bound 2 of each size
-    it kept symbolic at 1; None where there are none (not a candidate lowered here) or one
-    cannot be stated there (a division by a size that is 0)."""
+    """Note [A candidate's answers stand in for its AOT trace]: at the point ``sub``, the candidate's unguarded answers
+    (:attr:`Kept.unguarded`) and the lower bound 2 of each size it kept symbolic at 1; None where there are none (not a
+    candidate lowered here) or one cannot be stated there (a division by a size that is 0)."""
     if k.unguarded is None or k.at_one is None:
         return None
     env = k.env

@@ -1,9 +1,8 @@
-"""Keeping a generic compile for a later size-1 call: what :mod:`verishape.compiler.widen.reuse`'s
-proof needs of it (its Dynamo and AOT inference graphs, artifact, inputs, guards and the lowering's
-answers, :mod:`verishape.compiler.widen.questions`), recorded while the user's backend compiles it.
-Where torch's cache served the artifact, the answers are read from its record
-(:mod:`verishape.compiler.widen.record`) and the AOT graph traced again (never lowered) when size 1
-arrives, unless a verdict answers (:mod:`verishape.compiler.widen.verdict`)."""
+"""Keeping a generic compile for a later size-1 call: what :mod:`verishape.compiler.widen.reuse`'s proof needs of it
+(its Dynamo and AOT inference graphs, artifact, inputs, guards and the lowering's answers,
+:mod:`verishape.compiler.widen.questions`), recorded while the user's backend compiles it.  Where torch's cache served
+the artifact, the answers are read from its record (:mod:`verishape.compiler.widen.record`) and the AOT graph traced
+again (never lowered) when size 1 arrives, unless a verdict answers (:mod:`verishape.compiler.widen.verdict`)."""
 
 from __future__ import annotations
 
@@ -144,9 +143,8 @@ _kept_lock = threading.Lock()
 
 
 def observe_aot(mod: Any, args: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The backend's ``aot_module_simplified`` hook: while a generic compile is recorded, keep the call's graph,
-    inputs and options, and wrap its inference compiler to copy the graph it receives and log the lowering's shape
-    answers."""
+    """The backend's ``aot_module_simplified`` hook: while a generic compile is recorded, keep the call's graph, inputs
+    and options, and wrap its inference compiler to copy the graph it receives and log the lowering's shape answers."""
     rec = _recording.get()
     if rec is None:
         return kwargs
