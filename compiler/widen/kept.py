@@ -178,11 +178,10 @@ def observe_aot(mod: Any, args: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
 
     from torch._functorch._aot_autograd.schemas import SerializableAOTDispatchCompiler
 
-    out = dict(kwargs)
     # wrapped like ``inner``: AOTAutograd treats its serializable compilers specially
-    out["inference_compiler"] = (SerializableAOTDispatchCompiler(inner.output_code_ty, record_then_compile)
-                                 if isinstance(inner, SerializableAOTDispatchCompiler) else record_then_compile)
-    return out
+    wrapped = (SerializableAOTDispatchCompiler(inner.output_code_ty, record_then_compile)
+               if isinstance(inner, SerializableAOTDispatchCompiler) else record_then_compile)
+    return {**kwargs, "inference_compiler": wrapped}
 
 
 @contextlib.contextmanager
@@ -236,20 +235,17 @@ def keep(rec: _Recording, tx: Trace, compiled: Callable[..., Any], backend_name:
 
 
 def _fake_source(rec: _Recording, detached: bool) -> tuple[Any, list[Any]] | None:
-    """The graph AOTAutograd was given, with Dynamo's fake inputs in place of the call's real ones
-    (kept, those would keep a served model's activations and caches alive).  ``detached``: over a copy
-    of its graph (a candidate's trace ends in a restart, and Dynamo then clears the graph's nodes)."""
+    """The graph AOTAutograd was given, with Dynamo's fake inputs in place of the call's real ones (kept, those would
+    keep a served model's activations and caches alive).  ``detached``: a module over a copy of its graph (a candidate's
+    trace ends in a restart, and Dynamo then clears the graph's nodes), attributes shared, with what AOTAutograd reads
+    of a Dynamo graph: the module's metadata and parameter sources, each input's source."""
     assert rec.aot_source is not None
     mod, args = rec.aot_source
     fakes = [n.meta.get("example_value", n.meta.get("val")) for n in rec.dynamo.graph.find_nodes(op="placeholder")]
     if len(fakes) != len(args):
         return None
-    return (_detached(mod) if detached else mod), fakes
-
-
-def _detached(mod: torch.fx.GraphModule) -> torch.fx.GraphModule:
-    """``mod`` over a copy of its graph (attributes shared), with what AOTAutograd reads of a Dynamo
-    graph: the module's metadata and parameter sources, each input's source."""
+    if not detached:
+        return mod, fakes
     graph = torch.fx.Graph()
     copies: dict[torch.fx.Node, torch.fx.Node] = {}
     graph.output(graph.graph_copy(mod.graph, copies))
@@ -260,7 +256,7 @@ def _detached(mod: torch.fx.GraphModule) -> torch.fx.GraphModule:
     for old, new in copies.items():
         if hasattr(old, "_dynamo_source"):
             new._dynamo_source = old._dynamo_source
-    return copy
+    return copy, fakes
 
 
 def _copy_record(rec: _Recording) -> None:
