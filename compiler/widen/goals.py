@@ -174,11 +174,10 @@ def _generic_goals(env: ShapeEnv, sub: dict[sympy.Symbol, sympy.Basic], widened:
 
 def _carrying(proved: AtOne, goals: list[tuple[sympy.Basic, str]], carriable: set[int], premises: Premises,
               to_generic: dict[sympy.Symbol, sympy.Symbol], prover: Any, what: str) -> AtOne:
-    """``proved`` with ``goals`` proved too, together with its own (the guards it carries premises); where
-    not, each of ``goals`` alone, or a refusal naming the first goal that fails.  One the new trace does not
-    imply is carried into its guards, in its symbols (:attr:`AtOne.install`, checked once the proof holds),
-    where ``carriable`` names it, it holds at this call and it names only sizes the new trace has
-    (docs/compile.md, "What the generic artifact depends on, carried")."""
+    """``proved`` with ``goals`` proved too, together with its own (the guards it carries premises); where not, each of
+    ``goals`` alone, or a refusal naming the first goal that fails.  One the new trace does not imply is carried into
+    its guards (:attr:`AtOne.install`, checked once the proof holds) where ``carriable`` names it, it holds at this call
+    and names only sizes the new trace has (docs/compile.md, "What the generic artifact depends on, carried")."""
     together = (*proved.goals, *(g for g, _ in goals))
     # a goal -> (its description, the guard the new entry installs): those ``proved`` carries
     # already (generic guards the call's trace does not imply), then those carried here

@@ -186,9 +186,8 @@ _VALUE_GUARDS = ("CONSTANT_MATCH", "EQUALS_MATCH")
 
 
 def _int_now(call: Any, source: Any, matched: set[str]) -> int | None:
-    """An int input's value at this call where the trace specialized it (a guard pins the new
-    entry to it): a kept compile's symbol for it (a generic recompile's ``max_cache_len``) binds
-    to it as to a constant size.  None elsewhere."""
+    """An int input's value at this call where the trace specialized it (a guard pins the new entry to it), else None: a
+    kept compile's symbol for it (a generic recompile's ``max_cache_len``) binds to it as to a constant size."""
     from torch._dynamo.source import TensorPropertySource
 
     if isinstance(source, TensorPropertySource) or getattr(source, "name", None) not in matched:
@@ -279,9 +278,8 @@ def _prove(k: Kept, group: Group, env: ShapeEnv, tx: Trace, gm: torch.fx.GraphMo
 
 def _argument_map(k: Kept, binding: Binding, gm: torch.fx.GraphModule, orders: dict[str, tuple[int, ...]]
                    ) -> list[Callable[[tuple[Any, ...]], Any]]:
-    """For each argument of the generic graph, how to get it from the size-1 graph's
-    arguments: the same input by source (copied into the generic layout where ``orders``
-    names it), a size set to 1 as 1, or a size read off an input tensor of this call."""
+    """For each argument of the generic graph, how to read it off the size-1 graph's arguments: the same input by source
+    (copied into the generic layout where ``orders`` names it), a size set to 1 as 1, or a size of an input tensor."""
     from torch._dynamo.source import TensorProperty, TensorPropertySource
 
     here: dict[str, int] = {}
