@@ -136,6 +136,10 @@ class _Recording:
     aot_source: tuple[Any, list[Any]] | None = None
     unguarded: tuple[tuple[sympy.Basic, bool], ...] | None = None
 
+    def refuse(self, why: str) -> None:
+        """Say in the frame's decision log why a size-1 call will not run this compile (as far as ``why`` says)."""
+        self.env.verishape_log.not_widened.append((group_name(self.env, tuple(sorted(self.candidates, key=str))), why))
+
 
 _recording: contextvars.ContextVar[_Recording | None] = contextvars.ContextVar("verishape_widen_rec", default=None)
 _kept: weakref.WeakKeyDictionary[types.CodeType, list[Kept]] = weakref.WeakKeyDictionary()
@@ -208,22 +212,19 @@ def keep(rec: _Recording, tx: Trace, compiled: Callable[..., Any], backend_name:
     served = (backend_name == "inductor" and rec.aot_calls == 1 and rec.aot is None and rec.aot_source is not None
               and any(key.startswith("aot:") for key in rec.keys))
     if backend_name in _AOT_BACKENDS and (rec.aot_calls != 1 or (rec.aot is None and not served)):
-        rec.env.verishape_log.not_widened.append(
-            (group_name(rec.env, tuple(sorted(rec.candidates, key=str))),
-             "no AOTAutograd inference graph was compiled (a training graph, or one served from the "
-             "AOTAutograd cache without its key): nothing kept for size 1"))
+        rec.refuse("no AOTAutograd inference graph was compiled (a training graph, or one served from the AOTAutograd "
+                   "cache without its key): nothing kept for size 1")
         return
     if rec.questions is not None and rec.keys:
         _save_record(rec)
     elif not served:
         _copy_record(rec)
-    inputs = [(tf.source.name, tf.fake) for tf in tx.output.tracked_fakes]
     # the key of the entry that served the artifact: AOTAutograd's where its cache did, else the FX graph cache's
     cache_key = (next((key for key in rec.keys if key.startswith("aot:" if served else "fx:")), None)
                  if rec.questions is None else None)
     kept = Kept(rec.env, rec.candidates, backend_name, rec.dynamo, rec.aot, rec.aot_kwargs, rec.questions,
-                compiled, inputs, guard_keys(tx.output.guards), CompileContext.current_compile_id(),
-                time.perf_counter() - rec.started, cache_key,
+                compiled, [(tf.source.name, tf.fake) for tf in tx.output.tracked_fakes], guard_keys(tx.output.guards),
+                CompileContext.current_compile_id(), time.perf_counter() - rec.started, cache_key,
                 _fake_source(rec, detached=candidate) if served else None,
                 candidate=candidate, at_one=VeriShapeEnv.symbolic_at_one_of(rec.env) if candidate else None,
                 artifact_keys=tuple(rec.keys), sources=tuple(tf.source for tf in tx.output.tracked_fakes),
@@ -273,20 +274,17 @@ def _copy_record(rec: _Recording) -> None:
 def _save_record(rec: _Recording) -> None:
     """Write the lowering's answers under each of the artifact's cache keys.  A record that cannot be
     written costs a warm process its reuse, never this compile: logged, and the frame's log says so."""
-    name = group_name(rec.env, tuple(sorted(rec.candidates, key=str)))
     try:
         remote = record.save(rec.keys, rec.questions, rec.env)
     except (OSError, record.Unrecordable) as exc:
         log.warning("verishape: the widening record was not written: %r", exc)
-        rec.env.verishape_log.not_widened.append(
-            (name, f"the widening record was not written ({type(exc).__name__}: {exc}"[:200] + "): a process "
-             "served this artifact from torch's cache compiles size 1 as stock"))
+        rec.refuse(f"the widening record was not written ({type(exc).__name__}: {exc}"[:200] + "): a process served "
+                   "this artifact from torch's cache compiles size 1 as stock")
         return
     for why in remote:
         log.warning("verishape: %s", why)
-        rec.env.verishape_log.not_widened.append(
-            (name, f"{why}; the widening record was not written there: a machine served this artifact "
-             "remotely compiles size 1 as stock"))
+        rec.refuse(f"{why}; the widening record was not written there: a machine served this artifact remotely "
+                   "compiles size 1 as stock")
 
 
 def _learn_key(original: Callable[..., Any]) -> Callable[..., Any]:
