@@ -89,9 +89,8 @@ def prove_at_one(k: Kept, binding: Binding, nested_env: ShapeEnv, prover: Any, w
     goals = [*guard_goals, *((goal, f"the lowering's answer {why}") for goal, extra, why in answers if not extra),
              *size_goals(k, set(binding.widened), replaced, nested_ranges)]
     goals = [(g, why) for g, why in goals if g is not sympy.true]
-    for g, why in goals:
-        if g is sympy.false:
-            raise NotWidened(f"false at size 1: {why}")
+    if false := [why for g, why in goals if g is sympy.false]:
+        raise NotWidened(f"false at size 1: {false[0]}")
     stand_in = unguarded_goals(k, replaced) if unguarded else None
     # what the new entry checks, once, over plain symbols covering every goal and extra premise
     covered = [*(g for g, _ in goals), *(e for goal, extra, _ in answers for e in (goal, *extra))]

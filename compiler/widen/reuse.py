@@ -213,10 +213,9 @@ def _size_now(now: dict[str, Any], source: Any) -> int | None:
 
 
 def _arrived(k: Kept, now: dict[str, Any], env: ShapeEnv, tx: Trace) -> Group | None:
-    """The kept candidates whose every input size is 1 in the current trace (the pattern that arrived); None
-    when one size of a candidate is 1 and another is not.  With none at 1, a ``k`` that is no candidate is worth
-    a proof only where the call's inputs differ from the generic trace's only in some tensors' layout (else None).
-    Silent: any other miss is not this module's to report."""
+    """The kept candidates whose every input size is 1 in this trace (the pattern that arrived); None where one size of
+    a candidate is 1 and another is not, or where none is, ``k`` is no candidate and the call's inputs do not differ
+    from the generic trace's in some tensors' layout alone.  Silent: any other miss is not this module's to report."""
     out = []
     for symbol in k.candidates:
         ones = [_size_now(now, src) == 1 for src in bound_sources(k.env, symbol)]
