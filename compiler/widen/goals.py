@@ -44,12 +44,9 @@ def answer_goals(k: Kept, sub: dict[sympy.Symbol, sympy.Basic]) -> list[tuple[sy
         # index variables as plain integers first: SymPy folds ``q0 >= 0`` of a non-negative q0 to
         # True, a premise lost once the prover renames symbols to plain ones (a ModularIndexing unproved)
         plain = {s: sympy.Symbol(s.name, integer=True) for s, _ in q.extra_ranges if isinstance(s, sympy.Symbol)}
-        extra = [a.xreplace(plain) for a in q.axioms]
-        for s, vr in q.extra_ranges:
-            if vr.lower.is_finite:
-                extra.append(sympy.Ge(plain.get(s, s), vr.lower))
-            if vr.upper.is_finite:
-                extra.append(sympy.Le(plain.get(s, s), vr.upper))
+        extra = [*(a.xreplace(plain) for a in q.axioms),
+                 *(bound(plain.get(s, s), end) for s, vr in q.extra_ranges
+                   for bound, end in ((sympy.Ge, vr.lower), (sympy.Le, vr.upper)) if end.is_finite)]
         what = q.describe()
         out.append((at_one(goal.xreplace(plain), sub, f"the lowering's answer {what}"),
                     [at_one(e, sub, f"a premise of the lowering's answer {what}") for e in extra], what))
@@ -92,9 +89,8 @@ def prove_at_one(k: Kept, binding: Binding, nested_env: ShapeEnv, prover: Any, w
     goals = [*guard_goals, *((goal, f"the lowering's answer {why}") for goal, extra, why in answers if not extra),
              *size_goals(k, set(binding.widened), replaced, nested_ranges)]
     goals = [(g, why) for g, why in goals if g is not sympy.true]
-    for g, why in goals:
-        if g is sympy.false:
-            raise NotWidened(f"false at size 1: {why}")
+    if false := [why for g, why in goals if g is sympy.false]:
+        raise NotWidened(f"false at size 1: {false[0]}")
     stand_in = unguarded_goals(k, replaced) if unguarded else None
     # what the new entry checks, once, over plain symbols covering every goal and extra premise
     covered = [*(g for g, _ in goals), *(e for goal, extra, _ in answers for e in (goal, *extra))]
@@ -117,9 +113,8 @@ def prove_at_one(k: Kept, binding: Binding, nested_env: ShapeEnv, prover: Any, w
 
 def _standing_in(proved: AtOne, stand_in: tuple[sympy.Basic, ...], premises: Premises,
                  to_generic: dict[sympy.Symbol, sympy.Symbol], prover: Any, what: str) -> AtOne:
-    """``proved`` with the candidate's unguarded answers proved too (:func:`_carrying`, each
-    answer carriable), or ``proved`` as it is (the AOT graph is then compared):
-    Note [A candidate's answers stand in for its AOT trace]."""
+    """``proved`` with the candidate's unguarded answers proved too (:func:`_carrying`, each answer carriable), or
+    ``proved`` as it is (the AOT graph is then compared): Note [A candidate's answers stand in for its AOT trace]."""
     if not stand_in:
         return dataclasses.replace(proved, unguarded=0)
     answers = [(g, f"the candidate's unguarded answer {g}") for g in stand_in]
@@ -131,10 +126,9 @@ def _standing_in(proved: AtOne, stand_in: tuple[sympy.Basic, ...], premises: Pre
 
 
 def unguarded_goals(k: Kept, sub: dict[sympy.Symbol, sympy.Basic]) -> tuple[sympy.Basic, ...] | None:
-    """Note [A candidate's answers stand in for its AOT trace]: at the point ``sub``, the
-    candidate's unguarded answers (:attr:`Kept.unguarded`) and the lower bound 2 of each size
-    it kept symbolic at 1; None where there are none (not a candidate lowered here) or one
-    cannot be stated there (a division by a size that is 0)."""
+    """Note [A candidate's answers stand in for its AOT trace]: at the point ``sub``, the candidate's unguarded answers
+    (:attr:`Kept.unguarded`) and the lower bound 2 of each size it kept symbolic at 1; None where there are none (not a
+    candidate lowered here) or one cannot be stated there (a division by a size that is 0)."""
     if k.unguarded is None or k.at_one is None:
         return None
     env = k.env
@@ -179,10 +173,10 @@ def _generic_goals(env: ShapeEnv, sub: dict[sympy.Symbol, sympy.Basic], widened:
 
 def _carrying(proved: AtOne, goals: list[tuple[sympy.Basic, str]], carriable: set[int], premises: Premises,
               to_generic: dict[sympy.Symbol, sympy.Symbol], prover: Any, what: str) -> AtOne:
-    """``proved`` with ``goals`` proved too, together with its own (the guards it carries
-    premises); where not, each of ``goals`` alone, one the new trace does not imply carried into
-    its guards where ``carriable`` names it (:func:`_carried`), or a refusal naming the first
-    goal that fails."""
+    """``proved`` with ``goals`` proved too, together with its own (the guards it carries premises); where not, each of
+    ``goals`` alone, or a refusal naming the first goal that fails.  One the new trace does not imply is carried into
+    its guards (:attr:`AtOne.install`, checked once the proof holds) where ``carriable`` names it, it holds at this call
+    and names only sizes the new trace has (docs/compile.md, "What the generic artifact depends on, carried")."""
     together = (*proved.goals, *(g for g, _ in goals))
     # a goal -> (its description, the guard the new entry installs): those ``proved`` carries
     # already (generic guards the call's trace does not imply), then those carried here
@@ -197,9 +191,9 @@ def _carrying(proved: AtOne, goals: list[tuple[sympy.Basic, str]], carriable: se
         for g, why in goals:
             if _prove_one(prover, premises, g, why, carried) is not None:
                 continue
-            if (guard := _carried(g, hints, to_nested) if id(g) in carriable else None) is None:
+            if id(g) not in carriable or not g.free_symbols <= to_nested.keys() or g.xreplace(hints) is not sympy.true:
                 raise NotWidened(f"not implied at size 1 by the size-1 trace's guards: {why}")
-            carried[g] = (why, guard)
+            carried[g] = (why, g.xreplace(to_nested))
         if len(carried) > before:
             record = _prove_one(prover, premises, sympy.And(*together), what, carried)
         if record is None:
@@ -212,16 +206,6 @@ def _named(env: ShapeEnv, fact: sympy.Basic) -> str:
     """`` (s5: L['x'].size()[0])``: the input sources of a fact's symbols, for a refusal."""
     named = [f"{s}: {source_names(env, s)[0]}" for s in sorted(fact.free_symbols, key=str) if source_names(env, s)]
     return f" ({', '.join(named)})" if named else ""
-
-
-def _carried(goal: sympy.Basic, hints: dict[sympy.Symbol, int],
-             to_nested: dict[sympy.Symbol, sympy.Symbol]) -> sympy.Basic | None:
-    """A generic guard (or range) the new trace does not imply, in its symbols, for the new entry to
-    check once the proof holds (:attr:`AtOne.install`), where it holds at this call and names only
-    sizes the new trace has; else None (docs/compile.md, "What the generic artifact depends on, carried")."""
-    if not goal.free_symbols <= to_nested.keys() or goal.xreplace(hints) is not sympy.true:
-        return None
-    return goal.xreplace(to_nested)
 
 
 def install(env: ShapeEnv, guards: list[sympy.Basic]) -> None:

@@ -1,9 +1,8 @@
-"""Keeping a generic compile for a later size-1 call: what :mod:`verishape.compiler.widen.reuse`'s
-proof needs of it (its Dynamo and AOT inference graphs, artifact, inputs, guards and the lowering's
-answers, :mod:`verishape.compiler.widen.questions`), recorded while the user's backend compiles it.
-Where torch's cache served the artifact, the answers are read from its record
-(:mod:`verishape.compiler.widen.record`) and the AOT graph traced again (never lowered) when size 1
-arrives, unless a verdict answers (:mod:`verishape.compiler.widen.verdict`)."""
+"""Keeping a generic compile for a later size-1 call: what :mod:`verishape.compiler.widen.reuse`'s proof needs of it
+(its Dynamo and AOT inference graphs, artifact, inputs, guards and the lowering's answers,
+:mod:`verishape.compiler.widen.questions`), recorded while the user's backend compiles it.  Where torch's cache served
+the artifact, the answers are read from its record (:mod:`verishape.compiler.widen.record`) and the AOT graph traced
+again (never lowered) when size 1 arrives, unless a verdict answers (:mod:`verishape.compiler.widen.verdict`)."""
 
 from __future__ import annotations
 
@@ -78,7 +77,7 @@ class Kept:
     artifact_keys: tuple[str, ...] = ()
     #: the Dynamo source of each of ``inputs`` (read off a later call's arguments)
     sources: tuple[Any, ...] = ()
-    #: Dynamo's context of the compile that kept it (weakly): a candidate lives as long as that
+    #: Dynamo's context of the compile that kept it (:func:`_weakly`): a candidate lives as long as that
     #: compile's later attempts, whose entry it is proved for
     context: Any = None
     #: a candidate lowered here: the answers its trace gave without a guard before the
@@ -137,6 +136,10 @@ class _Recording:
     aot_source: tuple[Any, list[Any]] | None = None
     unguarded: tuple[tuple[sympy.Basic, bool], ...] | None = None
 
+    def refuse(self, why: str) -> None:
+        """Say in the frame's decision log why a size-1 call will not run this compile (as far as ``why`` says)."""
+        self.env.verishape_log.not_widened.append((group_name(self.env, tuple(sorted(self.candidates, key=str))), why))
+
 
 _recording: contextvars.ContextVar[_Recording | None] = contextvars.ContextVar("verishape_widen_rec", default=None)
 _kept: weakref.WeakKeyDictionary[types.CodeType, list[Kept]] = weakref.WeakKeyDictionary()
@@ -144,9 +147,8 @@ _kept_lock = threading.Lock()
 
 
 def observe_aot(mod: Any, args: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The backend's ``aot_module_simplified`` hook: while a generic compile is recorded, keep the call's graph,
-    inputs and options, and wrap its inference compiler to copy the graph it receives and log the lowering's shape
-    answers."""
+    """The backend's ``aot_module_simplified`` hook: while a generic compile is recorded, keep the call's graph, inputs
+    and options, and wrap its inference compiler to copy the graph it receives and log the lowering's shape answers."""
     rec = _recording.get()
     if rec is None:
         return kwargs
@@ -180,11 +182,10 @@ def observe_aot(mod: Any, args: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
 
     from torch._functorch._aot_autograd.schemas import SerializableAOTDispatchCompiler
 
-    out = dict(kwargs)
     # wrapped like ``inner``: AOTAutograd treats its serializable compilers specially
-    out["inference_compiler"] = (SerializableAOTDispatchCompiler(inner.output_code_ty, record_then_compile)
-                                 if isinstance(inner, SerializableAOTDispatchCompiler) else record_then_compile)
-    return out
+    wrapped = (SerializableAOTDispatchCompiler(inner.output_code_ty, record_then_compile)
+               if isinstance(inner, SerializableAOTDispatchCompiler) else record_then_compile)
+    return {**kwargs, "inference_compiler": wrapped}
 
 
 @contextlib.contextmanager
@@ -207,31 +208,27 @@ def recording(env: ShapeEnv, backend_name: str, gm: torch.fx.GraphModule) -> Ite
 def keep(rec: _Recording, tx: Trace, compiled: Callable[..., Any], backend_name: str, owner: object,
          candidate: bool = False) -> None:
     """After the user's backend compiled the generic graph: keep it for a size-1 call."""
-    context = CompileContext.try_get()
     # served by AOTAutograd's cache: one AOTAutograd call, whose key is known, and no inference graph lowered here
     served = (backend_name == "inductor" and rec.aot_calls == 1 and rec.aot is None and rec.aot_source is not None
               and any(key.startswith("aot:") for key in rec.keys))
     if backend_name in _AOT_BACKENDS and (rec.aot_calls != 1 or (rec.aot is None and not served)):
-        rec.env.verishape_log.not_widened.append(
-            (group_name(rec.env, tuple(sorted(rec.candidates, key=str))),
-             "no AOTAutograd inference graph was compiled (a training graph, or one served from the "
-             "AOTAutograd cache without its key): nothing kept for size 1"))
+        rec.refuse("no AOTAutograd inference graph was compiled (a training graph, or one served from the AOTAutograd "
+                   "cache without its key): nothing kept for size 1")
         return
     if rec.questions is not None and rec.keys:
         _save_record(rec)
     elif not served:
         _copy_record(rec)
-    inputs = [(tf.source.name, tf.fake) for tf in tx.output.tracked_fakes]
     # the key of the entry that served the artifact: AOTAutograd's where its cache did, else the FX graph cache's
     cache_key = (next((key for key in rec.keys if key.startswith("aot:" if served else "fx:")), None)
                  if rec.questions is None else None)
     kept = Kept(rec.env, rec.candidates, backend_name, rec.dynamo, rec.aot, rec.aot_kwargs, rec.questions,
-                compiled, inputs, guard_keys(tx.output.guards), CompileContext.current_compile_id(),
-                time.perf_counter() - rec.started, cache_key,
+                compiled, [(tf.source.name, tf.fake) for tf in tx.output.tracked_fakes], guard_keys(tx.output.guards),
+                CompileContext.current_compile_id(), time.perf_counter() - rec.started, cache_key,
                 _fake_source(rec, detached=candidate) if served else None,
                 candidate=candidate, at_one=VeriShapeEnv.symbolic_at_one_of(rec.env) if candidate else None,
                 artifact_keys=tuple(rec.keys), sources=tuple(tf.source for tf in tx.output.tracked_fakes),
-                context=weakref.ref(context) if context is not None else None, global_state=global_state(tx),
+                context=_weakly(CompileContext.try_get()), global_state=global_state(tx),
                 owner=_weakly(owner), unguarded=rec.unguarded if candidate and rec.questions is not None else None)
     kept_count()  # drops what Dynamo no longer holds (a reset, an evicted entry)
     with _kept_lock:
@@ -239,20 +236,17 @@ def keep(rec: _Recording, tx: Trace, compiled: Callable[..., Any], backend_name:
 
 
 def _fake_source(rec: _Recording, detached: bool) -> tuple[Any, list[Any]] | None:
-    """The graph AOTAutograd was given, with Dynamo's fake inputs in place of the call's real ones
-    (kept, those would keep a served model's activations and caches alive).  ``detached``: over a copy
-    of its graph (a candidate's trace ends in a restart, and Dynamo then clears the graph's nodes)."""
+    """The graph AOTAutograd was given, with Dynamo's fake inputs in place of the call's real ones (kept, those would
+    keep a served model's activations and caches alive).  ``detached``: a module over a copy of its graph (a candidate's
+    trace ends in a restart, and Dynamo then clears the graph's nodes), attributes shared, with what AOTAutograd reads
+    of a Dynamo graph: the module's metadata and parameter sources, each input's source."""
     assert rec.aot_source is not None
     mod, args = rec.aot_source
     fakes = [n.meta.get("example_value", n.meta.get("val")) for n in rec.dynamo.graph.find_nodes(op="placeholder")]
     if len(fakes) != len(args):
         return None
-    return (_detached(mod) if detached else mod), fakes
-
-
-def _detached(mod: torch.fx.GraphModule) -> torch.fx.GraphModule:
-    """``mod`` over a copy of its graph (attributes shared), with what AOTAutograd reads of a Dynamo
-    graph: the module's metadata and parameter sources, each input's source."""
+    if not detached:
+        return mod, fakes
     graph = torch.fx.Graph()
     copies: dict[torch.fx.Node, torch.fx.Node] = {}
     graph.output(graph.graph_copy(mod.graph, copies))
@@ -263,7 +257,7 @@ def _detached(mod: torch.fx.GraphModule) -> torch.fx.GraphModule:
     for old, new in copies.items():
         if hasattr(old, "_dynamo_source"):
             new._dynamo_source = old._dynamo_source
-    return copy
+    return copy, fakes
 
 
 def _copy_record(rec: _Recording) -> None:
@@ -280,20 +274,17 @@ def _copy_record(rec: _Recording) -> None:
 def _save_record(rec: _Recording) -> None:
     """Write the lowering's answers under each of the artifact's cache keys.  A record that cannot be
     written costs a warm process its reuse, never this compile: logged, and the frame's log says so."""
-    name = group_name(rec.env, tuple(sorted(rec.candidates, key=str)))
     try:
         remote = record.save(rec.keys, rec.questions, rec.env)
     except (OSError, record.Unrecordable) as exc:
         log.warning("verishape: the widening record was not written: %r", exc)
-        rec.env.verishape_log.not_widened.append(
-            (name, f"the widening record was not written ({type(exc).__name__}: {exc}"[:200] + "): a process "
-             "served this artifact from torch's cache compiles size 1 as stock"))
+        rec.refuse(f"the widening record was not written ({type(exc).__name__}: {exc}"[:200] + "): a process served "
+                   "this artifact from torch's cache compiles size 1 as stock")
         return
     for why in remote:
         log.warning("verishape: %s", why)
-        rec.env.verishape_log.not_widened.append(
-            (name, f"{why}; the widening record was not written there: a machine served this artifact "
-             "remotely compiles size 1 as stock"))
+        rec.refuse(f"{why}; the widening record was not written there: a machine served this artifact remotely "
+                   "compiles size 1 as stock")
 
 
 def _learn_key(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -342,22 +333,19 @@ def _traced_again(k: Kept) -> Snapshot:
 
 def alive(code: types.CodeType) -> list[Kept]:
     """The kept compiles of ``code`` whose cache entry Dynamo still holds (the others are dropped)."""
-    with _kept_lock:
-        kept = list(_kept.get(code, ()))
-    if not kept:
-        return []
-    ids = {str(e.compile_id) for e in torch_seam.cache_entries(code)}
     # a candidate's compile is the one whose stock attempt is under way (its entry comes after), and it
     # lives as long as that entry: found by the compile's context, not its id (reset by a Dynamo reset)
     now = CompileContext.try_get()
-    alive = [k for k in kept if str(k.compile_id) in ids
-             or (now is not None and k.context is not None and k.context() is now)]
     with _kept_lock:
-        left = [k for k in _kept.get(code, ()) if k in alive]
-        if left:
-            _kept[code] = left
+        if not (kept := _kept.get(code)):
+            return []
+        ids = {str(e.compile_id) for e in torch_seam.cache_entries(code)}
+        alive = [k for k in kept if str(k.compile_id) in ids
+                 or (now is not None and k.context() is now)]
+        if alive:
+            _kept[code] = list(alive)  # the caller's list is its own (a later keep appends to the table's)
         else:
-            _kept.pop(code, None)
+            del _kept[code]
     return alive
 
 
@@ -368,12 +356,12 @@ def kept_count() -> int:
     return sum(len(alive(code)) for code in codes)
 
 
-def _weakly(owner: object) -> Callable[[], object]:
-    """A reference to ``owner`` that does not keep it alive where it can be weak."""
+def _weakly(obj: object) -> Callable[[], object]:
+    """A reference to ``obj`` that does not keep it alive where it can be weak."""
     try:
-        return weakref.ref(owner)
-    except TypeError:  # (an object without weak references: held)
-        return lambda: owner
+        return weakref.ref(obj)
+    except TypeError:  # (None, or an object without weak references: held)
+        return lambda: obj
 
 
 def global_state(tx: Trace) -> str | None:

@@ -21,16 +21,13 @@ def differing(generic: dict[str, Any], here: dict[str, Any]) -> list[str]:
     where anything else differs (an input only one side tracks, another size, a scalar)."""
     if generic.keys() != here.keys():
         raise NotWidened("the two traces track different inputs")
-    out = []
-    for name, g in generic.items():
-        h = here[name]
-        if g == h:
-            continue
+    out = [name for name, g in generic.items() if g != here[name]]
+    for name in out:
+        g, h = generic[name], here[name]
         # a canonical tensor input (``reuse._canon_inputs``): ("tensor", sizes, strides, offset)
         if not (isinstance(g, tuple) and isinstance(h, tuple) and len(g) == len(h) == 4
                 and g[0] == h[0] == "tensor" and g[1] == h[1]):
             raise NotWidened(f"input {name} differs from the generic trace in more than its layout")
-        out.append(name)
     return sorted(out)
 
 

@@ -1,11 +1,10 @@
 """Batch 1 from the batch-N graph: a size-1 call runs the kept generic artifact, when proved.
 
-A call that misses the cache because kept sizes (:mod:`verishape.compiler.widen.kept`) are 1, or
-inputs are in another layout (:mod:`verishape.compiler.widen.layout`), is traced as stock traces
-it; :func:`reuse` then proves the generic artifact computes what that trace does and returns it,
-called with arguments rebuilt from the call's; else the backend compiles as stock, the reason in
-the frame's decision log.  docs/compile.md, "Batch 1 from the batch-N graph (on by default)" and
-"Beyond 0/1: an input's layout, a served decoder loop (issue 38)".
+A call that misses the cache because kept sizes (:mod:`verishape.compiler.widen.kept`) are 1, or inputs are in another
+layout (:mod:`verishape.compiler.widen.layout`), is traced as stock traces it; :func:`reuse` then proves the generic
+artifact computes what that trace does and returns it, called with arguments rebuilt from the call's; else the backend
+compiles as stock, the reason in the frame's decision log.  docs/compile.md, "Batch 1 from the batch-N graph (on by
+default)" and "Beyond 0/1: an input's layout, a served decoder loop (issue 38)".
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ import torch
 
 from verishape.core import torch_seam
 
-from . import calling, layout, limit, verdict
+from . import layout, limit, verdict
 from .kept import Kept, alive, facts, global_state, guard_keys, guard_kind
 from .canon import Canon, Canonicalizer, NotWidened, canonical, first_difference, returned_sizes
 from .effects import reads_layout
@@ -122,8 +121,7 @@ def reuse(env: ShapeEnv, tx: Trace, gm: torch.fx.GraphModule, example_inputs: An
     for k in reversed(alive(tx.f_code)):
         if k.backend != backend_name or k.owner() is not owner:
             continue  # another backend's compile (Kept.owner): never this call's to run
-        group = _arrived(k, now)
-        if group is None or (not group and not k.candidate and not _relaid_only(k, env, tx)):
+        if (group := _arrived(k, now, env, tx)) is None:
             continue
         name = group_name(k.env, group)
         start = time.perf_counter()
@@ -160,7 +158,7 @@ def reuse(env: ShapeEnv, tx: Trace, gm: torch.fx.GraphModule, example_inputs: An
 
 
 def _bound(k: Kept, group: Group, env: ShapeEnv, tx: Trace
-           ) -> tuple[Binding, list[tuple[str, Any]], list[str], tuple[Rename, Rename]]:
+           ) -> tuple[Binding, dict[str, Any], list[str], tuple[Rename, Rename]]:
     """The new trace's binding of ``k``'s symbols, ``group`` at 1 (constants: :func:`_size_now`,
     :func:`_int_now`); its inputs, each int input ``k`` has a symbol for and the trace specialized
     at its value (both sides list the same inputs); those in another layout; both renamings."""
@@ -175,11 +173,10 @@ def _bound(k: Kept, group: Group, env: ShapeEnv, tx: Trace
         return size if size is not None else _int_now(call, src, matched)
 
     binding = bind(k.env, group, env, constant)
-    fakes = [(tf.source.name, tf.fake) for tf in tx.output.tracked_fakes]
-    fakes += [(name, value) for src, (name, fake) in zip(k.sources, k.inputs)
-              if name not in now and isinstance(fake, torch.SymInt) and (value := constant(src)) is not None]
+    fakes = now | {name: value for src, (name, fake) in zip(k.sources, k.inputs)
+                   if name not in now and isinstance(fake, torch.SymInt) and (value := constant(src)) is not None}
     renames = binding.generic_rename(k.env), binding.nested_rename(env)
-    relaid = layout.differing(_canon_inputs(k.inputs, Canonicalizer(renames[0])),
+    relaid = layout.differing(_canon_inputs(dict(k.inputs), Canonicalizer(renames[0])),
                               _canon_inputs(fakes, Canonicalizer(renames[1])))
     return binding, fakes, relaid, renames
 
@@ -189,9 +186,8 @@ _VALUE_GUARDS = ("CONSTANT_MATCH", "EQUALS_MATCH")
 
 
 def _int_now(call: Any, source: Any, matched: set[str]) -> int | None:
-    """An int input's value at this call where the trace specialized it (a guard pins the new
-    entry to it): a kept compile's symbol for it (a generic recompile's ``max_cache_len``) binds
-    to it as to a constant size.  None elsewhere."""
+    """An int input's value at this call where the trace specialized it (a guard pins the new entry to it), else None: a
+    kept compile's symbol for it (a generic recompile's ``max_cache_len``) binds to it as to a constant size."""
     from torch._dynamo.source import TensorPropertySource
 
     if isinstance(source, TensorPropertySource) or getattr(source, "name", None) not in matched:
@@ -216,18 +212,10 @@ def _size_now(now: dict[str, Any], source: Any) -> int | None:
     return n if isinstance(n, int) else n.node.maybe_as_int()
 
 
-def _relaid_only(k: Kept, env: ShapeEnv, tx: Trace) -> bool:
-    """No kept size is 1 and the call's inputs differ from the generic trace's only in some tensors'
-    layout: worth a proof.  Silent: any other miss is not this module's to report."""
-    try:
-        return bool(_bound(k, (), env, tx)[2])
-    except NotWidened:
-        return False
-
-
-def _arrived(k: Kept, now: dict[str, Any]) -> Group | None:
-    """The kept candidates whose every input size is 1 in the current trace (the pattern
-    that arrived); None when one size of a candidate is 1 and another is not."""
+def _arrived(k: Kept, now: dict[str, Any], env: ShapeEnv, tx: Trace) -> Group | None:
+    """The kept candidates whose every input size is 1 in this trace (the pattern that arrived); None where one size of
+    a candidate is 1 and another is not, or where none is, ``k`` is no candidate and the call's inputs do not differ
+    from the generic trace's in some tensors' layout alone.  Silent: any other miss is not this module's to report."""
     out = []
     for symbol in k.candidates:
         ones = [_size_now(now, src) == 1 for src in bound_sources(k.env, symbol)]
@@ -235,7 +223,12 @@ def _arrived(k: Kept, now: dict[str, Any]) -> Group | None:
             out.append(symbol)
         elif any(ones):
             return None
-    return tuple(sorted(out, key=lambda s: (source_names(k.env, s), str(s))))
+    if out or k.candidate:
+        return tuple(sorted(out, key=lambda s: (source_names(k.env, s), str(s))))
+    try:
+        return () if _bound(k, (), env, tx)[2] else None
+    except NotWidened:
+        return None
 
 
 def _prove(k: Kept, group: Group, env: ShapeEnv, tx: Trace, gm: torch.fx.GraphModule, example_inputs: Any,
@@ -252,7 +245,7 @@ def _prove(k: Kept, group: Group, env: ShapeEnv, tx: Trace, gm: torch.fx.GraphMo
     line = None
     if relaid:
         layout.unobserved(gm, relaid)
-        line = layout.pays_back([dict(fakes)[name] for name in relaid], k.compile_s)
+        line = layout.pays_back([fakes[name] for name in relaid], k.compile_s)
     what = "at size 1" if group else "in its layout"
     positions = _tensor_positions(k.dynamo, relaid)
     dynamo_generic = canonical(k.dynamo, generic_rename, positions)
@@ -260,7 +253,7 @@ def _prove(k: Kept, group: Group, env: ShapeEnv, tx: Trace, gm: torch.fx.GraphMo
     if missing := _not_checked(k.guard_keys, guard_keys(tx.output.guards)):
         raise NotWidened(f"the generic frame checks guards the size-1 trace does not: {sorted(missing)[:3]}")
     k.from_cache()
-    args = calling.argument_map(k, binding, gm, orders)
+    args = _argument_map(k, binding, gm, orders)
     sources = tuple(source_names(k.env, s)[0] for s in group)
     value = 1 if group else None
     raised = bool(getattr(k.at_one, "raised", None))
@@ -271,8 +264,7 @@ def _prove(k: Kept, group: Group, env: ShapeEnv, tx: Trace, gm: torch.fx.GraphMo
     # Note [A copy into the generic layout needs no AOT trace]: the artifact runs on copies
     # in its own layout, a call its own entry admits; a candidate or a size set still traces
     aot = None if relaid and not group and not k.candidate else _same_aot_graph(
-        k, env, gm, example_inputs, binding, (generic_rename, rename), positions, what,
-        stood_in=proved.unguarded is not None, adds_facts=bool(proved.install))
+        k, env, gm, example_inputs, binding, (generic_rename, rename), positions, what, proved)
     dropped = len(dynamo_generic.outputs) - len(keep)
     ev = Evidence(value, sources, dynamo_generic.fingerprint(), aot, str(k.compile_id), proved,
                   hints=sum(k.questions.heuristic_hints.values()) if k.questions is not None else 0,
@@ -280,7 +272,60 @@ def _prove(k: Kept, group: Group, env: ShapeEnv, tx: Trace, gm: torch.fx.GraphMo
                   install=((line,) if line is not None else ()) + proved.install,
                   from_cache=k.cache_key is not None, candidate=k.candidate, raised=raised)
     install(env, list(ev.install))
-    return calling.calling(k.compiled, args, keep if dropped else None), ev
+    return _calling(k.compiled, args, keep if dropped else None), ev
+
+
+def _argument_map(k: Kept, binding: Binding, gm: torch.fx.GraphModule, orders: dict[str, tuple[int, ...]]
+                   ) -> list[Callable[[tuple[Any, ...]], Any]]:
+    """For each argument of the generic graph, how to read it off the size-1 graph's arguments: the same input by source
+    (copied into the generic layout where ``orders`` names it), a size set to 1 as 1, or a size of an input tensor."""
+    from torch._dynamo.source import TensorProperty, TensorPropertySource
+
+    here: dict[str, int] = {}
+    for i, node in enumerate(gm.graph.find_nodes(op="placeholder")):
+        if (src := placeholder_source(node)) is not None:
+            here.setdefault(src.name, i)
+    point = binding.point(k.env)
+    constants = {s for s, v in point.items() if v.is_number}
+    out: list[Callable[[tuple[Any, ...]], Any]] = []
+    for node in k.dynamo.graph.find_nodes(op="placeholder"):
+        src = placeholder_source(node)
+        value = node.meta.get("example_value", node.meta.get("val"))
+        if isinstance(value, torch.SymInt) and value.node.expr.free_symbols <= constants:
+            constant = int(at_one(value.node.expr, point, f"generic graph argument {node.name} = {value.node.expr}"))
+            out.append(lambda args, c=constant: c)
+        elif src is None:
+            raise NotWidened(f"generic graph argument {node.name} has no source")
+        elif src.name in orders:
+            out.append(lambda args, i=here[src.name], o=orders[src.name]: layout.to_layout(args[i], o))
+        elif src.name in here:
+            out.append(lambda args, i=here[src.name]: args[i])
+        elif (isinstance(src, TensorPropertySource) and src.prop is TensorProperty.STRIDE
+                and src.base.name in orders):
+            raise NotWidened(f"the generic graph reads a stride of {src.base.name}, an input in another layout")
+        elif (isinstance(value, torch.SymInt) and isinstance(src, TensorPropertySource)
+                and src.prop in (TensorProperty.SIZE, TensorProperty.STRIDE) and src.base.name in here):
+            read = torch.Tensor.size if src.prop is TensorProperty.SIZE else torch.Tensor.stride
+            out.append(lambda args, i=here[src.base.name], d=src.idx, read=read: read(args[i], d))
+        else:
+            raise NotWidened(f"generic graph argument {src.name} is not an argument of the size-1 graph")
+    return out
+
+
+def _calling(compiled: Callable[..., Any], args: list[Callable[[tuple[Any, ...]], Any]],
+             keep: tuple[int, ...] | None = None) -> Callable[..., Any]:
+    """The generic artifact called with arguments rebuilt from the size-1 call's; with ``keep``,
+    only those results (sizes the size-1 frame's bytecode returns as constants left out)."""
+    # Dynamo calls what a backend returns with the graph's arguments unpacked, whatever
+    # ``_boxed_call`` says (``functools.wraps`` copies that flag onto unboxed wrappers)
+    def generic_artifact_at_size_1(*size_1_args: Any) -> Any:
+        out = compiled(*[a(size_1_args) for a in args])
+        if keep is None:
+            return out
+        return type(out)(out[i] for i in keep) if isinstance(out, tuple) else [out[i] for i in keep]
+
+    generic_artifact_at_size_1._verishape_reused = compiled  # type: ignore[attr-defined]
+    return generic_artifact_at_size_1
 
 
 def _same_global_state(k: Kept, tx: Trace) -> None:
@@ -304,12 +349,11 @@ def _same_graph(generic: Canon, here: Canon, what: str) -> tuple[int, ...]:
 
 
 def _same_aot_graph(k: Kept, env: ShapeEnv, gm: torch.fx.GraphModule, example_inputs: Any, binding: Binding,
-                    renames: tuple[Rename, Rename], positions: frozenset[int], what: str, stood_in: bool,
-                    adds_facts: bool) -> str | None:
+                    renames: tuple[Rename, Rename], positions: frozenset[int], what: str, proved: AtOne) -> str | None:
     """The new trace's AOT inference graph (traced, never lowered) equals the kept one: its
     fingerprint (None: no AOT graph).  A verdict (:mod:`verishape.compiler.widen.verdict`) answers
-    it untraced; one that held adding no fact to the env is filed.  ``stood_in``: no trace is made
-    (Note [A candidate's answers stand in for its AOT trace]); filed unless ``adds_facts``."""
+    it untraced; one that held adding no fact to the env is filed.  Where ``proved`` stood in for it, no
+    trace is made (Note [A candidate's answers stand in for its AOT trace]); filed unless it carries a guard."""
     if not k.has_aot:
         return None
     aot_kwargs = _without_specializations(k.aot_kwargs or {})
@@ -320,8 +364,8 @@ def _same_aot_graph(k: Kept, env: ShapeEnv, gm: torch.fx.GraphModule, example_in
     if positions and len(_tensors(kept_aot)) != len(_tensors(k.dynamo)):
         raise NotWidened("the AOT graph's tensor inputs are not the Dynamo graph's: an input's layout is not widened")
     aot_generic = canonical(kept_aot, renames[0], positions)
-    added = adds_facts
-    if not stood_in:
+    added = bool(proved.install)
+    if proved.unguarded is None:
         before = facts(env)
         _same_graph(aot_generic, _aot_inference_graph(gm, example_inputs, aot_kwargs, renames[1], positions),
                     f"AOT graph {what}")
@@ -374,14 +418,13 @@ def _without_specializations(aot_kwargs: dict[str, Any]) -> dict[str, Any]:
     return {**aot_kwargs, "decompositions": kept}
 
 
-def _canon_inputs(inputs: list[tuple[str, Any]], c: Canonicalizer) -> dict[str, Any]:
+def _canon_inputs(inputs: dict[str, Any], c: Canonicalizer) -> dict[str, Any]:
     """Every tracked input's sizes, strides and storage offset, canonical: equal on both sides, the
     artifact sees the tensors it was traced with.  A view's ``_base`` is left out: the graph reads
     the view (a graph taking the base has it as a placeholder, compared with the graphs)."""
-    names = {name for name, _ in inputs}
     return {name: ("tensor", c.scalar(fake.shape), c.scalar(fake.stride()), c.number(fake.storage_offset()))
             if isinstance(fake, torch.Tensor) else c.scalar(fake) if is_size_only(fake) else type(fake).__name__
-            for name, fake in inputs if not (name.endswith("._base") and name[:-len("._base")] in names)}
+            for name, fake in inputs.items() if not (name.endswith("._base") and name[:-len("._base")] in inputs)}
 
 
 def _not_checked(generic: frozenset[tuple[str, str]], here: frozenset[tuple[str, str]]) -> set[tuple[str, str]]:
