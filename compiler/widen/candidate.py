@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import sympy
@@ -58,7 +59,7 @@ def wanted() -> bool:
 class KeptAtOne:
     """One attempt's sizes kept symbolic at 1 (the core's ``SymbolicAtOne``): filled by :func:`mark_sizes` as Dynamo
     wraps the inputs, and by the env as it makes their symbols and answers their questions; the attempt is a
-    candidate once a symbol was made.  Or (:func:`raise_size`) the declared sizes at 1 this attempt traces at 2."""
+    candidate once a symbol was made.  Or (:func:`raised_at_two`) the declared sizes at 1 this attempt traces at 2."""
 
     sources: set[str] = dataclasses.field(default_factory=set)
     symbols: set[sympy.Symbol] = dataclasses.field(default_factory=set)
@@ -179,7 +180,7 @@ def is_candidate(env: ShapeEnv) -> bool:
 
 
 def is_raised(env: ShapeEnv) -> bool:
-    """This trace traced declared sizes at 1 at 2 (:func:`raise_size`)."""
+    """This trace traced declared sizes at 1 at 2 (:func:`raised_at_two`)."""
     return bool(getattr(VeriShapeEnv.symbolic_at_one_of(env), "raised", None))
 
 
@@ -196,17 +197,24 @@ def raising() -> frozenset[str]:
     return frozenset(getattr(ctx, _RAISE, ())) if ctx is not None and wanted() else frozenset()
 
 
-def raise_size(env: ShapeEnv, tensor: Any, index: int, source_name: str) -> bool:
-    """In a candidate attempt: give ``tensor``'s size ``index`` (1 now) the hint 2 for this trace (restored when
-    the attempt ends).  False outside an attempt's scope."""
-    kept = VeriShapeEnv.symbolic_at_one_of(env)
-    if not isinstance(kept, KeptAtOne):
-        return False
-    before = getattr(tensor, "_dynamo_hint_overrides", None)
-    kept.overridden.append((tensor, dict(before) if before is not None else None))
-    tensor._dynamo_hint_overrides = {**(before or {}), index: 2}
-    kept.raised.add(source_name)
-    return True
+def raised_at_two(env: ShapeEnv, tensor: Any, source: Any) -> Callable[[int, Any], bool] | None:
+    """For a candidate attempt at 2: the choice of which of ``tensor``'s declared sizes at 1 it traces at 2, each
+    given the hint 2 for this trace (restored when the attempt ends; none outside its scope); None otherwise."""
+    raised = raising()
+    if not raised:
+        return None
+    from torch._dynamo.source import TensorProperty, TensorPropertySource
+
+    def at_two(i: int, dim: Any) -> bool:
+        kept = VeriShapeEnv.symbolic_at_one_of(env)
+        if dim.name not in raised or not isinstance(kept, KeptAtOne):
+            return False
+        before = getattr(tensor, "_dynamo_hint_overrides", None)
+        kept.overridden.append((tensor, dict(before) if before is not None else None))
+        tensor._dynamo_hint_overrides = {**(before or {}), i: 2}
+        kept.raised.add(TensorPropertySource(source, TensorProperty.SIZE, i).name)
+        return True
+    return at_two
 
 
 def _raise_at_first_compile(tx: Trace) -> None:

@@ -241,7 +241,7 @@ def _generic_on_recompile(original: Any) -> Any:
         code = getattr(tx.output, "root_tx", tx).f_code
         if declared is not None:
             context = declared_sizes.symbolic_context(declared, context, e, source, code,
-                                                      _raised_at_two(tx, e, source))
+                                                      candidate.raised_at_two(tx.output.shape_env, e, source))
         if static_shapes or not _policy_applies(tx, source):
             return context
         call = _call_of(tx)  # asked on the first compile too: it records the input layout
@@ -253,19 +253,6 @@ def _generic_on_recompile(original: Any) -> Any:
         return context
 
     return _automatic_dynamic
-
-
-def _raised_at_two(tx: Trace, tensor: Any, source: Any) -> Any:
-    """For a candidate attempt at 2 (Note [A declared size at 1 is compiled at 2]): the
-    choice of which of ``tensor``'s declared sizes at 1 it traces at 2; None otherwise."""
-    raised = candidate.raising()
-    if not raised:
-        return None
-    from torch._dynamo.source import TensorProperty, TensorPropertySource
-
-    env = tx.output.shape_env
-    return lambda i, dim: dim.name in raised and candidate.raise_size(
-        env, tensor, i, TensorPropertySource(source, TensorProperty.SIZE, i).name)
 
 
 def _generic_int_on_recompile(original: Any) -> Any:
