@@ -143,7 +143,8 @@ def mark_sizes(env: ShapeEnv, code: Any, tensor: Any, source: Any, context: Any)
     # only while no compile generic in a size that took this call's tensors is kept: a call at 1 is proved
     # against it, and a candidate would mostly cost a trace (one that took other tensors, a decoder's
     # decode step beside its prefill, serves no call of this program)
-    if not any(k.candidates and input_layouts.same_tensors_as(code, k.compile_id) for k in alive(code)):
+    ids = [k.compile_id for k in alive(code) if k.candidates]
+    if not ids or input_layouts.other_tensors_than_all(code, ids):
         kept.sources.update(TensorPropertySource(source, TensorProperty.SIZE, i).name for i in at_one)
 
 
@@ -231,7 +232,7 @@ def _raise_at_first_compile(tx: Trace) -> None:
     if not at_one:
         return
     kept = alive(tx.f_code)  # (the walk of the arguments only where a leading size is 1)
-    if kept and not input_layouts.other_tensors_than_all(tx.f_code, f_locals, [k.compile_id for k in kept]):
+    if kept and not input_layouts.other_tensors_than_all(tx.f_code, [k.compile_id for k in kept], f_locals):
         return
     setattr(ctx, _RAISE, at_one)
 

@@ -77,16 +77,17 @@ def _paths(layout: frozenset[tuple[Any, ...]]) -> frozenset[tuple[Any, ...]]:
     return frozenset(path[:-1] for path in layout)
 
 
-def other_tensors_than_all(code: Any, f_locals: dict[str, Any], compile_ids: list[Any]) -> bool:
+def other_tensors_than_all(code: Any, compile_ids: list[Any], f_locals: dict[str, Any] | None = None) -> bool:
     """This call reaches its input tensors by other paths than every compile in ``compile_ids`` did
     (as :func:`inputs_vary` recorded): their graphs take other inputs, no proof serves this call
-    from them.  False where a layout was not recorded."""
+    from them.  The call's layout: the compile under way's as recorded, or read off ``f_locals``
+    where given.  False where a layout was not recorded."""
     seen = _layouts.get(code, {})
     ids = [getattr(c, "frame_compile_id", None) for c in compile_ids]
     if not ids or any(i not in seen for i in ids):
         return False
-    paths = _paths(walk(f_locals)[1])
-    return all(_paths(seen[i]) != paths for i in ids)
+    now = seen.get(frame_compile_id()) if f_locals is None else walk(f_locals)[1]
+    return now is not None and all(_paths(seen[i]) != _paths(now) for i in ids)
 
 
 def new_tensors(code: Any) -> bool:
@@ -96,11 +97,3 @@ def new_tensors(code: Any) -> bool:
     seen, n = _layouts.get(code, {}), frame_compile_id()
     earlier = [_paths(seen[i]) for i in range(n or 0) if i in seen]
     return n in seen and bool(earlier) and _paths(seen[n]) not in earlier
-
-
-def same_tensors_as(code: Any, compile_id: Any) -> bool:
-    """The compile under way reaches its input tensors by the same paths as ``code``'s compile
-    ``compile_id`` did; True where either layout was not recorded."""
-    seen, n = _layouts.get(code, {}), frame_compile_id()
-    then = seen.get(getattr(compile_id, "frame_compile_id", None))
-    return n not in seen or then is None or _paths(seen[n]) == _paths(then)
