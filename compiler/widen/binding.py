@@ -122,14 +122,8 @@ def _check_pinned(env: ShapeEnv, size_now: Callable[[Any], int | None]) -> None:
 def _constants(env: ShapeEnv, generic: dict[sympy.Symbol, frozenset[str]], nested_covered: frozenset[str],
                size_now: Callable[[Any], int | None]) -> dict[sympy.Symbol, sympy.Basic]:
     """The generic symbols the new trace has as one constant at every source (none kept symbolic): that constant."""
-    out: dict[sympy.Symbol, sympy.Basic] = {}
-    for s, g in generic.items():
-        if g & nested_covered:
-            continue
-        values = {size_now(src) for src in bound_sources(env, s)}
-        if len(values) == 1 and None not in values:
-            out[s] = sympy.Integer(values.pop())
-    return out
+    values = {s: {size_now(src) for src in bound_sources(env, s)} for s, g in generic.items() if not g & nested_covered}
+    return {s: sympy.Integer(*ns) for s, ns in values.items() if len(ns) == 1 and None not in ns}  # its one value
 
 
 def _merges(generic: dict[sympy.Symbol, frozenset[str]], all_generic: set[frozenset[str]], nested_env: ShapeEnv,
