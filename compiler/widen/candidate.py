@@ -38,11 +38,6 @@ log = logging.getLogger("verishape")
 _DONE = "_verishape_candidate_done"
 
 
-def compile_context() -> Any:
-    """Dynamo's context of the compile under way (one per compile, kept across its attempts), or None."""
-    return CompileContext.try_get()
-
-
 def install() -> None:
     """Wrap Dynamo's trace of a frame, so that a candidate attempt ends in a restart (idempotent; a torch
     without it traces no candidate)."""
@@ -51,7 +46,7 @@ def install() -> None:
 
 def wanted() -> bool:
     """The compile under way has not made its candidate attempt yet (and this torch ends every one in a restart)."""
-    ctx = compile_context()
+    ctx = CompileContext.try_get()
     return ctx is not None and not getattr(ctx, _DONE, False) and _ended_by_restart
 
 
@@ -104,7 +99,7 @@ def _restart_after_candidate(original: Any) -> Any:
             try:
                 result = original(self)
             except TensorifyScalarRestartAnalysis:
-                if not is_candidate(env) or getattr(compile_context(), _DONE, False):
+                if not is_candidate(env) or getattr(CompileContext.try_get(), _DONE, False):
                     raise  # not a candidate, or ours from the backend (restart() cleared the speculation log)
                 _end(self, "a restart inside the candidate's trace")
             except Exception as exc:  # noqa: BLE001 - a graph break's restart, an error: stock's attempt decides
@@ -194,8 +189,7 @@ _RAISE = "_verishape_raise"
 
 def raising() -> frozenset[str]:
     """The declared variables the attempt under way traces at 2 where they are 1."""
-    ctx = compile_context()
-    return frozenset(getattr(ctx, _RAISE, ())) if ctx is not None and wanted() else frozenset()
+    return frozenset(getattr(CompileContext.try_get(), _RAISE, ())) if wanted() else frozenset()
 
 
 def raised_at_two(env: ShapeEnv, tensor: Any, source: Any) -> Callable[[int, Any], bool] | None:
@@ -221,7 +215,7 @@ def raised_at_two(env: ShapeEnv, tensor: Any, source: Any) -> Callable[[int, Any
 def _raise_at_first_compile(tx: Trace) -> None:
     """Nothing kept can serve this call (none kept, or each took other input tensors) and its declared
     leading variables are 1: the first attempt is the one at 2 (Note [A declared size at 1 is compiled at 2])."""
-    ctx = compile_context()
+    ctx = CompileContext.try_get()
     if ctx is None or getattr(ctx, _RAISE, None) is not None:
         return
     declared = declared_sizes.of_backend(getattr(tx.output, "compiler_fn", None))
@@ -242,7 +236,7 @@ def raise_after_refusal(tx: Trace, at_one: frozenset[str]) -> str | None:
     why the frame is to be traced again with them at 2 (the caller restarts Dynamo's
     analysis; Note [A declared size at 1 is compiled at 2]), or None (nothing to raise, or
     this compile's attempt at 2 was made)."""
-    ctx = compile_context()
+    ctx = CompileContext.try_get()
     if not at_one or ctx is None or not wanted() or getattr(ctx, _RAISE, None) is not None:
         return None
     setattr(ctx, _RAISE, at_one)
@@ -283,7 +277,7 @@ def restart(why: str, compiled: bool, tx: Trace | None = None) -> None:
     (traced, not compiled; Dynamo's ``unique_graphs`` counts its trace all the same)."""
     from torch._dynamo.utils import counters
 
-    if (ctx := compile_context()) is not None:
+    if (ctx := CompileContext.try_get()) is not None:
         setattr(ctx, _DONE, True)
     counters["verishape"]["candidates" if compiled else "candidates_dropped"] += 1
     log.info("verishape: candidate attempt over (%s); tracing again as stock", why)

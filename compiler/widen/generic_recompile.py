@@ -14,6 +14,8 @@ import dataclasses
 import weakref
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from torch._guards import CompileContext
+
 from verishape.core import torch_names, torch_seam
 
 from verishape.compiler import declared as declared_sizes
@@ -120,7 +122,7 @@ def _call_of(tx: Trace) -> _Call:
     # a candidate at 2 is traced as the frame's later compiles will be, so that they
     # are proved against it (Note [A declared size at 1 is compiled at 2])
     if raising or (is_recompile() and vary and not _fruitless(root.f_code)):
-        ctx = candidate.compile_context()
+        ctx = CompileContext.try_get()
         if (ctx is not None and getattr(ctx, _ARRIVAL, None) != "refused" and not raising
                 and arrives_at_one(root.f_code, call_arguments(tx))):
             setattr(ctx, _ARRIVAL, "attempt")
@@ -139,7 +141,7 @@ def retrace_after_refusal(tx: Trace) -> str | None:
     Counted: ``counters["verishape"]["arrivals_retraced"]``, ``["generic_policy_stopped"]``."""
     from torch._dynamo.utils import counters
 
-    ctx = candidate.compile_context()
+    ctx = CompileContext.try_get()
     if ctx is None or getattr(ctx, _ARRIVAL, None) != "attempt":
         return None
     setattr(ctx, _ARRIVAL, "refused")
