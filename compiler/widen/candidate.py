@@ -172,7 +172,7 @@ def other_inputs(tx: Trace) -> bool:
 def is_candidate(env: ShapeEnv) -> bool:
     """This trace kept a size symbolic at 1, or traced a declared size at 1 at 2 (inside its attempt's scope)."""
     kept = VeriShapeEnv.symbolic_at_one_of(env)
-    return kept is not None and bool(kept.symbols or getattr(kept, "raised", None))
+    return (kept is not None and bool(kept.symbols)) or is_raised(env)
 
 
 def is_raised(env: ShapeEnv) -> bool:
