@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import sympy
+from torch._dynamo.source import TensorProperty
 
 from .canon import NotWidened
 from .sizes import Group, bound_sources, merged_group, merged_into, source_names
@@ -101,8 +102,6 @@ def _pinned(env: ShapeEnv, s: sympy.Symbol) -> bool:
     """``s``, a tensor size, was replaced by a number (specialized back with a guard: a head count
     generic recompiles made a symbol and the weights fix).  Strides and offsets are left to the
     layout's own checks (an input in another layout is copied into the generic one)."""
-    from torch._dynamo.source import TensorProperty
-
     r = env.replacements.get(s)
     return (r is not None and r.is_number
             and all(getattr(src, "prop", None) is TensorProperty.SIZE for src in env.var_to_sources.get(s, ())))

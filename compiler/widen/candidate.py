@@ -18,7 +18,11 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import sympy
 import torch
+from torch._dynamo.exc import TensorifyScalarRestartAnalysis
+from torch._dynamo.source import TensorProperty, TensorPropertySource
+from torch._dynamo.utils import counters
 from torch._guards import CompileContext
+from torch.fx.experimental.symbolic_shapes import DimDynamic
 
 from verishape.compiler import declared as declared_sizes
 from verishape.core import torch_names, torch_seam
@@ -82,8 +86,6 @@ def _restart_after_candidate(original: Any) -> Any:
     would install: however it ends (the backend's restart, a graph break's speculation
     restart, an error, or done with no graph for the backend), the next attempt is stock's,
     from scratch.  Only the root translator's run is concerned (inlined calls pass)."""
-    from torch._dynamo.exc import TensorifyScalarRestartAnalysis
-
     global _ended_by_restart
 
     def run(self: Any) -> Any:
@@ -125,9 +127,6 @@ def _end(tx: Trace, why: str, cause: BaseException | None = None) -> None:
 
 def mark_sizes(env: ShapeEnv, code: Any, tensor: Any, source: Any, context: Any) -> None:
     """In a candidate attempt: every size of ``tensor`` that ``context`` makes dynamic and that is 1 keeps a symbol."""
-    from torch._dynamo.source import TensorProperty, TensorPropertySource
-    from torch.fx.experimental.symbolic_shapes import DimDynamic
-
     kept = VeriShapeEnv.symbolic_at_one_of(env)  # None outside a candidate attempt's scope
     sizes = getattr(context, "dynamic_sizes", None)
     if kept is None or sizes is None or not wanted() or raising():
@@ -198,7 +197,6 @@ def raised_at_two(env: ShapeEnv, tensor: Any, source: Any) -> Callable[[int, Any
     raised = raising()
     if not raised:
         return None
-    from torch._dynamo.source import TensorProperty, TensorPropertySource
 
     def at_two(i: int, dim: Any) -> bool:
         kept = VeriShapeEnv.symbolic_at_one_of(env)
@@ -275,8 +273,6 @@ def restart(why: str, compiled: bool, tx: Trace | None = None) -> None:
     """Trace the frame again, as stock (the candidate attempt is over).  Counted:
     ``counters["verishape"]["candidates"]`` (compiled and kept) or ``["candidates_dropped"]``
     (traced, not compiled; Dynamo's ``unique_graphs`` counts its trace all the same)."""
-    from torch._dynamo.utils import counters
-
     if (ctx := CompileContext.try_get()) is not None:
         setattr(ctx, _DONE, True)
     counters["verishape"]["candidates" if compiled else "candidates_dropped"] += 1
@@ -286,8 +282,6 @@ def restart(why: str, compiled: bool, tx: Trace | None = None) -> None:
 
 def retrace(tx: Trace | None, why: str) -> NoReturn:
     """Make Dynamo trace the frame again from scratch (the attempt under way is dropped)."""
-    from torch._dynamo.exc import TensorifyScalarRestartAnalysis
-
     # the next attempt may branch where this one did not: Dynamo's replay of this attempt's
     # speculation (where it graph-broke) would not match it
     if tx is not None and getattr(tx, "speculation_log", None) is not None:

@@ -14,7 +14,12 @@ import dataclasses
 import weakref
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from torch._guards import CompileContext
+import torch
+from torch._dynamo import config
+from torch._dynamo.source import LocalSource
+from torch._dynamo.utils import counters
+from torch._guards import CompileContext, TracingContext
+from torch.fx.experimental.symbolic_shapes import DimDynamic
 
 from verishape.core import torch_names, torch_seam
 
@@ -139,8 +144,6 @@ def retrace_after_refusal(tx: Trace) -> str | None:
     as generic as it would have been; None where the attempt was no such attempt, the policy would give no
     symbol anyway, or this refusal makes the frame's arrivals fruitless (:data:`FRUITLESS_ARRIVALS`).
     Counted: ``counters["verishape"]["arrivals_retraced"]``, ``["generic_policy_stopped"]``."""
-    from torch._dynamo.utils import counters
-
     ctx = CompileContext.try_get()
     if ctx is None or getattr(ctx, _ARRIVAL, None) != "attempt":
         return None
@@ -192,8 +195,6 @@ class _CallArguments:
     def same_constants(self, k: Kept) -> bool:
         """Every size the kept trace has as a constant is that constant now (else the new
         trace has it symbolic or another number, and the reuse is refused anyway)."""
-        import torch
-
         for src, (_, fake) in zip(k.sources, k.inputs):
             if isinstance(fake, torch.Tensor):
                 now = self.value(src)
@@ -212,8 +213,6 @@ def call_arguments(tx: Trace) -> _CallArguments:
 def generic_sizes(context: Any, tensor: Any, shared: frozenset[int]) -> Any:
     """``context`` with every static size of ``tensor`` that is in ``shared`` made dynamic, except the sizes
     ``torch._dynamo.mark_static`` pinned; the same object when nothing changes."""
-    from torch.fx.experimental.symbolic_shapes import DimDynamic
-
     sizes = getattr(context, "dynamic_sizes", None)
     if sizes is None or not shared:
         return context
@@ -227,9 +226,6 @@ def _policy_applies(tx: Trace, source: Any) -> bool:
     """The input named by ``source`` is one the generic policy may make dynamic: automatic dynamic is on
     (static by default), the backend is verishape's with generic recompiles, and the input is reached from
     the frame's arguments (a local, not a global)."""
-    from torch._dynamo import config
-    from torch._dynamo.source import LocalSource
-
     if not (config.automatic_dynamic_shapes and config.assume_static_by_default is not False
             and wants_generic(getattr(tx.output, "compiler_fn", None)) and source is not None):
         return False
@@ -258,8 +254,6 @@ def _generic_on_recompile(original: Any) -> Any:
 
 
 def _generic_int_on_recompile(original: Any) -> Any:
-    from torch.fx.experimental.symbolic_shapes import DimDynamic
-
     def wrap_symint(builder: Any, value: int, *args: Any, **kwargs: Any) -> Any:
         asked = not args and kwargs.get("dynamism") is None and type(value) is int and value >= 2
         dim = _declared_int(builder, value) if asked else None
@@ -287,9 +281,6 @@ def _int_gets_symbol(builder: Any, value: int) -> bool:
     dynamic would wrap as a constant or a symbol) of a generic recompile gets a symbol: it
     often *is* a size no input tensor carries yet (a static cache's ``max_cache_len``; why
     and what is left alone: docs/compile.md, "An int argument of a generic recompile")."""
-    from torch._dynamo import config
-    from torch._guards import TracingContext
-
     if config.specialize_int or getattr(TracingContext.try_get(), "force_unspec_int_unbacked_size_like", False):
         return False
     return _policy_applies(builder.tx, builder.source) and bool(_call_of(builder.tx).shared)

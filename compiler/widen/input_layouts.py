@@ -9,6 +9,9 @@ import weakref
 from collections import Counter
 from typing import Any
 
+import torch
+from torch._guards import CompileContext
+
 #: how deep :func:`walk` looks into the frame's arguments (a dict of keyword
 #: arguments, a cache object, its list of layers, a layer, a tensor), and how many objects
 _DEPTH, _OBJECTS = 5, 2000
@@ -19,8 +22,6 @@ def walk(f_locals: dict[str, Any]) -> tuple[frozenset[int], frozenset[tuple[Any,
     (:func:`verishape.compiler.widen.generic_recompile.shared_sizes`), and the call's *layout
     of inputs*: each input tensor's path from the arguments (keys, indices, attribute names)
     with its rank."""
-    import torch
-
     counts: Counter[int] = Counter()
     layout: set[tuple[Any, ...]] = set()
     seen: set[int] = set()
@@ -53,8 +54,6 @@ _layouts: weakref.WeakKeyDictionary[Any, dict[int, frozenset[tuple[Any, ...]]]] 
 
 def frame_compile_id() -> int | None:
     """The frame compile id of the compile under way (0: the frame's first, again after a Dynamo reset; None: none)."""
-    from torch._guards import CompileContext
-
     n = getattr(CompileContext.current_compile_id(), "frame_compile_id", None)
     return n if isinstance(n, int) else None
 

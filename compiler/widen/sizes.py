@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import sympy
+from torch._dynamo.source import TensorProperty, TensorPropertySource
 
 from verishape.core.shape_env import VeriShapeEnv
 
@@ -63,8 +64,6 @@ def source_names(env: ShapeEnv, symbol: sympy.Symbol) -> list[str]:
 def eligible(env: ShapeEnv) -> set[sympy.Symbol]:
     """Symbols of ``env`` whose lower bound 2 may come from 0/1 specialization: backed,
     bound only to input tensor sizes, range ``[2, upper]``, not replaced."""
-    from torch._dynamo.source import TensorProperty, TensorPropertySource
-
     kept = VeriShapeEnv.symbolic_at_one_of(env)  # a candidate's sizes (``candidate.py``): lower bound 0
     kept_at_one = kept.symbols if kept is not None else set()
     return {symbol for symbol in env.var_to_sources
