@@ -103,26 +103,19 @@ def _restart_after_candidate(original: Any) -> Any:
             except TensorifyScalarRestartAnalysis:
                 if not is_candidate(env) or getattr(CompileContext.try_get(), _DONE, False):
                     raise  # not a candidate, or ours from the backend (restart() cleared the speculation log)
-                _end(self, "a restart inside the candidate's trace")
+                restart("a restart inside the candidate's trace", compiled=False, tx=self)
             except Exception as exc:  # noqa: BLE001 - a graph break's restart, an error: stock's attempt decides
                 if not is_candidate(env):
                     raise
-                _end(self, f"its trace ended in {type(exc).__name__}", exc)
+                restart(f"its trace ended in {type(exc).__name__}", compiled=False, tx=self, cause=exc)
             finally:
                 kept.restore()  # the next attempt wraps the same tensors: as they came
             if not is_candidate(env):
                 return result
-            _end(self, "its trace ended without a compile")
+            restart("its trace ended without a compile", compiled=False, tx=self)
 
     _ended_by_restart = True
     return run
-
-
-def _end(tx: Trace, why: str, cause: BaseException | None = None) -> None:
-    try:
-        restart(why, compiled=False, tx=tx)
-    except BaseException as exc:
-        raise exc from cause
 
 
 def mark_sizes(env: ShapeEnv, code: Any, tensor: Any, source: Any, context: Any) -> None:
@@ -269,7 +262,7 @@ def pinned(env: ShapeEnv) -> str | None:
     return None
 
 
-def restart(why: str, compiled: bool, tx: Trace | None = None) -> None:
+def restart(why: str, compiled: bool, tx: Trace | None = None, cause: BaseException | None = None) -> None:
     """Trace the frame again, as stock (the candidate attempt is over).  Counted:
     ``counters["verishape"]["candidates"]`` (compiled and kept) or ``["candidates_dropped"]``
     (traced, not compiled; Dynamo's ``unique_graphs`` counts its trace all the same)."""
@@ -277,14 +270,15 @@ def restart(why: str, compiled: bool, tx: Trace | None = None) -> None:
         setattr(ctx, _DONE, True)
     counters["verishape"]["candidates" if compiled else "candidates_dropped"] += 1
     log.info("verishape: candidate attempt over (%s); tracing again as stock", why)
-    retrace(tx, f"verishape candidate: {why}")
+    retrace(tx, f"verishape candidate: {why}", cause)
 
 
-def retrace(tx: Trace | None, why: str) -> NoReturn:
-    """Make Dynamo trace the frame again from scratch (the attempt under way is dropped)."""
+def retrace(tx: Trace | None, why: str, cause: BaseException | None = None) -> NoReturn:
+    """Make Dynamo trace the frame again from scratch (the attempt under way is dropped; ``cause``, the error
+    that ended it, is the restart's cause)."""
     # the next attempt may branch where this one did not: Dynamo's replay of this attempt's
     # speculation (where it graph-broke) would not match it
     if tx is not None and getattr(tx, "speculation_log", None) is not None:
         tx.speculation_log.clear()
     # the one restart a backend may raise that Dynamo's compiler call passes on (2.11 to 2.13)
-    raise TensorifyScalarRestartAnalysis(restart_reason=why)
+    raise TensorifyScalarRestartAnalysis(restart_reason=why) from cause
