@@ -237,21 +237,19 @@ def raise_after_refusal(tx: Trace, at_one: frozenset[str]) -> str | None:
 def pinned(env: ShapeEnv) -> str | None:
     """Why the candidate's trace serves no size other than 1 (a guard false with its sizes at 2, the others at
     their hints; a replacement or range fixing one), or None."""
-    hints = dict(env.backed_var_to_val)
     at_one = VeriShapeEnv.symbolic_at_one_of(env)
+    symbols = frozenset(at_one.symbols) if at_one is not None else frozenset()
     raised = getattr(at_one, "raised", set())
-    for s, sources in env.var_to_sources.items():  # a size traced at 2 that the trace pinned
+    # a size kept at 1 or traced at 2 that the trace pinned (every symbol made has its entry in var_to_sources)
+    for s, sources in env.var_to_sources.items():
         r = env.replacements.get(s)
-        if r is not None and r != s and getattr(r, "is_number", False) and any(src.name in raised for src in sources):
+        if (r is not None and r != s and getattr(r, "is_number", False)
+                and (s in symbols or any(src.name in raised for src in sources))):
             return f"{s} replaced by {r}"
-    for s in frozenset(at_one.symbols) if at_one is not None else ():
-        r = env.replacements.get(s)
-        if r is not None and r != s and getattr(r, "is_number", False):
-            return f"{s} replaced by {r}"
-        vr = env.var_to_range.get(s)
-        if vr is not None and vr.upper < 2:
+    for s in symbols:
+        if (vr := env.var_to_range.get(s)) is not None and vr.upper < 2:
             return f"{s} ranges over {vr}"
-        hints[s] = sympy.Integer(2)
+    hints = {**env.backed_var_to_val, **dict.fromkeys(symbols, sympy.Integer(2))}
     for g in env.guards:
         try:
             at_two = env.replace(g.expr).xreplace(hints)
