@@ -1,8 +1,7 @@
-"""How a new trace's sizes bind a kept compile's symbols: per generic symbol, 1 (the widened
-sizes), the new trace's symbol by source, a constant there, or the generic symbol a new symbol
-makes it one with (docs/compile.md, "Widening as one obligation, and a gate against regressions
-(issue 48)"); every generic guard and range is a goal at that point.  Refused: a size the new
-trace keeps symbolic where the generic trace has a constant, a new symbol whose sources split a
+"""How a new trace's sizes bind a kept compile's symbols: per generic symbol, 1 (the widened sizes), the new trace's
+symbol by source, a constant there, or the generic symbol a new symbol makes it one with (docs/compile.md, "Widening as
+one obligation, and a gate against regressions (issue 48)"); every generic guard and range is a goal at that point.
+Refused: a size the new trace keeps symbolic where the generic trace has a constant, a new symbol whose sources split a
 generic symbol's, a generic symbol whose sources take different constants.
 """
 
@@ -71,9 +70,8 @@ def bind(env: ShapeEnv, group: Group, nested_env: ShapeEnv, size_now: Callable[[
     not an input).  :class:`NotWidened` for the bindings the module docstring refuses."""
     widened = frozenset(merged_group(env, group))
     _check_pinned(env, size_now)
-    # every generic symbol's sources (replaced ones included: theirs are within what replaced
-    # them; a symbol the generic trace pinned to a number is a constant there), and the
-    # representatives: the symbols no replacement removed
+    # every generic symbol's sources (replaced ones included: theirs are within what replaced them; a symbol the generic
+    # trace pinned to a number is a constant there), and the representatives: the symbols no replacement removed
     all_generic = {frozenset(source_names(env, s)) for s in env.var_to_sources
                    if s not in widened and not _pinned(env, s)} - {frozenset()}
     nested_groups = {frozenset(source_names(nested_env, s)) for s in nested_env.var_to_sources
@@ -155,10 +153,9 @@ def _merges(generic: dict[sympy.Symbol, frozenset[str]], all_generic: set[frozen
 
 
 def _unread_bases(env: ShapeEnv, groups: set[frozenset[str]]) -> set[frozenset[str]]:
-    """Those of ``groups`` (source names of one symbol each) naming only a view input's ``_base``
-    sizes whose symbol no guard, replacement or deferred assert of ``env`` mentions: Dynamo fakes
-    the base to build the view, its size read by nothing else (a graph that took the base as an
-    input would differ from the other graph anyway)."""
+    """Those of ``groups`` (source names of one symbol each) naming only a view input's ``_base`` sizes whose symbol no
+    guard, replacement or deferred assert of ``env`` mentions: Dynamo fakes the base to build the view, its size read by
+    nothing else (a graph that took the base as an input would differ from the other graph anyway)."""
     if not groups:
         return set()
     exprs = [g.expr for g in env.guards]

@@ -82,10 +82,9 @@ _ended_by_restart = False
 
 
 def _restart_after_candidate(original: Any) -> Any:
-    """Dynamo's trace of a frame, such that a candidate attempt never ends as a trace Dynamo
-    would install: however it ends (the backend's restart, a graph break's speculation
-    restart, an error, or done with no graph for the backend), the next attempt is stock's,
-    from scratch.  Only the root translator's run is concerned (inlined calls pass)."""
+    """Dynamo's trace of a frame, such that a candidate attempt never ends as a trace Dynamo would install: however it
+    ends (the backend's restart, a graph break's speculation restart, an error, or done with no graph for the backend),
+    the next attempt is stock's, from scratch.  Only the root translator's run is concerned (inlined calls pass)."""
     global _ended_by_restart
 
     def run(self: Any) -> Any:
@@ -223,10 +222,9 @@ def _raise_at_first_compile(tx: Trace) -> None:
 
 
 def raise_after_refusal(tx: Trace, at_one: frozenset[str]) -> str | None:
-    """Nothing kept serves this trace, whose declared leading variables ``at_one`` are 1:
-    why the frame is to be traced again with them at 2 (the caller restarts Dynamo's
-    analysis; Note [A declared size at 1 is compiled at 2]), or None (nothing to raise, or
-    this compile's attempt at 2 was made)."""
+    """Nothing kept serves this trace, whose declared leading variables ``at_one`` are 1: why the frame is to be traced
+    again with them at 2 (the caller restarts Dynamo's analysis; Note [A declared size at 1 is compiled at 2]), or None
+    (nothing to raise, or this compile's attempt at 2 was made)."""
     ctx = CompileContext.try_get()
     if not at_one or ctx is None or not wanted() or getattr(ctx, _RAISE, None) is not None:
         return None

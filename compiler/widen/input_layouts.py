@@ -1,6 +1,6 @@
-"""The input layout of each compile of a frame: which tensors its call brought, by path
-(:func:`walk`), recorded by frame compile id (Note [A frame's inputs that vary earn the generic policy]).
-Read by generic_recompile and candidate, so it imports neither.
+"""The input layout of each compile of a frame: which tensors its call brought, by path (:func:`walk`), recorded by
+frame compile id (Note [A frame's inputs that vary earn the generic policy]).  Read by generic_recompile and candidate,
+so it imports neither.
 """
 
 from __future__ import annotations
@@ -19,9 +19,8 @@ _DEPTH, _OBJECTS = 5, 2000
 
 def walk(f_locals: dict[str, Any]) -> tuple[frozenset[int], frozenset[tuple[Any, ...]]]:
     """The sizes (>= 2) that two or more distinct input tensors share
-    (:func:`verishape.compiler.widen.generic_recompile.shared_sizes`), and the call's *layout
-    of inputs*: each input tensor's path from the arguments (keys, indices, attribute names)
-    with its rank."""
+    (:func:`verishape.compiler.widen.generic_recompile.shared_sizes`), and the call's *layout of inputs*: each input
+    tensor's path from the arguments (keys, indices, attribute names) with its rank."""
     counts: Counter[int] = Counter()
     layout: set[tuple[Any, ...]] = set()
     seen: set[int] = set()

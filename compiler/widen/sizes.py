@@ -27,9 +27,8 @@ def at_one(expr: sympy.Basic, sub: dict[sympy.Symbol, sympy.Basic], what: str) -
 
 
 def merged_into(env: ShapeEnv, symbol: sympy.Symbol) -> list[sympy.Symbol]:
-    """``symbol`` and every symbol torch replaced by it: one size under several names (a
-    guard equating ``input_ids``' and ``attention_mask``'s batch), set to 1 together, none
-    left a symbol of its own in the comparison."""
+    """``symbol`` and every symbol torch replaced by it: one size under several names (a guard equating ``input_ids``'
+    and ``attention_mask``'s batch), set to 1 together, none left a symbol of its own in the comparison."""
     merged = sorted((s for s, r in env.replacements.items() if r == symbol and s != symbol), key=str)
     return [symbol, *merged]
 
@@ -39,8 +38,7 @@ Group = tuple[sympy.Symbol, ...]
 
 
 def merged_group(env: ShapeEnv, symbols: Group) -> set[sympy.Symbol]:
-    """Every generic symbol that takes the value 1: the group's and those torch replaced
-    by them."""
+    """Every generic symbol that takes the value 1: the group's and those torch replaced by them."""
     return {m for s in symbols for m in merged_into(env, s)}
 
 
@@ -52,8 +50,7 @@ def group_name(env: ShapeEnv, group: Group) -> str:
 
 
 def bound_sources(env: ShapeEnv, symbol: sympy.Symbol) -> list[Any]:
-    """The input sources whose value is ``symbol`` (its own and those of the symbols
-    replaced by it)."""
+    """The input sources whose value is ``symbol`` (its own and those of the symbols replaced by it)."""
     return [src for s in merged_into(env, symbol) for src in env.var_to_sources.get(s, ())]
 
 
