@@ -257,7 +257,7 @@ def _generic_int_on_recompile(original: Any) -> Any:
     def wrap_symint(builder: Any, value: int, *args: Any, **kwargs: Any) -> Any:
         asked = not args and kwargs.get("dynamism") is None and type(value) is int and value >= 2
         dim = _declared_int(builder, value) if asked else None
-        if dim is not None or (asked and _int_gets_symbol(builder, value)):
+        if dim is not None or (asked and _int_gets_symbol(builder)):
             kwargs["dynamism"] = DimDynamic.DYNAMIC
         out = original(builder, value, *args, **kwargs)
         if dim is not None:
@@ -276,7 +276,7 @@ def _declared_int(builder: Any, value: int) -> Any:
     return dim if isinstance(dim, declared_sizes.Dim) and dim.holds(value) else None
 
 
-def _int_gets_symbol(builder: Any, value: int) -> bool:
+def _int_gets_symbol(builder: Any) -> bool:
     """An int argument (>= 2, reached from the frame's arguments, which stock's automatic
     dynamic would wrap as a constant or a symbol) of a generic recompile gets a symbol: it
     often *is* a size no input tensor carries yet (a static cache's ``max_cache_len``; why
