@@ -1,8 +1,7 @@
-"""How a new trace's sizes bind a kept compile's symbols: per generic symbol, 1 (the widened
-sizes), the new trace's symbol by source, a constant there, or the generic symbol a new symbol
-makes it one with (docs/compile.md, "Widening as one obligation, and a gate against regressions
-(issue 48)"); every generic guard and range is a goal at that point.  Refused: a size the new
-trace keeps symbolic where the generic trace has a constant, a new symbol whose sources split a
+"""How a new trace's sizes bind a kept compile's symbols: per generic symbol, 1 (the widened sizes), the new trace's
+symbol by source, a constant there, or the generic symbol a new symbol makes it one with (docs/compile.md, "Widening as
+one obligation, and a gate against regressions (issue 48)"); every generic guard and range is a goal at that point.
+Refused: a size the new trace keeps symbolic where the generic trace has a constant, a new symbol whose sources split a
 generic symbol's, a generic symbol whose sources take different constants.
 """
 
@@ -13,6 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import sympy
+from torch._dynamo.source import TensorProperty
 
 from .canon import NotWidened
 from .sizes import Group, bound_sources, merged_group, merged_into, source_names
@@ -70,9 +70,8 @@ def bind(env: ShapeEnv, group: Group, nested_env: ShapeEnv, size_now: Callable[[
     not an input).  :class:`NotWidened` for the bindings the module docstring refuses."""
     widened = frozenset(merged_group(env, group))
     _check_pinned(env, size_now)
-    # every generic symbol's sources (replaced ones included: theirs are within what replaced
-    # them; a symbol the generic trace pinned to a number is a constant there), and the
-    # representatives: the symbols no replacement removed
+    # every generic symbol's sources (replaced ones included: theirs are within what replaced them; a symbol the generic
+    # trace pinned to a number is a constant there), and the representatives: the symbols no replacement removed
     all_generic = {frozenset(source_names(env, s)) for s in env.var_to_sources
                    if s not in widened and not _pinned(env, s)} - {frozenset()}
     nested_groups = {frozenset(source_names(nested_env, s)) for s in nested_env.var_to_sources
@@ -101,8 +100,6 @@ def _pinned(env: ShapeEnv, s: sympy.Symbol) -> bool:
     """``s``, a tensor size, was replaced by a number (specialized back with a guard: a head count
     generic recompiles made a symbol and the weights fix).  Strides and offsets are left to the
     layout's own checks (an input in another layout is copied into the generic one)."""
-    from torch._dynamo.source import TensorProperty
-
     r = env.replacements.get(s)
     return (r is not None and r.is_number
             and all(getattr(src, "prop", None) is TensorProperty.SIZE for src in env.var_to_sources.get(s, ())))
@@ -122,14 +119,8 @@ def _check_pinned(env: ShapeEnv, size_now: Callable[[Any], int | None]) -> None:
 def _constants(env: ShapeEnv, generic: dict[sympy.Symbol, frozenset[str]], nested_covered: frozenset[str],
                size_now: Callable[[Any], int | None]) -> dict[sympy.Symbol, sympy.Basic]:
     """The generic symbols the new trace has as one constant at every source (none kept symbolic): that constant."""
-    out: dict[sympy.Symbol, sympy.Basic] = {}
-    for s, g in generic.items():
-        if g & nested_covered:
-            continue
-        values = {size_now(src) for src in bound_sources(env, s)}
-        if len(values) == 1 and None not in values:
-            out[s] = sympy.Integer(values.pop())
-    return out
+    values = {s: {size_now(src) for src in bound_sources(env, s)} for s, g in generic.items() if not g & nested_covered}
+    return {s: sympy.Integer(*ns) for s, ns in values.items() if len(ns) == 1 and None not in ns}  # its one value
 
 
 def _merges(generic: dict[sympy.Symbol, frozenset[str]], all_generic: set[frozenset[str]], nested_env: ShapeEnv,
@@ -162,10 +153,9 @@ def _merges(generic: dict[sympy.Symbol, frozenset[str]], all_generic: set[frozen
 
 
 def _unread_bases(env: ShapeEnv, groups: set[frozenset[str]]) -> set[frozenset[str]]:
-    """Those of ``groups`` (source names of one symbol each) naming only a view input's ``_base``
-    sizes whose symbol no guard, replacement or deferred assert of ``env`` mentions: Dynamo fakes
-    the base to build the view, its size read by nothing else (a graph that took the base as an
-    input would differ from the other graph anyway)."""
+    """Those of ``groups`` (source names of one symbol each) naming only a view input's ``_base`` sizes whose symbol no
+    guard, replacement or deferred assert of ``env`` mentions: Dynamo fakes the base to build the view, its size read by
+    nothing else (a graph that took the base as an input would differ from the other graph anyway)."""
     if not groups:
         return set()
     exprs = [g.expr for g in env.guards]

@@ -13,11 +13,16 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import sympy
 import torch
+from torch._dynamo.exc import TensorifyScalarRestartAnalysis
+from torch._dynamo.source import TensorProperty, TensorPropertySource
+from torch._dynamo.utils import counters
 from torch._guards import CompileContext
+from torch.fx.experimental.symbolic_shapes import DimDynamic
 
 from verishape.compiler import declared as declared_sizes
 from verishape.core import torch_names, torch_seam
@@ -37,11 +42,6 @@ log = logging.getLogger("verishape")
 _DONE = "_verishape_candidate_done"
 
 
-def compile_context() -> Any:
-    """Dynamo's context of the compile under way (one per compile, kept across its attempts), or None."""
-    return CompileContext.try_get()
-
-
 def install() -> None:
     """Wrap Dynamo's trace of a frame, so that a candidate attempt ends in a restart (idempotent; a torch
     without it traces no candidate)."""
@@ -50,7 +50,7 @@ def install() -> None:
 
 def wanted() -> bool:
     """The compile under way has not made its candidate attempt yet (and this torch ends every one in a restart)."""
-    ctx = compile_context()
+    ctx = CompileContext.try_get()
     return ctx is not None and not getattr(ctx, _DONE, False) and _ended_by_restart
 
 
@@ -58,7 +58,7 @@ def wanted() -> bool:
 class KeptAtOne:
     """One attempt's sizes kept symbolic at 1 (the core's ``SymbolicAtOne``): filled by :func:`mark_sizes` as Dynamo
     wraps the inputs, and by the env as it makes their symbols and answers their questions; the attempt is a
-    candidate once a symbol was made.  Or (:func:`raise_size`) the declared sizes at 1 this attempt traces at 2."""
+    candidate once a symbol was made.  Or (:func:`raised_at_two`) the declared sizes at 1 this attempt traces at 2."""
 
     sources: set[str] = dataclasses.field(default_factory=set)
     symbols: set[sympy.Symbol] = dataclasses.field(default_factory=set)
@@ -82,12 +82,9 @@ _ended_by_restart = False
 
 
 def _restart_after_candidate(original: Any) -> Any:
-    """Dynamo's trace of a frame, such that a candidate attempt never ends as a trace Dynamo
-    would install: however it ends (the backend's restart, a graph break's speculation
-    restart, an error, or done with no graph for the backend), the next attempt is stock's,
-    from scratch.  Only the root translator's run is concerned (inlined calls pass)."""
-    from torch._dynamo.exc import TensorifyScalarRestartAnalysis
-
+    """Dynamo's trace of a frame, such that a candidate attempt never ends as a trace Dynamo would install: however it
+    ends (the backend's restart, a graph break's speculation restart, an error, or done with no graph for the backend),
+    the next attempt is stock's, from scratch.  Only the root translator's run is concerned (inlined calls pass)."""
     global _ended_by_restart
 
     def run(self: Any) -> Any:
@@ -103,35 +100,25 @@ def _restart_after_candidate(original: Any) -> Any:
             try:
                 result = original(self)
             except TensorifyScalarRestartAnalysis:
-                if not is_candidate(env) or getattr(compile_context(), _DONE, False):
+                if not is_candidate(env) or getattr(CompileContext.try_get(), _DONE, False):
                     raise  # not a candidate, or ours from the backend (restart() cleared the speculation log)
-                _end(self, "a restart inside the candidate's trace")
+                restart("a restart inside the candidate's trace", compiled=False, tx=self)
             except Exception as exc:  # noqa: BLE001 - a graph break's restart, an error: stock's attempt decides
                 if not is_candidate(env):
                     raise
-                _end(self, f"its trace ended in {type(exc).__name__}", exc)
+                restart(f"its trace ended in {type(exc).__name__}", compiled=False, tx=self, cause=exc)
             finally:
                 kept.restore()  # the next attempt wraps the same tensors: as they came
             if not is_candidate(env):
                 return result
-            _end(self, "its trace ended without a compile")
+            restart("its trace ended without a compile", compiled=False, tx=self)
 
     _ended_by_restart = True
     return run
 
 
-def _end(tx: Trace, why: str, cause: BaseException | None = None) -> None:
-    try:
-        restart(why, compiled=False, tx=tx)
-    except BaseException as exc:
-        raise exc from cause
-
-
 def mark_sizes(env: ShapeEnv, code: Any, tensor: Any, source: Any, context: Any) -> None:
     """In a candidate attempt: every size of ``tensor`` that ``context`` makes dynamic and that is 1 keeps a symbol."""
-    from torch._dynamo.source import TensorProperty, TensorPropertySource
-    from torch.fx.experimental.symbolic_shapes import DimDynamic
-
     kept = VeriShapeEnv.symbolic_at_one_of(env)  # None outside a candidate attempt's scope
     sizes = getattr(context, "dynamic_sizes", None)
     if kept is None or sizes is None or not wanted() or raising():
@@ -142,7 +129,8 @@ def mark_sizes(env: ShapeEnv, code: Any, tensor: Any, source: Any, context: Any)
     # only while no compile generic in a size that took this call's tensors is kept: a call at 1 is proved
     # against it, and a candidate would mostly cost a trace (one that took other tensors, a decoder's
     # decode step beside its prefill, serves no call of this program)
-    if not any(k.candidates and input_layouts.same_tensors_as(code, k.compile_id) for k in alive(code)):
+    ids = [k.compile_id for k in alive(code) if k.candidates]
+    if not ids or input_layouts.other_tensors_than_all(code, ids):
         kept.sources.update(TensorPropertySource(source, TensorProperty.SIZE, i).name for i in at_one)
 
 
@@ -175,11 +163,11 @@ def other_inputs(tx: Trace) -> bool:
 def is_candidate(env: ShapeEnv) -> bool:
     """This trace kept a size symbolic at 1, or traced a declared size at 1 at 2 (inside its attempt's scope)."""
     kept = VeriShapeEnv.symbolic_at_one_of(env)
-    return kept is not None and bool(kept.symbols or getattr(kept, "raised", None))
+    return (kept is not None and bool(kept.symbols)) or is_raised(env)
 
 
 def is_raised(env: ShapeEnv) -> bool:
-    """This trace traced declared sizes at 1 at 2 (:func:`raise_size`)."""
+    """This trace traced declared sizes at 1 at 2 (:func:`raised_at_two`)."""
     return bool(getattr(VeriShapeEnv.symbolic_at_one_of(env), "raised", None))
 
 
@@ -192,27 +180,32 @@ _RAISE = "_verishape_raise"
 
 def raising() -> frozenset[str]:
     """The declared variables the attempt under way traces at 2 where they are 1."""
-    ctx = compile_context()
-    return frozenset(getattr(ctx, _RAISE, ())) if ctx is not None and wanted() else frozenset()
+    return frozenset(getattr(CompileContext.try_get(), _RAISE, ())) if wanted() else frozenset()
 
 
-def raise_size(env: ShapeEnv, tensor: Any, index: int, source_name: str) -> bool:
-    """In a candidate attempt: give ``tensor``'s size ``index`` (1 now) the hint 2 for this trace (restored when
-    the attempt ends).  False outside an attempt's scope."""
-    kept = VeriShapeEnv.symbolic_at_one_of(env)
-    if not isinstance(kept, KeptAtOne):
-        return False
-    before = getattr(tensor, "_dynamo_hint_overrides", None)
-    kept.overridden.append((tensor, dict(before) if before is not None else None))
-    tensor._dynamo_hint_overrides = {**(before or {}), index: 2}
-    kept.raised.add(source_name)
-    return True
+def raised_at_two(env: ShapeEnv, tensor: Any, source: Any) -> Callable[[int, Any], bool] | None:
+    """For a candidate attempt at 2: the choice of which of ``tensor``'s declared sizes at 1 it traces at 2, each
+    given the hint 2 for this trace (restored when the attempt ends; none outside its scope); None otherwise."""
+    raised = raising()
+    if not raised:
+        return None
+
+    def at_two(i: int, dim: Any) -> bool:
+        kept = VeriShapeEnv.symbolic_at_one_of(env)
+        if dim.name not in raised or not isinstance(kept, KeptAtOne):
+            return False
+        before = getattr(tensor, "_dynamo_hint_overrides", None)
+        kept.overridden.append((tensor, dict(before) if before is not None else None))
+        tensor._dynamo_hint_overrides = {**(before or {}), i: 2}
+        kept.raised.add(TensorPropertySource(source, TensorProperty.SIZE, i).name)
+        return True
+    return at_two
 
 
 def _raise_at_first_compile(tx: Trace) -> None:
     """Nothing kept can serve this call (none kept, or each took other input tensors) and its declared
     leading variables are 1: the first attempt is the one at 2 (Note [A declared size at 1 is compiled at 2])."""
-    ctx = compile_context()
+    ctx = CompileContext.try_get()
     if ctx is None or getattr(ctx, _RAISE, None) is not None:
         return
     declared = declared_sizes.of_backend(getattr(tx.output, "compiler_fn", None))
@@ -223,17 +216,16 @@ def _raise_at_first_compile(tx: Trace) -> None:
     if not at_one:
         return
     kept = alive(tx.f_code)  # (the walk of the arguments only where a leading size is 1)
-    if kept and not input_layouts.other_tensors_than_all(tx.f_code, f_locals, [k.compile_id for k in kept]):
+    if kept and not input_layouts.other_tensors_than_all(tx.f_code, [k.compile_id for k in kept], f_locals):
         return
     setattr(ctx, _RAISE, at_one)
 
 
 def raise_after_refusal(tx: Trace, at_one: frozenset[str]) -> str | None:
-    """Nothing kept serves this trace, whose declared leading variables ``at_one`` are 1:
-    why the frame is to be traced again with them at 2 (the caller restarts Dynamo's
-    analysis; Note [A declared size at 1 is compiled at 2]), or None (nothing to raise, or
-    this compile's attempt at 2 was made)."""
-    ctx = compile_context()
+    """Nothing kept serves this trace, whose declared leading variables ``at_one`` are 1: why the frame is to be traced
+    again with them at 2 (the caller restarts Dynamo's analysis; Note [A declared size at 1 is compiled at 2]), or None
+    (nothing to raise, or this compile's attempt at 2 was made)."""
+    ctx = CompileContext.try_get()
     if not at_one or ctx is None or not wanted() or getattr(ctx, _RAISE, None) is not None:
         return None
     setattr(ctx, _RAISE, at_one)
@@ -243,21 +235,19 @@ def raise_after_refusal(tx: Trace, at_one: frozenset[str]) -> str | None:
 def pinned(env: ShapeEnv) -> str | None:
     """Why the candidate's trace serves no size other than 1 (a guard false with its sizes at 2, the others at
     their hints; a replacement or range fixing one), or None."""
-    hints = dict(env.backed_var_to_val)
     at_one = VeriShapeEnv.symbolic_at_one_of(env)
+    symbols = frozenset(at_one.symbols) if at_one is not None else frozenset()
     raised = getattr(at_one, "raised", set())
-    for s, sources in env.var_to_sources.items():  # a size traced at 2 that the trace pinned
+    # a size kept at 1 or traced at 2 that the trace pinned (every symbol made has its entry in var_to_sources)
+    for s, sources in env.var_to_sources.items():
         r = env.replacements.get(s)
-        if r is not None and r != s and getattr(r, "is_number", False) and any(src.name in raised for src in sources):
+        if (r is not None and r != s and getattr(r, "is_number", False)
+                and (s in symbols or any(src.name in raised for src in sources))):
             return f"{s} replaced by {r}"
-    for s in frozenset(at_one.symbols) if at_one is not None else ():
-        r = env.replacements.get(s)
-        if r is not None and r != s and getattr(r, "is_number", False):
-            return f"{s} replaced by {r}"
-        vr = env.var_to_range.get(s)
-        if vr is not None and vr.upper < 2:
+    for s in symbols:
+        if (vr := env.var_to_range.get(s)) is not None and vr.upper < 2:
             return f"{s} ranges over {vr}"
-        hints[s] = sympy.Integer(2)
+    hints = {**env.backed_var_to_val, **dict.fromkeys(symbols, sympy.Integer(2))}
     for g in env.guards:
         try:
             at_two = env.replace(g.expr).xreplace(hints)
@@ -268,26 +258,23 @@ def pinned(env: ShapeEnv) -> str | None:
     return None
 
 
-def restart(why: str, compiled: bool, tx: Trace | None = None) -> None:
+def restart(why: str, compiled: bool, tx: Trace | None = None, cause: BaseException | None = None) -> None:
     """Trace the frame again, as stock (the candidate attempt is over).  Counted:
     ``counters["verishape"]["candidates"]`` (compiled and kept) or ``["candidates_dropped"]``
     (traced, not compiled; Dynamo's ``unique_graphs`` counts its trace all the same)."""
-    from torch._dynamo.utils import counters
-
-    if (ctx := compile_context()) is not None:
+    if (ctx := CompileContext.try_get()) is not None:
         setattr(ctx, _DONE, True)
     counters["verishape"]["candidates" if compiled else "candidates_dropped"] += 1
     log.info("verishape: candidate attempt over (%s); tracing again as stock", why)
-    retrace(tx, f"verishape candidate: {why}")
+    retrace(tx, f"verishape candidate: {why}", cause)
 
 
-def retrace(tx: Trace | None, why: str) -> NoReturn:
-    """Make Dynamo trace the frame again from scratch (the attempt under way is dropped)."""
-    from torch._dynamo.exc import TensorifyScalarRestartAnalysis
-
+def retrace(tx: Trace | None, why: str, cause: BaseException | None = None) -> NoReturn:
+    """Make Dynamo trace the frame again from scratch (the attempt under way is dropped; ``cause``, the error
+    that ended it, is the restart's cause)."""
     # the next attempt may branch where this one did not: Dynamo's replay of this attempt's
     # speculation (where it graph-broke) would not match it
     if tx is not None and getattr(tx, "speculation_log", None) is not None:
         tx.speculation_log.clear()
     # the one restart a backend may raise that Dynamo's compiler call passes on (2.11 to 2.13)
-    raise TensorifyScalarRestartAnalysis(restart_reason=why)
+    raise TensorifyScalarRestartAnalysis(restart_reason=why) from cause

@@ -14,6 +14,13 @@ import dataclasses
 import weakref
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import torch
+from torch._dynamo import config
+from torch._dynamo.source import LocalSource
+from torch._dynamo.utils import counters
+from torch._guards import CompileContext, TracingContext
+from torch.fx.experimental.symbolic_shapes import DimDynamic
+
 from verishape.core import torch_names, torch_seam
 
 from verishape.compiler import declared as declared_sizes
@@ -120,7 +127,7 @@ def _call_of(tx: Trace) -> _Call:
     # a candidate at 2 is traced as the frame's later compiles will be, so that they
     # are proved against it (Note [A declared size at 1 is compiled at 2])
     if raising or (is_recompile() and vary and not _fruitless(root.f_code)):
-        ctx = candidate.compile_context()
+        ctx = CompileContext.try_get()
         if (ctx is not None and getattr(ctx, _ARRIVAL, None) != "refused" and not raising
                 and arrives_at_one(root.f_code, call_arguments(tx))):
             setattr(ctx, _ARRIVAL, "attempt")
@@ -137,9 +144,7 @@ def retrace_after_refusal(tx: Trace) -> str | None:
     as generic as it would have been; None where the attempt was no such attempt, the policy would give no
     symbol anyway, or this refusal makes the frame's arrivals fruitless (:data:`FRUITLESS_ARRIVALS`).
     Counted: ``counters["verishape"]["arrivals_retraced"]``, ``["generic_policy_stopped"]``."""
-    from torch._dynamo.utils import counters
-
-    ctx = candidate.compile_context()
+    ctx = CompileContext.try_get()
     if ctx is None or getattr(ctx, _ARRIVAL, None) != "attempt":
         return None
     setattr(ctx, _ARRIVAL, "refused")
@@ -190,8 +195,6 @@ class _CallArguments:
     def same_constants(self, k: Kept) -> bool:
         """Every size the kept trace has as a constant is that constant now (else the new
         trace has it symbolic or another number, and the reuse is refused anyway)."""
-        import torch
-
         for src, (_, fake) in zip(k.sources, k.inputs):
             if isinstance(fake, torch.Tensor):
                 now = self.value(src)
@@ -210,8 +213,6 @@ def call_arguments(tx: Trace) -> _CallArguments:
 def generic_sizes(context: Any, tensor: Any, shared: frozenset[int]) -> Any:
     """``context`` with every static size of ``tensor`` that is in ``shared`` made dynamic, except the sizes
     ``torch._dynamo.mark_static`` pinned; the same object when nothing changes."""
-    from torch.fx.experimental.symbolic_shapes import DimDynamic
-
     sizes = getattr(context, "dynamic_sizes", None)
     if sizes is None or not shared:
         return context
@@ -225,9 +226,6 @@ def _policy_applies(tx: Trace, source: Any) -> bool:
     """The input named by ``source`` is one the generic policy may make dynamic: automatic dynamic is on
     (static by default), the backend is verishape's with generic recompiles, and the input is reached from
     the frame's arguments (a local, not a global)."""
-    from torch._dynamo import config
-    from torch._dynamo.source import LocalSource
-
     if not (config.automatic_dynamic_shapes and config.assume_static_by_default is not False
             and wants_generic(getattr(tx.output, "compiler_fn", None)) and source is not None):
         return False
@@ -241,7 +239,7 @@ def _generic_on_recompile(original: Any) -> Any:
         code = getattr(tx.output, "root_tx", tx).f_code
         if declared is not None:
             context = declared_sizes.symbolic_context(declared, context, e, source, code,
-                                                      _raised_at_two(tx, e, source))
+                                                      candidate.raised_at_two(tx.output.shape_env, e, source))
         if static_shapes or not _policy_applies(tx, source):
             return context
         call = _call_of(tx)  # asked on the first compile too: it records the input layout
@@ -255,26 +253,11 @@ def _generic_on_recompile(original: Any) -> Any:
     return _automatic_dynamic
 
 
-def _raised_at_two(tx: Trace, tensor: Any, source: Any) -> Any:
-    """For a candidate attempt at 2 (Note [A declared size at 1 is compiled at 2]): the
-    choice of which of ``tensor``'s declared sizes at 1 it traces at 2; None otherwise."""
-    raised = candidate.raising()
-    if not raised:
-        return None
-    from torch._dynamo.source import TensorProperty, TensorPropertySource
-
-    env = tx.output.shape_env
-    return lambda i, dim: dim.name in raised and candidate.raise_size(
-        env, tensor, i, TensorPropertySource(source, TensorProperty.SIZE, i).name)
-
-
 def _generic_int_on_recompile(original: Any) -> Any:
-    from torch.fx.experimental.symbolic_shapes import DimDynamic
-
     def wrap_symint(builder: Any, value: int, *args: Any, **kwargs: Any) -> Any:
         asked = not args and kwargs.get("dynamism") is None and type(value) is int and value >= 2
         dim = _declared_int(builder, value) if asked else None
-        if dim is not None or (asked and _int_gets_symbol(builder, value)):
+        if dim is not None or (asked and _int_gets_symbol(builder)):
             kwargs["dynamism"] = DimDynamic.DYNAMIC
         out = original(builder, value, *args, **kwargs)
         if dim is not None:
@@ -293,14 +276,11 @@ def _declared_int(builder: Any, value: int) -> Any:
     return dim if isinstance(dim, declared_sizes.Dim) and dim.holds(value) else None
 
 
-def _int_gets_symbol(builder: Any, value: int) -> bool:
+def _int_gets_symbol(builder: Any) -> bool:
     """An int argument (>= 2, reached from the frame's arguments, which stock's automatic
     dynamic would wrap as a constant or a symbol) of a generic recompile gets a symbol: it
     often *is* a size no input tensor carries yet (a static cache's ``max_cache_len``; why
     and what is left alone: docs/compile.md, "An int argument of a generic recompile")."""
-    from torch._dynamo import config
-    from torch._guards import TracingContext
-
     if config.specialize_int or getattr(TracingContext.try_get(), "force_unspec_int_unbacked_size_like", False):
         return False
     return _policy_applies(builder.tx, builder.source) and bool(_call_of(builder.tx).shared)

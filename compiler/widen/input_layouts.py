@@ -1,6 +1,6 @@
-"""The input layout of each compile of a frame: which tensors its call brought, by path
-(:func:`walk`), recorded by frame compile id (Note [A frame's inputs that vary earn the generic policy]).
-Read by generic_recompile and candidate, so it imports neither.
+"""The input layout of each compile of a frame: which tensors its call brought, by path (:func:`walk`), recorded by
+frame compile id (Note [A frame's inputs that vary earn the generic policy]).  Read by generic_recompile and candidate,
+so it imports neither.
 """
 
 from __future__ import annotations
@@ -9,6 +9,9 @@ import weakref
 from collections import Counter
 from typing import Any
 
+import torch
+from torch._guards import CompileContext
+
 #: how deep :func:`walk` looks into the frame's arguments (a dict of keyword
 #: arguments, a cache object, its list of layers, a layer, a tensor), and how many objects
 _DEPTH, _OBJECTS = 5, 2000
@@ -16,11 +19,8 @@ _DEPTH, _OBJECTS = 5, 2000
 
 def walk(f_locals: dict[str, Any]) -> tuple[frozenset[int], frozenset[tuple[Any, ...]]]:
     """The sizes (>= 2) that two or more distinct input tensors share
-    (:func:`verishape.compiler.widen.generic_recompile.shared_sizes`), and the call's *layout
-    of inputs*: each input tensor's path from the arguments (keys, indices, attribute names)
-    with its rank."""
-    import torch
-
+    (:func:`verishape.compiler.widen.generic_recompile.shared_sizes`), and the call's *layout of inputs*: each input
+    tensor's path from the arguments (keys, indices, attribute names) with its rank."""
     counts: Counter[int] = Counter()
     layout: set[tuple[Any, ...]] = set()
     seen: set[int] = set()
@@ -53,8 +53,6 @@ _layouts: weakref.WeakKeyDictionary[Any, dict[int, frozenset[tuple[Any, ...]]]] 
 
 def frame_compile_id() -> int | None:
     """The frame compile id of the compile under way (0: the frame's first, again after a Dynamo reset; None: none)."""
-    from torch._guards import CompileContext
-
     n = getattr(CompileContext.current_compile_id(), "frame_compile_id", None)
     return n if isinstance(n, int) else None
 
@@ -77,16 +75,17 @@ def _paths(layout: frozenset[tuple[Any, ...]]) -> frozenset[tuple[Any, ...]]:
     return frozenset(path[:-1] for path in layout)
 
 
-def other_tensors_than_all(code: Any, f_locals: dict[str, Any], compile_ids: list[Any]) -> bool:
+def other_tensors_than_all(code: Any, compile_ids: list[Any], f_locals: dict[str, Any] | None = None) -> bool:
     """This call reaches its input tensors by other paths than every compile in ``compile_ids`` did
     (as :func:`inputs_vary` recorded): their graphs take other inputs, no proof serves this call
-    from them.  False where a layout was not recorded."""
+    from them.  The call's layout: the compile under way's as recorded, or read off ``f_locals``
+    where given.  False where a layout was not recorded."""
     seen = _layouts.get(code, {})
     ids = [getattr(c, "frame_compile_id", None) for c in compile_ids]
     if not ids or any(i not in seen for i in ids):
         return False
-    paths = _paths(walk(f_locals)[1])
-    return all(_paths(seen[i]) != paths for i in ids)
+    now = seen.get(frame_compile_id()) if f_locals is None else walk(f_locals)[1]
+    return now is not None and all(_paths(seen[i]) != _paths(now) for i in ids)
 
 
 def new_tensors(code: Any) -> bool:
@@ -96,11 +95,3 @@ def new_tensors(code: Any) -> bool:
     seen, n = _layouts.get(code, {}), frame_compile_id()
     earlier = [_paths(seen[i]) for i in range(n or 0) if i in seen]
     return n in seen and bool(earlier) and _paths(seen[n]) not in earlier
-
-
-def same_tensors_as(code: Any, compile_id: Any) -> bool:
-    """The compile under way reaches its input tensors by the same paths as ``code``'s compile
-    ``compile_id`` did; True where either layout was not recorded."""
-    seen, n = _layouts.get(code, {}), frame_compile_id()
-    then = seen.get(getattr(compile_id, "frame_compile_id", None))
-    return n not in seen or then is None or _paths(seen[n]) == _paths(then)

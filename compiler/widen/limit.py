@@ -1,5 +1,5 @@
-"""A proved reuse is not a recompile: Dynamo's recompile limit counts it apart, up to a limit of its
-own of the same size (docs/compile.md, "A reuse is not a recompile."); the accumulated limit is kept.
+"""A proved reuse is not a recompile: Dynamo's recompile limit counts it apart, up to a limit of its own of the same
+size (docs/compile.md, "A reuse is not a recompile."); the accumulated limit is kept.
 """
 
 from __future__ import annotations
@@ -22,9 +22,7 @@ def note() -> None:
 def runs_kept_artifact(fn: Any) -> bool:
     """``fn`` (what a cache entry's bytecode calls, as Dynamo installed it: wrapped, the
     wrapper's ``__dict__`` copied) is a kept artifact called by a proved reuse."""
-    for _ in range(4):
-        if fn is None:
-            return False
+    for _ in range(4):  # (None, once unwrapped, has neither attribute)
         if getattr(fn, "_verishape_reused", None) is not None:
             return True
         fn = getattr(fn, "__wrapped__", None)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import sympy
-from torch.utils._sympy.value_ranges import ValueRanges
+from torch._dynamo.source import TensorProperty, TensorPropertySource
 
 from verishape.core.shape_env import VeriShapeEnv
 
@@ -27,9 +27,8 @@ def at_one(expr: sympy.Basic, sub: dict[sympy.Symbol, sympy.Basic], what: str) -
 
 
 def merged_into(env: ShapeEnv, symbol: sympy.Symbol) -> list[sympy.Symbol]:
-    """``symbol`` and every symbol torch replaced by it: one size under several names (a
-    guard equating ``input_ids``' and ``attention_mask``'s batch), set to 1 together, none
-    left a symbol of its own in the comparison."""
+    """``symbol`` and every symbol torch replaced by it: one size under several names (a guard equating ``input_ids``'
+    and ``attention_mask``'s batch), set to 1 together, none left a symbol of its own in the comparison."""
     merged = sorted((s for s, r in env.replacements.items() if r == symbol and s != symbol), key=str)
     return [symbol, *merged]
 
@@ -39,8 +38,7 @@ Group = tuple[sympy.Symbol, ...]
 
 
 def merged_group(env: ShapeEnv, symbols: Group) -> set[sympy.Symbol]:
-    """Every generic symbol that takes the value 1: the group's and those torch replaced
-    by them."""
+    """Every generic symbol that takes the value 1: the group's and those torch replaced by them."""
     return {m for s in symbols for m in merged_into(env, s)}
 
 
@@ -52,8 +50,7 @@ def group_name(env: ShapeEnv, group: Group) -> str:
 
 
 def bound_sources(env: ShapeEnv, symbol: sympy.Symbol) -> list[Any]:
-    """The input sources whose value is ``symbol`` (its own and those of the symbols
-    replaced by it)."""
+    """The input sources whose value is ``symbol`` (its own and those of the symbols replaced by it)."""
     return [src for s in merged_into(env, symbol) for src in env.var_to_sources.get(s, ())]
 
 
@@ -61,20 +58,13 @@ def source_names(env: ShapeEnv, symbol: sympy.Symbol) -> list[str]:
     return [s.name for s in bound_sources(env, symbol)]
 
 
-def eligible(env: ShapeEnv) -> dict[sympy.Symbol, ValueRanges]:
+def eligible(env: ShapeEnv) -> set[sympy.Symbol]:
     """Symbols of ``env`` whose lower bound 2 may come from 0/1 specialization: backed,
     bound only to input tensor sizes, range ``[2, upper]``, not replaced."""
-    from torch._dynamo.source import TensorProperty, TensorPropertySource
-
-    out = {}
     kept = VeriShapeEnv.symbolic_at_one_of(env)  # a candidate's sizes (``candidate.py``): lower bound 0
     kept_at_one = kept.symbols if kept is not None else set()
-    for symbol in env.var_to_sources:
-        vr = env.var_to_range.get(symbol)
-        if (vr is None or (vr.lower != 2 and symbol not in kept_at_one) or symbol in env.replacements
-                or symbol not in env.backed_var_to_val):
-            continue
-        sources = bound_sources(env, symbol)
-        if sources and all(isinstance(s, TensorPropertySource) and s.prop is TensorProperty.SIZE for s in sources):
-            out[symbol] = vr
-    return out
+    return {symbol for symbol in env.var_to_sources
+            if (vr := env.var_to_range.get(symbol)) is not None and (vr.lower == 2 or symbol in kept_at_one)
+            and symbol not in env.replacements and symbol in env.backed_var_to_val
+            and (sources := bound_sources(env, symbol))
+            and all(isinstance(s, TensorPropertySource) and s.prop is TensorProperty.SIZE for s in sources)}
