@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import sympy
 import torch
+from torch._dynamo.utils import counters
+from torch._functorch._aot_autograd.schemas import SerializableAOTDispatchCompiler
 from torch._guards import CompileContext, TracingContext, tracing
 from torch._subclasses.fake_tensor import FakeTensor
 
@@ -160,8 +162,6 @@ def observe_aot(mod: Any, args: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
     inner = kwargs.get("inference_compiler") or kwargs["fw_compiler"]
 
     def record_then_compile(gm: torch.fx.GraphModule, example_inputs: Any, *args: Any, **kw: Any) -> Any:
-        from torch._dynamo.utils import counters
-
         rec.aot = Snapshot(gm)  # before lowering rewrites gm
         at_one = VeriShapeEnv.symbolic_at_one_of(rec.env)
         if at_one is not None:  # Note [A candidate's answers stand in for its AOT trace]
@@ -179,8 +179,6 @@ def observe_aot(mod: Any, args: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
         if isinstance(fx_key, str):
             rec.keys.append("fx:" + fx_key)
         return out
-
-    from torch._functorch._aot_autograd.schemas import SerializableAOTDispatchCompiler
 
     # wrapped like ``inner``: AOTAutograd treats its serializable compilers specially
     wrapped = (SerializableAOTDispatchCompiler(inner.output_code_ty, record_then_compile)

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import sympy
 import torch
+from torch._dynamo.source import TensorProperty, TensorPropertySource
+from torch._dynamo.utils import counters
 
 from verishape.core import torch_seam
 
@@ -26,6 +28,7 @@ from .kept import Kept, alive, facts, global_state, guard_keys, guard_kind
 from .canon import Canon, Canonicalizer, NotWidened, canonical, first_difference, returned_sizes
 from .effects import reads_layout
 from .binding import Binding, bind
+from .generic_recompile import call_arguments
 from .sizes import Group, at_one, bound_sources, group_name, merged_group, source_names
 from .snapshot import is_size_only, placeholder_source, value_of
 from .goals import AtOne, install, prove_at_one
@@ -115,8 +118,6 @@ def reuse(env: ShapeEnv, tx: Trace, gm: torch.fx.GraphModule, example_inputs: An
           prover: Any, owner: object) -> Callable[..., Any] | None:
     """The kept generic artifact adapted to this trace's arguments, where proved; None (compile as
     stock) where nothing is reused.  ``owner``: the backend compiling; only its own kept compiles run."""
-    from torch._dynamo.utils import counters
-
     now = {tf.source.name: tf.fake for tf in tx.output.tracked_fakes}
     for k in reversed(alive(tx.f_code)):
         if k.backend != backend_name or k.owner() is not owner:
@@ -162,8 +163,6 @@ def _bound(k: Kept, group: Group, env: ShapeEnv, tx: Trace
     """The new trace's binding of ``k``'s symbols, ``group`` at 1 (constants: :func:`_size_now`,
     :func:`_int_now`); its inputs, each int input ``k`` has a symbol for and the trace specialized
     at its value (both sides list the same inputs); those in another layout; both renamings."""
-    from .generic_recompile import call_arguments
-
     now = {tf.source.name: tf.fake for tf in tx.output.tracked_fakes}
     matched = {g.name for g in tx.output.guards if guard_kind(g) in _VALUE_GUARDS}
     call = call_arguments(tx)
@@ -188,8 +187,6 @@ _VALUE_GUARDS = ("CONSTANT_MATCH", "EQUALS_MATCH")
 def _int_now(call: Any, source: Any, matched: set[str]) -> int | None:
     """An int input's value at this call where the trace specialized it (a guard pins the new entry to it), else None: a
     kept compile's symbol for it (a generic recompile's ``max_cache_len``) binds to it as to a constant size."""
-    from torch._dynamo.source import TensorPropertySource
-
     if isinstance(source, TensorPropertySource) or getattr(source, "name", None) not in matched:
         return None
     value = call.value(source)
@@ -198,8 +195,6 @@ def _int_now(call: Any, source: Any, matched: set[str]) -> int | None:
 
 def _size_now(now: dict[str, Any], source: Any) -> int | None:
     """The static value the trace gives ``source`` (a tensor input's size, stride or offset), else None."""
-    from torch._dynamo.source import TensorProperty, TensorPropertySource
-
     fake = now.get(source.base.name) if isinstance(source, TensorPropertySource) else None
     if not isinstance(fake, torch.Tensor):
         return None

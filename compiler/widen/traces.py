@@ -8,10 +8,12 @@ import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+import torch
+from torch._functorch.aot_autograd import aot_module_simplified
+
 from .canon import NotWidened
 
 if TYPE_CHECKING:
-    import torch
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 T = TypeVar("T")
@@ -48,9 +50,6 @@ def aot_inference_graph(mod: Any, args: list[Any], aot_kwargs: dict[str, Any],
     """What ``read`` makes of AOTAutograd's inference graph of ``mod`` on ``args`` as handed to its
     compiler (under ``aot_kwargs``, never lowered or run; AOTAutograd's cache off, so it is traced).
     :class:`NotWidened` with what ``read`` raised, ``training`` for a training graph, ``none`` for none."""
-    import torch
-    from torch._functorch.aot_autograd import aot_module_simplified
-
     got: dict[str, Any] = {}
 
     def never(*a: Any) -> Any:

@@ -12,6 +12,8 @@ import json
 from typing import TYPE_CHECKING, Any
 
 import torch
+import torch._functorch.config as functorch_config
+import torch._inductor.config as inductor_config
 
 from . import record
 from .binding import Binding
@@ -103,9 +105,6 @@ def _binding(b: Binding) -> Any:
 
 
 def _state() -> Any:
-    import torch._functorch.config as functorch_config
-    import torch._inductor.config as inductor_config
-
     return (torch.__version__, torch.is_grad_enabled(), torch.are_deterministic_algorithms_enabled(),
             tuple(torch.is_autocast_enabled(d) for d in ("cpu", "cuda")),
             sorted(functorch_config.save_config_portable().items()), sorted(inductor_config.save_config_portable().items()))
