@@ -132,7 +132,7 @@ def reuse(env: ShapeEnv, tx: Trace, gm: torch.fx.GraphModule, example_inputs: An
             if backend_name == "inductor" and k.questions is None and k.cache_key is None:
                 raise NotWidened("the generic graph was served from Inductor's FX graph cache: the shape answers "
                                  "its lowering acted on were not seen")
-            fn, ev = _prove(k, group, env, tx, gm, example_inputs, prover)
+            fn, ev = _prove(k, group, env, tx, now, gm, example_inputs, prover)
         except NotWidened as exc:  # Note [Proof or stock]: not proved, so the backend compiles as stock
             env.verishape_log.not_widened.append((name, str(exc)))
             log.info("verishape: %s not widened: %s", name, exc)
@@ -158,18 +158,22 @@ def reuse(env: ShapeEnv, tx: Trace, gm: torch.fx.GraphModule, example_inputs: An
     return None
 
 
-def _bound(k: Kept, group: Group, env: ShapeEnv, tx: Trace
+def _bound(k: Kept, group: Group, env: ShapeEnv, tx: Trace, now: dict[str, Any]
            ) -> tuple[Binding, dict[str, Any], list[str], tuple[Rename, Rename]]:
-    """The new trace's binding of ``k``'s symbols, ``group`` at 1 (constants: :func:`_size_now`,
-    :func:`_int_now`); its inputs, each int input ``k`` has a symbol for and the trace specialized
-    at its value (both sides list the same inputs); those in another layout; both renamings."""
-    now = {tf.source.name: tf.fake for tf in tx.output.tracked_fakes}
+    """The new trace's binding of ``k``'s symbols, ``group`` at 1 (constants: ``constant``); its inputs (``now``, those
+    it tracks), each int input ``k`` has a symbol for and the trace specialized at its value (both sides list the same
+    inputs); those in another layout; both renamings."""
     matched = {g.name for g in tx.output.guards if guard_kind(g) in _VALUE_GUARDS}
     call = call_arguments(tx)
 
     def constant(src: Any) -> int | None:
-        size = _size_now(now, src)
-        return size if size is not None else _int_now(call, src, matched)
+        """A tensor input's static size, stride or offset (:func:`_size_now`), or an int input's value at this call
+        where the trace specialized it (a guard pins the new entry to it), else None: a kept compile's symbol for it (a
+        generic recompile's ``max_cache_len``) binds to it as to a constant size."""
+        if isinstance(src, TensorPropertySource):
+            return _size_now(now, src)
+        value = call.value(src) if getattr(src, "name", None) in matched else None
+        return value if type(value) is int else None
 
     binding = bind(k.env, group, env, constant)
     fakes = now | {name: value for src, (name, fake) in zip(k.sources, k.inputs)
@@ -182,15 +186,6 @@ def _bound(k: Kept, group: Group, env: ShapeEnv, tx: Trace
 
 #: Dynamo's guards that pin an input to its value at the trace (an int it specialized)
 _VALUE_GUARDS = ("CONSTANT_MATCH", "EQUALS_MATCH")
-
-
-def _int_now(call: Any, source: Any, matched: set[str]) -> int | None:
-    """An int input's value at this call where the trace specialized it (a guard pins the new entry to it), else None: a
-    kept compile's symbol for it (a generic recompile's ``max_cache_len``) binds to it as to a constant size."""
-    if isinstance(source, TensorPropertySource) or getattr(source, "name", None) not in matched:
-        return None
-    value = call.value(source)
-    return value if type(value) is int else None
 
 
 def _size_now(now: dict[str, Any], source: Any) -> int | None:
@@ -221,19 +216,19 @@ def _arrived(k: Kept, now: dict[str, Any], env: ShapeEnv, tx: Trace) -> Group | 
     if out or k.candidate:
         return tuple(sorted(out, key=lambda s: (source_names(k.env, s), str(s))))
     try:
-        return () if _bound(k, (), env, tx)[2] else None
+        return () if _bound(k, (), env, tx, now)[2] else None
     except NotWidened:
         return None
 
 
-def _prove(k: Kept, group: Group, env: ShapeEnv, tx: Trace, gm: torch.fx.GraphModule, example_inputs: Any,
-           prover: Any) -> tuple[Callable[..., Any], Evidence]:
+def _prove(k: Kept, group: Group, env: ShapeEnv, tx: Trace, now: dict[str, Any], gm: torch.fx.GraphModule,
+           example_inputs: Any, prover: Any) -> tuple[Callable[..., Any], Evidence]:
     """The checks (docs/architecture.md, "Following a guard"), cheapest first: a refusal after the
     costly AOT trace would pay it on top of the stock compile.  Premises are the size-1 trace's guards
     as Dynamo left them: the AOT trace only adds guards, so they are a subset of those installed."""
     _refuse_if_excluded(k.env, group)
     _same_global_state(k, tx)
-    binding, fakes, relaid, (generic_rename, rename) = _bound(k, group, env, tx)
+    binding, fakes, relaid, (generic_rename, rename) = _bound(k, group, env, tx, now)
     # each input in another layout: the dense order of the generic trace's layout (proved)
     c, generic_fakes = Canonicalizer(generic_rename), dict(k.inputs)
     orders = {name: layout.dense_order(generic_fakes[name], c, k.env.backed_var_to_val) for name in relaid}
