@@ -300,9 +300,8 @@ def _learn_key(original: Callable[..., Any]) -> Callable[..., Any]:
 def facts(env: ShapeEnv) -> tuple[Any, ...]:
     """What a proof reads of an env's facts: its guards, ranges, replacements, divisibility
     facts and runtime asserts (compared before and after a trace: a fact it added)."""
-    asserts = getattr(env, "deferred_runtime_asserts", {})
     return (len(env.guards), dict(env.var_to_range), dict(env.replacements), len(getattr(env, "divisible", ())),
-            sum(len(v) for v in asserts.values()))
+            sum(len(v) for v in getattr(env, "deferred_runtime_asserts", {}).values()))
 
 
 def _traced_again(k: Kept) -> Snapshot:
@@ -335,15 +334,11 @@ def alive(code: types.CodeType) -> list[Kept]:
     # lives as long as that entry: found by the compile's context, not its id (reset by a Dynamo reset)
     now = CompileContext.try_get()
     with _kept_lock:
-        if not (kept := _kept.get(code)):
-            return []
-        ids = {str(e.compile_id) for e in torch_seam.cache_entries(code)}
-        alive = [k for k in kept if str(k.compile_id) in ids
-                 or (now is not None and k.context() is now)]
+        kept = _kept.pop(code, [])
+        ids = {str(e.compile_id) for e in torch_seam.cache_entries(code)} if kept else set()
+        alive = [k for k in kept if str(k.compile_id) in ids or (now is not None and k.context() is now)]
         if alive:
             _kept[code] = list(alive)  # the caller's list is its own (a later keep appends to the table's)
-        else:
-            del _kept[code]
     return alive
 
 
