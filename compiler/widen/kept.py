@@ -213,13 +213,13 @@ def keep(rec: _Recording, tx: Trace, compiled: Callable[..., Any], backend_name:
         rec.refuse("no AOTAutograd inference graph was compiled (a training graph, or one served from the AOTAutograd "
                    "cache without its key): nothing kept for size 1")
         return
-    if rec.questions is not None and rec.keys:
-        _save_record(rec)
-    elif not served:
-        _copy_record(rec)
     # the key of the entry that served the artifact: AOTAutograd's where its cache did, else the FX graph cache's
     cache_key = (next((key for key in rec.keys if key.startswith("aot:" if served else "fx:")), None)
                  if rec.questions is None else None)
+    if rec.questions is not None and rec.keys:
+        _save_record(rec)
+    elif not served and cache_key is not None:
+        _copy_record(rec, cache_key)
     kept = Kept(rec.env, rec.candidates, backend_name, rec.dynamo, rec.aot, rec.aot_kwargs, rec.questions,
                 compiled, [(tf.source.name, tf.fake) for tf in tx.output.tracked_fakes], guard_keys(tx.output.guards),
                 CompileContext.current_compile_id(), time.perf_counter() - rec.started, cache_key,
@@ -258,11 +258,10 @@ def _fake_source(rec: _Recording, detached: bool) -> tuple[Any, list[Any]] | Non
     return copy, fakes
 
 
-def _copy_record(rec: _Recording) -> None:
-    """Lowered out of sight by Inductor's FX graph cache in this process: the record that
-    cache's key names also goes under AOTAutograd's key (see :func:`record.copy`)."""
-    fx = next((key for key in rec.keys if key.startswith("fx:")), None)
-    for key in (k for k in rec.keys if fx is not None and k.startswith("aot:")):
+def _copy_record(rec: _Recording, fx: str) -> None:
+    """Lowered out of sight by Inductor's FX graph cache in this process: the record that cache's key ``fx`` names also
+    goes under AOTAutograd's key (see :func:`record.copy`)."""
+    for key in (k for k in rec.keys if k.startswith("aot:")):
         try:
             record.copy(fx, key, rec.env)
         except OSError as exc:
