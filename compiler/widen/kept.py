@@ -57,16 +57,14 @@ class Kept:
     questions: questions_.QuestionLog | None
     compiled: Callable[..., Any]
     inputs: list[tuple[str, Any]]
-    #: its non-shape guards (:func:`guard_keys`), read when it is kept: Dynamo empties the
-    #: trace's guard set once the frame's entry is built
+    #: non-shape guards (:func:`guard_keys`), read when kept: Dynamo empties the trace's guards once its entry is built
     guard_keys: frozenset[tuple[str, str]]
     compile_id: Any
     #: seconds the user's backend took to compile it (what a reuse saves)
     compile_s: float = 0.0
     #: served from torch's cache: the key its widening record is stored under, read when size 1 arrives
     cache_key: str | None = None
-    #: served from AOTAutograd's cache: the graph and inputs AOTAutograd was given, from
-    #: which the inference graph is traced again when size 1 arrives
+    #: served from AOTAutograd's cache: the graph and inputs it was given, to trace the inference graph again at size 1
     aot_source: tuple[Any, list[Any]] | None = None
     #: why no proof may use this kept compile any more (its env gained facts)
     spoiled: str | None = None
