@@ -206,13 +206,10 @@ def _arrived(k: Kept, now: dict[str, Any], env: ShapeEnv, tx: Trace) -> Group | 
     """The kept candidates whose every input size is 1 in this trace (the pattern that arrived); None where one size of
     a candidate is 1 and another is not, or where none is, ``k`` is no candidate and the call's inputs do not differ
     from the generic trace's in some tensors' layout alone.  Silent: any other miss is not this module's to report."""
-    out = []
-    for symbol in k.candidates:
-        ones = [_size_now(now, src) == 1 for src in bound_sources(k.env, symbol)]
-        if all(ones):
-            out.append(symbol)
-        elif any(ones):
-            return None
+    ones = {symbol: [_size_now(now, src) == 1 for src in bound_sources(k.env, symbol)] for symbol in k.candidates}
+    if any(any(one) and not all(one) for one in ones.values()):
+        return None
+    out = [symbol for symbol, one in ones.items() if all(one)]
     if out or k.candidate:
         return tuple(sorted(out, key=lambda s: (source_names(k.env, s), str(s))))
     try:
