@@ -63,8 +63,7 @@ def remember(k: Kept, trace_key: str, fingerprint: str) -> None:
 
 
 def _read(data: bytes, artifact: str, trace_key: str) -> str | None:
-    head = len(_MAGIC)
-    digest, payload = data[head:head + 64], data[head + 65:]
+    digest, _, payload = data[len(_MAGIC):].partition(b"\n")
     if not data.startswith(_MAGIC) or hashlib.sha256(payload).hexdigest().encode() != digest:
         return None
     try:
