@@ -117,8 +117,7 @@ class StrideOrder(over_ranges.Recorded):
 
         if self.result is None:
             return False
-        size = [at_point(e, sub) for e in self.size]
-        stride = [at_point(e, sub) for e in self.stride]
+        size, stride = ([at_point(e, sub) for e in part] for part in (self.size, self.stride))
         # sizes that stay symbolic at ``sub`` range over theirs, and must decide the check
         symbols = over_ranges.Symbols([*size, *stride], self.ranges)
 
@@ -162,8 +161,7 @@ class DenseCheck(over_ranges.Recorded):
         if self.result is None:
             return False
         try:
-            size = [number(e, sub) for e in self.size]
-            stride = [number(e, sub) for e in self.stride]
+            size, stride = ([number(e, sub) for e in part] for part in (self.size, self.stride))
         except NotANumber:
             return self._right_over_ranges(sub)
         exact = self._exact(torch.empty_strided(size, stride, device="meta"))
@@ -179,8 +177,7 @@ class DenseCheck(over_ranges.Recorded):
         check = torch_seam.optional(".".join(torch_names.DENSE_CHECK_ON_SIZES))
         if check is None:
             return False  # a torch without the sizes-and-strides form: not recomputed (refused)
-        size = [at_point(e, sub) for e in self.size]
-        stride = [at_point(e, sub) for e in self.stride]
+        size, stride = ([at_point(e, sub) for e in part] for part in (self.size, self.stride))
         symbols = over_ranges.Symbols([*size, *stride], self.ranges)
         exact = over_ranges.decided(lambda: check([symbols.value(e) for e in size], [symbols.value(e) for e in stride]))
         return bool(exact) == self.result
@@ -264,13 +261,11 @@ def tracking(on_hint: HintSink, on_scheduled: ScheduledSink, widened: WidenedRan
               torch_names.OVERLAP_CHECK[1]: partial(_tracked, OverlapCheck.record, _CHECK_ERRORS, int)}
     with contextlib.ExitStack() as restore:  # undone last first
         _widening_range_reads(widened, restore)
-        for module_name, path in HOOKED:
-            if module_name not in sys.modules:
-                continue
+        for module_name, path in HOOKED:  # (wrap gives None for a module not loaded, which is not missing)
             undo = torch_seam.wrap(module_name, path, lambda original, path=path: makers[path](original))
             if undo is not None:
                 restore.callback(undo)
-            elif path not in _GUARDING_HINTS:  # that row names every release's readers
+            elif module_name in sys.modules and path not in _GUARDING_HINTS:  # that row names every release's readers
                 _say_missing(f"{module_name}.{path}")
         yield
 
