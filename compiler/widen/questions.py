@@ -214,9 +214,7 @@ def _same_action(reading: str, a: Any, b: Any) -> bool:
     """Whether a caller reading answers as ``reading`` acts the same on ``a`` and ``b``
     (both truth values or unknown; anything else is not read as a truth value: False)."""
     truth = (None, sympy.true, sympy.false, True, False)
-    if a not in truth or b not in truth:
-        return False
-    return (a in _ACTS_ON[reading]) == (b in _ACTS_ON[reading])
+    return a in truth and b in truth and (a in _ACTS_ON[reading]) == (b in _ACTS_ON[reading])
 
 
 #: Inductor functions (the innermost one asking) whose guarding-hint reads only steer a heuristic:
@@ -355,10 +353,9 @@ def _retraces_a_search_pattern(frame: Any) -> bool:
     # check_fn is its caller or one of the next four: a decorator's frame (2.15's ``no_grad``) may lie between
     callers = itertools.islice(traceback.walk_stack(frame), 1, 6)
     outer = next((f for f, _ in callers if getattr(f.f_code, "co_qualname", None) == CHECK_FN), None)
-    if outer is None or fn is None:
-        return False
-    return (fn is outer.f_locals.get("search_fn")
-            or getattr(fn, "__qualname__", "") == f"{CHECK_FN}.<locals>.search_fn_new")
+    return outer is not None and fn is not None and (
+        fn is outer.f_locals.get("search_fn")
+        or getattr(fn, "__qualname__", "") == f"{CHECK_FN}.<locals>.search_fn_new")
 
 
 def _operands(wanted: Any, local: dict[str, Any]) -> tuple[Any, Any] | None:
