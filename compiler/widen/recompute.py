@@ -219,9 +219,6 @@ def _unwrapped(fn: Any) -> Any:
 computing: contextvars.ContextVar[Any] = contextvars.ContextVar("verishape_layout_call", default=None)
 
 
-#: the torch internals wrapped while a generic compile is lowered, and Inductor's range reader
-HOOKED = torch_names.WIDENING_HOOKS
-RANGE_READER = torch_names.RANGE_READER
 _said: set[str] = set()
 
 
@@ -261,7 +258,7 @@ def tracking(on_hint: HintSink, on_scheduled: ScheduledSink, widened: WidenedRan
               torch_names.OVERLAP_CHECK[1]: partial(_tracked, OverlapCheck.record, _CHECK_ERRORS, int)}
     with contextlib.ExitStack() as restore:  # undone last first
         _widening_range_reads(widened, restore)
-        for module_name, path in HOOKED:  # (wrap gives None for a module not loaded, which is not missing)
+        for module_name, path in torch_names.WIDENING_HOOKS:  # (a module not loaded: wrap gives None, not said)
             undo = torch_seam.wrap(module_name, path, lambda original, path=path: makers[path](original))
             if undo is not None:
                 restore.callback(undo)
@@ -274,7 +271,7 @@ def _widening_range_reads(widened: WidenedRanges, restore: contextlib.ExitStack)
     """Wrap ``bound_sympy`` wherever an Inductor module imported it, until ``restore`` unwinds: a call about a kept
     size sees that size's range with the lower bound 1 (``widened()``), so every bound the lowering derives this way
     holds at 1 (a wider range gives a looser bound, which every use of a bound accepts: it is an over-approximation)."""
-    module_name, name = RANGE_READER
+    module_name, name = torch_names.RANGE_READER
     raw = getattr(sys.modules.get(module_name), name, None)
     if raw is None:
         _say_missing(f"{module_name}.{name}")
