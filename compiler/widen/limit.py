@@ -8,6 +8,8 @@ import dataclasses
 import types
 from typing import Any
 
+from torch._dynamo import config
+
 from verishape.core import torch_names, torch_seam
 
 
@@ -38,8 +40,6 @@ def reuse_entries(code: types.CodeType, f_globals: dict[str, Any]) -> int:
 
 
 def _counting_apart(original: Any) -> Any:
-    from torch._dynamo import config
-
     def compute_cache_size(frame: Any, *args: Any, **kwargs: Any) -> Any:
         size = original(frame, *args, **kwargs)
         exempt = min(reuse_entries(frame.f_code, frame.f_globals), config.recompile_limit)

@@ -163,8 +163,7 @@ class QuestionLog:
             # a size-oblivious question about a size-like candidate (kept symbolic at 1, ``candidate.py``)
             # was answered assuming it is at least 2: asked again without that assumption
             oblivious = size_oblivious and not (expr.free_symbols & self.candidates & getattr(env, "size_like", set()))
-            again = base_static(env, expr, size_oblivious=oblivious, axioms=axioms,
-                                var_to_range=tuple(widened.items()))
+            again = base_static(env, expr, size_oblivious=oblivious, axioms=axioms, var_to_range=tuple(widened.items()))
         finally:
             self._busy = False
         if again == answer or (reading is not None and _same_action(reading, again, answer)):
