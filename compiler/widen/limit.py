@@ -1,6 +1,5 @@
 """A proved reuse is not a recompile: Dynamo's recompile limit counts it apart, up to a limit of its own of the same
-size (docs/compile.md, "A reuse is not a recompile."); the accumulated limit is kept.
-"""
+size (docs/compile.md, "A reuse is not a recompile."); the accumulated limit is kept."""
 
 from __future__ import annotations
 

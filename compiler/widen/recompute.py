@@ -203,9 +203,8 @@ class OverlapCheck(DenseCheck):
         return False
 
 
-#: torch's callers of the overlap check that act only on "yes" (``== 1``, 2.11 to 2.15):
-#: ``copy_``'s meta function raises, a scatter's output is a plain clone; any other caller
-#: (2.15's slice-scatter chunking reads ``!= 0``) compares the whole result
+#: torch's callers of the overlap check that act only on "yes" (``== 1``, 2.11 to 2.15): ``copy_``'s meta function
+#: raises, a scatter's output is a plain clone (2.15's slice-scatter chunking, which reads ``!= 0``, is not one)
 YES_READERS = (("torch/_meta_registrations.py", "meta_copy_"), ("torch/_meta_registrations.py", "_scatter_meta_output"))
 
 
@@ -243,9 +242,8 @@ _CHECK_ERRORS = (ValueError, TypeError, AttributeError, RuntimeError, sympy.Symp
 
 @contextlib.contextmanager
 def tracking(on_hint: HintSink, on_scheduled: ScheduledSink, widened: WidenedRanges) -> Iterator[None]:
-    """For one block, wrap the layout computations recomputed at 1 (tying the questions asked
-    in a call to it), the hint reads, the scheduler's code generation (``on_scheduled`` reads
-    the sizes after it) and the direct range reads (:func:`_widening_range_reads`)."""
+    """For one block, wrap the layout computations recomputed at 1 (tying the questions asked in a call to it), the hint
+    reads, the scheduler's code generation (``on_scheduled`` reads the sizes after it) and the direct range reads."""
     makers = {"_compute_stride": partial(_tracked, _view_strides, (ValueError, TypeError, AttributeError),
                                          lambda out: None if out is None else exprs(out)),
               "conv_layout": _tracked_conv_layout,
