@@ -1,5 +1,4 @@
-"""The shape answers a lowering acted on that hold only because a size is at least 2 (docs/compile.md,
-"Inductor's answers").
+"""The shape answers a lowering acted on that hold only for sizes of at least 2 (docs/compile.md, "Inductor's answers").
 
 :class:`QuestionLog`, installed on the env while a generic compile is lowered (:func:`recording`), asks each static
 answer about a candidate symbol (``ShapeEnv._maybe_evaluate_static``) again with the candidates' lower bounds 1: an
@@ -226,9 +225,8 @@ HEURISTIC_HINT_SITES = ("expand", "repeat", "unfold",
                         "benchmark_compiled_module", "codegen_kernel", "tile_ranges",
                         # the GPU scheduler's loop reordering for fusion (2.13: optimization hints):
                         # a reordered loop nest computes the same values at every size
-                        "normalize_with_stride_order", "shared_data_after_reordering_loop",
-                        "_try_reorder_loops_for_candidates", "decide_loop_order_to_match", "numel_hint",
-                        "numbytes_hint",
+                        "normalize_with_stride_order", "shared_data_after_reordering_loop", "numel_hint",
+                        "_try_reorder_loops_for_candidates", "decide_loop_order_to_match", "numbytes_hint",
                         # 2.11's reshape index walk: every branch ends in check_equals guards, as in
                         # 2.13's compare_sizes (:data:`SITES`)
                         "_dynamic_reshape_indexer",
