@@ -81,11 +81,10 @@ DIRECT_SITES: dict[str, tuple[str, Callable[[Question], bool]]] = {
                                     "stricter test folds less; a fold computes the same value)",
                                     lambda q: q.answer is sympy.false and isinstance(q.expr, sympy.Eq)
                                     and sympy.S.One in q.expr.args),
-    # every branch builds an exact decomposition index = size2*i1 + i2 of the same space; its
-    # validity is checked on its own: ``add_range``'s statically_known_multiple_of and the final
-    # ``guarding_hint_or_throw(remaining) == 1`` are answers proved at 1, loop ranges >= 1 the size
-    # rule.  Not "this size is 1" held True: it drops the index variable, right only where the size
-    # is 1 (``Max(1, 3 - s)`` is 1 for every s >= 2, not at 1), so it is proved at 1 like any other
+    # every branch builds an exact decomposition index = size2*i1 + i2 of the same space, checked on its own:
+    # ``add_range``'s statically_known_multiple_of and the final ``guarding_hint_or_throw(remaining) == 1`` are answers
+    # proved at 1, loop ranges >= 1 the size rule.  Not "this size is 1" held True: it drops the index variable, right
+    # only where the size is 1 (``Max(1, 3 - s)`` is 1 for every s >= 2, not at 1), so it is proved at 1 like any other
     "_split_iteration_ranges": ("a tiling split (which exact decomposition of the iteration space; its divisors, "
                                 "its use of every group and its sizes are checked at 1 on their own)",
                                 lambda q: not (isinstance(q.expr, sympy.Eq) and q.answer is sympy.true)),
@@ -280,9 +279,8 @@ def _observe_hint(log: QuestionLog, kind: str, expr: Any, value: Any, caller: st
     site, _ = _site()
     where = site[0] if site else "?"
     if where == INDEX_WIDTH_SITE and kind == "guarding" and isinstance(value, (int, sympy.Integer)):
-        # ``hint <= INT32_MAX`` chooses 32-bit indexing (the caller then guards ``expr <=
-        # INT32_MAX``); above it, 64-bit indexing, right at every size.  What the kernel relies
-        # on is the bound, not the hint: that is the answer that must hold at 1.
+        # ``hint <= INT32_MAX`` chooses 32-bit indexing (the caller then guards ``expr <= INT32_MAX``); above it, 64-bit
+        # indexing, right at every size.  The kernel relies on the bound, not the hint: the answer that must hold at 1.
         answer = sympy.Le(expr, INT32_MAX) if int(value) <= INT32_MAX else None
     elif kind == "optimization" or where in HEURISTIC_HINT_SITES or (
             where == "maybe_copy_cpu_scalar" and _copies_nothing()):
@@ -377,8 +375,7 @@ def recording(env: ShapeEnv, candidates: frozenset[sympy.Symbol]) -> Iterator[Qu
     """Install a :class:`QuestionLog` on ``env`` (a VeriShapeEnv) for one block.  On a torch
     that lacks a required interception (``torch_seam.widening_refused``) this is said once,
     in one line; the size-1 calls of such a compile are then refused with that line."""
-    # probed only where Inductor is loaded (it lowers this compile): an aot_eager user should
-    # not pay for importing Inductor's modules
+    # probed only where Inductor is loaded (it lowers this compile): an aot_eager user should not pay for importing it
     refused = torch_seam.widening_refused() if "torch._inductor.sizevars" in sys.modules else None
     if refused:
         recompute.say_once(refused, refused)
