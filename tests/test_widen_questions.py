@@ -188,7 +188,8 @@ def test_a_missing_torch_internal_is_said_once_and_refuses_instead_of_failing(mo
     it alone (answers asked there are not recomputed); nothing else changes."""
     from torch._inductor import ir
 
-    monkeypatch.setattr(recompute, "HOOKED", (*recompute.HOOKED, ("torch._inductor.ir", "Layout.no_such_check")))
+    monkeypatch.setattr(torch_names, "WIDENING_HOOKS",
+                        (*torch_names.WIDENING_HOOKS, ("torch._inductor.ir", "Layout.no_such_check")))
     monkeypatch.setattr(recompute, "_said", set())
     original = ir.Layout.__dict__["is_stride_ordered"]
     env = VeriShapeEnv()

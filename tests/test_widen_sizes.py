@@ -15,6 +15,7 @@ from torch.utils._sympy.value_ranges import ValueRanges
 
 import verishape
 from verishape.compiler.widen import lowered_sizes, over_ranges, questions, recompute
+from verishape.core import torch_names
 from verishape.fuzz.widen_check import run_sweep
 
 s = sympy.Symbol("s", integer=True, positive=True)
@@ -105,7 +106,7 @@ def test_inductor_range_reads_see_a_kept_size_from_one_while_recording():
 
 
 def test_a_torch_without_the_range_reader_is_said_and_left_alone(monkeypatch, caplog):
-    monkeypatch.setattr(recompute, "RANGE_READER", ("torch.utils._sympy.value_ranges", "no_such_reader"))
+    monkeypatch.setattr(torch_names, "RANGE_READER", ("torch.utils._sympy.value_ranges", "no_such_reader"))
     recompute._said.discard("torch.utils._sympy.value_ranges.no_such_reader")
     undo: list = []
     recompute._widening_range_reads(lambda: {}, types.SimpleNamespace(callback=lambda *a: undo.append(a)))

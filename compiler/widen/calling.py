@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
+from torch._dynamo.source import TensorProperty, TensorPropertySource
 
 from . import layout
 from .canon import NotWidened
@@ -22,8 +23,6 @@ def argument_map(k: Kept, binding: Binding, gm: torch.fx.GraphModule, orders: di
                   ) -> list[Callable[[tuple[Any, ...]], Any]]:
     """For each argument of the generic graph, how to read it off the size-1 graph's arguments: the same input by source
     (copied into the generic layout where ``orders`` names it), a size set to 1 as 1, or a size of an input tensor."""
-    from torch._dynamo.source import TensorProperty, TensorPropertySource
-
     here: dict[str, int] = {}
     for i, node in enumerate(gm.graph.find_nodes(op="placeholder")):
         if (src := placeholder_source(node)) is not None:
@@ -43,8 +42,7 @@ def argument_map(k: Kept, binding: Binding, gm: torch.fx.GraphModule, orders: di
             out.append(lambda args, i=here[src.name], o=orders[src.name]: layout.to_layout(args[i], o))
         elif src.name in here:
             out.append(lambda args, i=here[src.name]: args[i])
-        elif (isinstance(src, TensorPropertySource) and src.prop is TensorProperty.STRIDE
-                and src.base.name in orders):
+        elif isinstance(src, TensorPropertySource) and src.prop is TensorProperty.STRIDE and src.base.name in orders:
             raise NotWidened(f"the generic graph reads a stride of {src.base.name}, an input in another layout")
         elif (isinstance(value, torch.SymInt) and isinstance(src, TensorPropertySource)
                 and src.prop in (TensorProperty.SIZE, TensorProperty.STRIDE) and src.base.name in here):

@@ -1,12 +1,13 @@
 """A proved reuse is not a recompile: Dynamo's recompile limit counts it apart, up to a limit of its own of the same
-size (docs/compile.md, "A reuse is not a recompile."); the accumulated limit is kept.
-"""
+size (docs/compile.md, "A reuse is not a recompile."); the accumulated limit is kept."""
 
 from __future__ import annotations
 
 import dataclasses
 import types
 from typing import Any
+
+from torch._dynamo import config
 
 from verishape.core import torch_names, torch_seam
 
@@ -38,8 +39,6 @@ def reuse_entries(code: types.CodeType, f_globals: dict[str, Any]) -> int:
 
 
 def _counting_apart(original: Any) -> Any:
-    from torch._dynamo import config
-
     def compute_cache_size(frame: Any, *args: Any, **kwargs: Any) -> Any:
         size = original(frame, *args, **kwargs)
         exempt = min(reuse_entries(frame.f_code, frame.f_globals), config.recompile_limit)

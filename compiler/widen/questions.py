@@ -1,5 +1,4 @@
-"""The shape answers a lowering acted on that hold only because a size is at least 2 (docs/compile.md,
-"Inductor's answers").
+"""The shape answers a lowering acted on that hold only for sizes of at least 2 (docs/compile.md, "Inductor's answers").
 
 :class:`QuestionLog`, installed on the env while a generic compile is lowered (:func:`recording`), asks each static
 answer about a candidate symbol (``ShapeEnv._maybe_evaluate_static``) again with the candidates' lower bounds 1: an
@@ -82,11 +81,10 @@ DIRECT_SITES: dict[str, tuple[str, Callable[[Question], bool]]] = {
                                     "stricter test folds less; a fold computes the same value)",
                                     lambda q: q.answer is sympy.false and isinstance(q.expr, sympy.Eq)
                                     and sympy.S.One in q.expr.args),
-    # every branch builds an exact decomposition index = size2*i1 + i2 of the same space; its
-    # validity is checked on its own: ``add_range``'s statically_known_multiple_of and the final
-    # ``guarding_hint_or_throw(remaining) == 1`` are answers proved at 1, loop ranges >= 1 the size
-    # rule.  Not "this size is 1" held True: it drops the index variable, right only where the size
-    # is 1 (``Max(1, 3 - s)`` is 1 for every s >= 2, not at 1), so it is proved at 1 like any other
+    # every branch builds an exact decomposition index = size2*i1 + i2 of the same space, checked on its own:
+    # ``add_range``'s statically_known_multiple_of and the final ``guarding_hint_or_throw(remaining) == 1`` are answers
+    # proved at 1, loop ranges >= 1 the size rule.  Not "this size is 1" held True: it drops the index variable, right
+    # only where the size is 1 (``Max(1, 3 - s)`` is 1 for every s >= 2, not at 1), so it is proved at 1 like any other
     "_split_iteration_ranges": ("a tiling split (which exact decomposition of the iteration space; its divisors, "
                                 "its use of every group and its sizes are checked at 1 on their own)",
                                 lambda q: not (isinstance(q.expr, sympy.Eq) and q.answer is sympy.true)),
@@ -163,8 +161,7 @@ class QuestionLog:
             # a size-oblivious question about a size-like candidate (kept symbolic at 1, ``candidate.py``)
             # was answered assuming it is at least 2: asked again without that assumption
             oblivious = size_oblivious and not (expr.free_symbols & self.candidates & getattr(env, "size_like", set()))
-            again = base_static(env, expr, size_oblivious=oblivious, axioms=axioms,
-                                var_to_range=tuple(widened.items()))
+            again = base_static(env, expr, size_oblivious=oblivious, axioms=axioms, var_to_range=tuple(widened.items()))
         finally:
             self._busy = False
         if again == answer or (reading is not None and _same_action(reading, again, answer)):
@@ -214,9 +211,7 @@ def _same_action(reading: str, a: Any, b: Any) -> bool:
     """Whether a caller reading answers as ``reading`` acts the same on ``a`` and ``b``
     (both truth values or unknown; anything else is not read as a truth value: False)."""
     truth = (None, sympy.true, sympy.false, True, False)
-    if a not in truth or b not in truth:
-        return False
-    return (a in _ACTS_ON[reading]) == (b in _ACTS_ON[reading])
+    return a in truth and b in truth and (a in _ACTS_ON[reading]) == (b in _ACTS_ON[reading])
 
 
 #: Inductor functions (the innermost one asking) whose guarding-hint reads only steer a heuristic:
@@ -229,9 +224,8 @@ HEURISTIC_HINT_SITES = ("expand", "repeat", "unfold",
                         "benchmark_compiled_module", "codegen_kernel", "tile_ranges",
                         # the GPU scheduler's loop reordering for fusion (2.13: optimization hints):
                         # a reordered loop nest computes the same values at every size
-                        "normalize_with_stride_order", "shared_data_after_reordering_loop",
-                        "_try_reorder_loops_for_candidates", "decide_loop_order_to_match", "numel_hint",
-                        "numbytes_hint",
+                        "normalize_with_stride_order", "shared_data_after_reordering_loop", "numel_hint",
+                        "_try_reorder_loops_for_candidates", "decide_loop_order_to_match", "numbytes_hint",
                         # 2.11's reshape index walk: every branch ends in check_equals guards, as in
                         # 2.13's compare_sizes (:data:`SITES`)
                         "_dynamic_reshape_indexer",
@@ -285,9 +279,8 @@ def _observe_hint(log: QuestionLog, kind: str, expr: Any, value: Any, caller: st
     site, _ = _site()
     where = site[0] if site else "?"
     if where == INDEX_WIDTH_SITE and kind == "guarding" and isinstance(value, (int, sympy.Integer)):
-        # ``hint <= INT32_MAX`` chooses 32-bit indexing (the caller then guards ``expr <=
-        # INT32_MAX``); above it, 64-bit indexing, right at every size.  What the kernel relies
-        # on is the bound, not the hint: that is the answer that must hold at 1.
+        # ``hint <= INT32_MAX`` chooses 32-bit indexing (the caller then guards ``expr <= INT32_MAX``); above it, 64-bit
+        # indexing, right at every size.  The kernel relies on the bound, not the hint: the answer that must hold at 1.
         answer = sympy.Le(expr, INT32_MAX) if int(value) <= INT32_MAX else None
     elif kind == "optimization" or where in HEURISTIC_HINT_SITES or (
             where == "maybe_copy_cpu_scalar" and _copies_nothing()):
@@ -355,10 +348,9 @@ def _retraces_a_search_pattern(frame: Any) -> bool:
     # check_fn is its caller or one of the next four: a decorator's frame (2.15's ``no_grad``) may lie between
     callers = itertools.islice(traceback.walk_stack(frame), 1, 6)
     outer = next((f for f, _ in callers if getattr(f.f_code, "co_qualname", None) == CHECK_FN), None)
-    if outer is None or fn is None:
-        return False
-    return (fn is outer.f_locals.get("search_fn")
-            or getattr(fn, "__qualname__", "") == f"{CHECK_FN}.<locals>.search_fn_new")
+    return outer is not None and fn is not None and (
+        fn is outer.f_locals.get("search_fn")
+        or getattr(fn, "__qualname__", "") == f"{CHECK_FN}.<locals>.search_fn_new")
 
 
 def _operands(wanted: Any, local: dict[str, Any]) -> tuple[Any, Any] | None:
@@ -383,8 +375,7 @@ def recording(env: ShapeEnv, candidates: frozenset[sympy.Symbol]) -> Iterator[Qu
     """Install a :class:`QuestionLog` on ``env`` (a VeriShapeEnv) for one block.  On a torch
     that lacks a required interception (``torch_seam.widening_refused``) this is said once,
     in one line; the size-1 calls of such a compile are then refused with that line."""
-    # probed only where Inductor is loaded (it lowers this compile): an aot_eager user should
-    # not pay for importing Inductor's modules
+    # probed only where Inductor is loaded (it lowers this compile): an aot_eager user should not pay for importing it
     refused = torch_seam.widening_refused() if "torch._inductor.sizevars" in sys.modules else None
     if refused:
         recompute.say_once(refused, refused)

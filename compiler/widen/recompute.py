@@ -117,8 +117,7 @@ class StrideOrder(over_ranges.Recorded):
 
         if self.result is None:
             return False
-        size = [at_point(e, sub) for e in self.size]
-        stride = [at_point(e, sub) for e in self.stride]
+        size, stride = ([at_point(e, sub) for e in part] for part in (self.size, self.stride))
         # sizes that stay symbolic at ``sub`` range over theirs, and must decide the check
         symbols = over_ranges.Symbols([*size, *stride], self.ranges)
 
@@ -162,8 +161,7 @@ class DenseCheck(over_ranges.Recorded):
         if self.result is None:
             return False
         try:
-            size = [number(e, sub) for e in self.size]
-            stride = [number(e, sub) for e in self.stride]
+            size, stride = ([number(e, sub) for e in part] for part in (self.size, self.stride))
         except NotANumber:
             return self._right_over_ranges(sub)
         exact = self._exact(torch.empty_strided(size, stride, device="meta"))
@@ -179,8 +177,7 @@ class DenseCheck(over_ranges.Recorded):
         check = torch_seam.optional(".".join(torch_names.DENSE_CHECK_ON_SIZES))
         if check is None:
             return False  # a torch without the sizes-and-strides form: not recomputed (refused)
-        size = [at_point(e, sub) for e in self.size]
-        stride = [at_point(e, sub) for e in self.stride]
+        size, stride = ([at_point(e, sub) for e in part] for part in (self.size, self.stride))
         symbols = over_ranges.Symbols([*size, *stride], self.ranges)
         exact = over_ranges.decided(lambda: check([symbols.value(e) for e in size], [symbols.value(e) for e in stride]))
         return bool(exact) == self.result
@@ -206,9 +203,8 @@ class OverlapCheck(DenseCheck):
         return False
 
 
-#: torch's callers of the overlap check that act only on "yes" (``== 1``, 2.11 to 2.15):
-#: ``copy_``'s meta function raises, a scatter's output is a plain clone; any other caller
-#: (2.15's slice-scatter chunking reads ``!= 0``) compares the whole result
+#: torch's callers of the overlap check that act only on "yes" (``== 1``, 2.11 to 2.15): ``copy_``'s meta function
+#: raises, a scatter's output is a plain clone (2.15's slice-scatter chunking, which reads ``!= 0``, is not one)
 YES_READERS = (("torch/_meta_registrations.py", "meta_copy_"), ("torch/_meta_registrations.py", "_scatter_meta_output"))
 
 
@@ -222,9 +218,6 @@ def _unwrapped(fn: Any) -> Any:
 computing: contextvars.ContextVar[Any] = contextvars.ContextVar("verishape_layout_call", default=None)
 
 
-#: the torch internals wrapped while a generic compile is lowered, and Inductor's range reader
-HOOKED = torch_names.WIDENING_HOOKS
-RANGE_READER = torch_names.RANGE_READER
 _said: set[str] = set()
 
 
@@ -249,9 +242,8 @@ _CHECK_ERRORS = (ValueError, TypeError, AttributeError, RuntimeError, sympy.Symp
 
 @contextlib.contextmanager
 def tracking(on_hint: HintSink, on_scheduled: ScheduledSink, widened: WidenedRanges) -> Iterator[None]:
-    """For one block, wrap the layout computations recomputed at 1 (tying the questions asked
-    in a call to it), the hint reads, the scheduler's code generation (``on_scheduled`` reads
-    the sizes after it) and the direct range reads (:func:`_widening_range_reads`)."""
+    """For one block, wrap the layout computations recomputed at 1 (tying the questions asked in a call to it), the hint
+    reads, the scheduler's code generation (``on_scheduled`` reads the sizes after it) and the direct range reads."""
     makers = {"_compute_stride": partial(_tracked, _view_strides, (ValueError, TypeError, AttributeError),
                                          lambda out: None if out is None else exprs(out)),
               "conv_layout": _tracked_conv_layout,
@@ -264,13 +256,11 @@ def tracking(on_hint: HintSink, on_scheduled: ScheduledSink, widened: WidenedRan
               torch_names.OVERLAP_CHECK[1]: partial(_tracked, OverlapCheck.record, _CHECK_ERRORS, int)}
     with contextlib.ExitStack() as restore:  # undone last first
         _widening_range_reads(widened, restore)
-        for module_name, path in HOOKED:
-            if module_name not in sys.modules:
-                continue
+        for module_name, path in torch_names.WIDENING_HOOKS:  # (a module not loaded: wrap gives None, not said)
             undo = torch_seam.wrap(module_name, path, lambda original, path=path: makers[path](original))
             if undo is not None:
                 restore.callback(undo)
-            elif path not in _GUARDING_HINTS:  # that row names every release's readers
+            elif module_name in sys.modules and path not in _GUARDING_HINTS:  # that row names every release's readers
                 _say_missing(f"{module_name}.{path}")
         yield
 
@@ -279,7 +269,7 @@ def _widening_range_reads(widened: WidenedRanges, restore: contextlib.ExitStack)
     """Wrap ``bound_sympy`` wherever an Inductor module imported it, until ``restore`` unwinds: a call about a kept
     size sees that size's range with the lower bound 1 (``widened()``), so every bound the lowering derives this way
     holds at 1 (a wider range gives a looser bound, which every use of a bound accepts: it is an over-approximation)."""
-    module_name, name = RANGE_READER
+    module_name, name = torch_names.RANGE_READER
     raw = getattr(sys.modules.get(module_name), name, None)
     if raw is None:
         _say_missing(f"{module_name}.{name}")
