@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 
 #: bumped when the payload's layout, its name or the meaning of a question changes
 FORMAT = 4
+#: the record format, verishape's version and torch's: in a record's name and payload
+_VERSIONS = (FORMAT, __version__, str(torch.__version__))
 _MAGIC = b"verishape-widen-record\n"
 _DIGEST = 64  # hex sha256
 #: how long a read or write of the remote cache may take before the record counts as absent
@@ -50,14 +52,9 @@ class Unrecordable(Exception):
     own kinds refuse with TypeError, see ``KernelCall.__getstate__``)."""
 
 
-def _versions() -> tuple[int, str, str]:
-    """The record format, verishape's version and torch's: in a record's name and payload."""
-    return FORMAT, __version__, str(torch.__version__)
-
-
 def _name(cache_key: str, bound: tuple[Any, ...] | None = None) -> str:
-    """A record's name: its artifact's key, :func:`_versions` and, for a widening record, its :func:`binding`."""
-    named = (*_versions(), cache_key, *(() if bound is None else (bound,)))
+    """A record's name: its artifact's key, :data:`_VERSIONS` and, for a widening record, its :func:`binding`."""
+    named = (*_VERSIONS, cache_key, *(() if bound is None else (bound,)))
     return hashlib.sha256(repr(named).encode()).hexdigest()
 
 
@@ -65,13 +62,12 @@ def binding(env: ShapeEnv) -> tuple[Any, ...]:
     """What the log's expressions mean and were answered under: every symbol of ``env`` with the input sources bound
     to it and its range, the env's replacements, and its guards (an artifact cached under one key with other guards
     was lowered under other facts)."""
-    symbols = []
-    for s in sorted(env.var_to_sources, key=str):
-        vr = env.var_to_range.get(s)
-        symbols.append((str(s), tuple(source_names(env, s)), f"{vr.lower}..{vr.upper}" if vr is not None else "?"))
+    ranges = {s: f"{vr.lower}..{vr.upper}" for s, vr in env.var_to_range.items()}
+    symbols = tuple((str(s), tuple(source_names(env, s)), ranges.get(s, "?"))
+                    for s in sorted(env.var_to_sources, key=str))
     replacements = tuple(sorted((str(k), str(v)) for k, v in getattr(env, "replacements", {}).items()))
     guards = tuple(sorted({_normal(g.expr) for g in getattr(env, "guards", ())}))
-    return tuple(symbols), replacements, guards
+    return symbols, replacements, guards
 
 
 def _normal(expr: sympy.Basic) -> str:
@@ -125,7 +121,7 @@ def dumps(log: Any, env: ShapeEnv, bound: tuple[Any, ...] | None = None) -> byte
     """The record of a finished lowering's question log (``bound``: ``env``'s binding, where the caller has it)."""
     plain = dataclasses.replace(log, _seen=set(), _busy=False)
     try:
-        payload = pickle.dumps((*_versions(), binding(env) if bound is None else bound, plain),
+        payload = pickle.dumps((*_VERSIONS, binding(env) if bound is None else bound, plain),
                                protocol=pickle.HIGHEST_PROTOCOL)
     except (pickle.PicklingError, TypeError, AttributeError, RuntimeError) as exc:
         # what pickling raises on an object it cannot copy (RuntimeError: a pybind11 object)
@@ -147,10 +143,9 @@ def loads(data: bytes, env: ShapeEnv, candidates: frozenset[sympy.Symbol], bound
         fmt, version, torch_version, bound_there, log = _Unpickler(io.BytesIO(payload)).load()
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, ImportError) as exc:
         raise Dropped(f"the widening record cannot be read ({type(exc).__name__}: {exc})"[:200]) from None
-    here = _versions()
-    if (fmt, version, torch_version) != here:
+    if (fmt, version, torch_version) != _VERSIONS:
         raise Dropped(f"the widening record was written by verishape {version} on torch {torch_version} "
-                      f"(format {fmt}); this is verishape {here[1]} on torch {here[2]}")
+                      f"(format {fmt}); this is verishape {__version__} on torch {torch.__version__}")
     if bound_there != (binding(env) if bound is None else bound):
         raise Dropped("the widening record's sizes are bound to other inputs, or its facts (ranges, guards) "
                       "differ from this trace's")
