@@ -157,12 +157,9 @@ class Canonicalizer:
             return False
         if storage_of(mine) in self._output_storages or not (self._functional or self._unobserved(mine, theirs)):
             return False
-
-        def number(a: Any) -> Any:
-            return self._folded.get(a) if is_node(a) else self.number(a)
-
         size = self.number(whole.shape[dim])
-        first, last, stride = number(0 if start is None else start), number(end), number(step)
+        first, last, stride = (self._folded.get(a) if is_node(a) else self.number(a)
+                               for a in (0 if start is None else start, end, step))
         covers = end is None or (isinstance(last, sympy.Expr) and isinstance(size, sympy.Expr)
                                  and sympy.simplify(last - size).is_nonnegative is True)
         if first != 0 or stride != 1 or not covers or self.tensor_meta(mine, None) != self.tensor_meta(theirs, None):
