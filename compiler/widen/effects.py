@@ -84,18 +84,14 @@ def storage_of(t: torch.Tensor) -> Any:
 
 
 def flat_tensors(value: Any) -> list[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        return [value]
     if isinstance(value, (list, tuple)):
         return [t for v in value for t in flat_tensors(v)]
-    return []
+    return [value] if isinstance(value, torch.Tensor) else []
 
 
 def target_name(target: Any) -> str:
     """How a node's target reads in the canonical form (a method's is its name)."""
-    if isinstance(target, str):
-        return target
-    if isinstance(target, torch._ops.OpOverload | torch._ops.OpOverloadPacket | torch._ops.HigherOrderOperator):
+    if isinstance(target, str | torch._ops.OpOverload | torch._ops.OpOverloadPacket | torch._ops.HigherOrderOperator):
         return str(target)
     module = getattr(target, "__module__", None) or ""
     name = getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or repr(target)
