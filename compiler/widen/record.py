@@ -94,9 +94,7 @@ def _divided(diff: sympy.Expr, op: str) -> sympy.Expr:
     ``8*s - 4104 <= 0`` is ``s - 513 <= 0`` (the bound rounded up for ``<=``; an equation only where ``g`` divides
     ``b``)."""
     const, rest = diff.as_coeff_Add()
-    if rest == 0:
-        return diff
-    content, primitive = rest.as_content_primitive()
+    content, primitive = rest.as_content_primitive()  # (1, 0) where no term has a symbol: left as it is
     if not (content.is_Integer and content > 1 and const.is_Integer):
         return diff
     if op == "<=":
