@@ -72,9 +72,7 @@ class Canonicalizer:
         return sympy.expand(out) if isinstance(out, sympy.Expr) else out
 
     def scalar(self, v: Any) -> Any:
-        if isinstance(v, (list, tuple, torch.Size)):
-            return tuple(self.scalar(x) for x in v)
-        return self.number(v)
+        return tuple(self.scalar(x) for x in v) if isinstance(v, (list, tuple, torch.Size)) else self.number(v)
 
     def tensor_meta(self, t: torch.Tensor, storages: dict[Any, int] | None, loose: bool = False) -> tuple[Any, ...]:
         """Sizes, strides, offset, dtype, device, layout, grad flag and storage identity (its index in ``storages``;
@@ -84,9 +82,8 @@ class Canonicalizer:
         (1, 7) slice of a (1, 8) tensor keeps stride 8, where (s, 7) is made contiguous)."""
         key = self._same_storage.get(storage_of(t), storage_of(t))  # fake tensors have a storage identity too
         alias: Any = "private" if storages is None else storages.setdefault(key, len(storages))
-        sizes, strides = self.scalar(t.shape), self.scalar(t.stride())
-        if loose:
-            strides = tuple("size-1" if n == 1 else st for n, st in zip(sizes, strides))
+        sizes = self.scalar(t.shape)
+        strides = tuple("size-1" if loose and n == 1 else st for n, st in zip(sizes, self.scalar(t.stride())))
         return ("tensor", sizes, strides, self.number(t.storage_offset()),
                 str(t.dtype), str(t.device), str(t.layout), bool(t.requires_grad), alias)
 
@@ -266,9 +263,8 @@ class Canonicalizer:
                 or self.scalar(theirs.shape[dropped:]) != self.scalar(mine.shape)
                 or any(self.number(d) != 1 for d in theirs.shape[:dropped])):
             return False
-        if storage_of(mine) != storage_of(theirs) and not self._unobserved(mine, theirs):
-            return False
-        return bool(node.users) and all(
+        viewed = storage_of(mine) == storage_of(theirs)
+        return (viewed or self._unobserved(mine, theirs)) and bool(node.users) and all(
             u.target in _BROADCAST_VALUES and len(u.args) >= 3 and u.args[2] is node and u.args[0] is not node
             and node not in nodes_in((u.args[1], u.kwargs)) for u in node.users)
 
