@@ -49,9 +49,7 @@ def mutated_storages(gm: Any) -> set[Any] | None:
     or ``setitem`` (each its first argument), ``out=``, ``inplace=True``, or an ATen overload's
     argument its schema marks written; a submodule or higher-order op is not looked into."""
     out: set[Any] = set()
-    for node in gm.graph.nodes:
-        if node.op in ("placeholder", "output", "get_attr"):
-            continue
+    for node in (n for n in gm.graph.nodes if n.op not in ("placeholder", "output", "get_attr")):
         target = node.target
         if node.op not in ("call_function", "call_method") or isinstance(target, torch._ops.HigherOrderOperator):
             return None
