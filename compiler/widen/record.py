@@ -17,6 +17,7 @@ import dataclasses
 import hashlib
 import io
 import os
+import pathlib
 import pickle
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -108,8 +109,7 @@ def copy(from_key: str, to_key: str, env: ShapeEnv) -> None:
     and files it under AOTAutograd's, for a process that cache serves (checked when read, like any other)."""
     bound = binding(env)
     try:
-        with open(verishape_records.record_path(_name(from_key, bound)), "rb") as f:
-            data = f.read()
+        data = pathlib.Path(verishape_records.record_path(_name(from_key, bound))).read_bytes()
     except FileNotFoundError:
         return
     verishape_records.write_record(_name(to_key, bound), data)
@@ -177,11 +177,9 @@ def write_local(key: str, data: bytes) -> None:
 
 def read_local(key: str) -> bytes | None:
     """What :func:`write_local` filed under ``key``; None where the local folder has none."""
-    try:
-        with open(verishape_records.record_path(_name(key)), "rb") as f:
-            return f.read()
-    except OSError:
-        return None
+    with contextlib.suppress(OSError):
+        return pathlib.Path(verishape_records.record_path(_name(key))).read_bytes()
+    return None
 
 
 def load(cache_key: str, env: ShapeEnv, candidates: frozenset[sympy.Symbol]) -> Any:
@@ -190,8 +188,7 @@ def load(cache_key: str, env: ShapeEnv, candidates: frozenset[sympy.Symbol]) -> 
     bound = binding(env)
     name = _name(cache_key, bound)
     try:
-        with open(verishape_records.record_path(name), "rb") as f:
-            data, remote = f.read(), False
+        data, remote = pathlib.Path(verishape_records.record_path(name)).read_bytes(), False
     except FileNotFoundError:
         data, remote = _remote_get(name), True
     except OSError as exc:
