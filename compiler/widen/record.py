@@ -82,8 +82,7 @@ def _normal(expr: sympy.Basic) -> str:
         diff = sympy.expand(lhs - rhs)
         if op == "<" and diff.is_integer:
             op, diff = "<=", diff + 1
-        if diff.is_integer:
-            diff = _divided(diff, op)
+        diff = _divided(diff, op)
         if op in ("==", "!="):
             diff = min(diff, sympy.expand(-diff), key=str)
         return f"{diff} {op} 0"
@@ -96,7 +95,7 @@ def _divided(diff: sympy.Expr, op: str) -> sympy.Expr:
     ``b``)."""
     const, rest = diff.as_coeff_Add()
     content, primitive = rest.as_content_primitive()  # (1, 0) where no term has a symbol: left as it is
-    if not (content.is_Integer and content > 1 and const.is_Integer):
+    if not (diff.is_integer and content.is_Integer and content > 1 and const.is_Integer):
         return diff
     if op == "<=":
         return primitive + sympy.ceiling(const / content)
