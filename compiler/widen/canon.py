@@ -238,7 +238,6 @@ class Canonicalizer:
     def _same_value_as(self, node: torch.fx.Node) -> torch.fx.Node | None:
         """The node whose value ``node``'s is, where the two cannot be told apart, else None.  Only an identity
         view folds where ``node`` is a graph output: a copy's storage and strides are the caller's to see."""
-        # the tensor ``node`` makes and that of its first argument, a node already compared
         source = node.args[0] if node.op == "call_function" and node.args else None
         mine, theirs = value_of(node), (value_of(source) if is_node(source) and source in self._index else None)
         pair = (mine, theirs) if isinstance(mine, torch.Tensor) and isinstance(theirs, torch.Tensor) else None
@@ -306,8 +305,7 @@ class Canonicalizer:
         schema = getattr(node.target, "_schema", None)
         if schema is None:
             return node.args, node.kwargs
-        # An ATen overload: spell out every positional argument (AOT writes a default or
-        # leaves it out depending on the value), then clear the flag.
+        # AOT writes a default or leaves it out depending on the value: spell out every positional argument
         positional = [a for a in schema.arguments if not a.kwarg_only]
         filled = takewhile(lambda a: a.name not in node.kwargs and a.has_default_value(), positional[len(node.args):])
         args = (*node.args, *(a.default_value for a in filled))

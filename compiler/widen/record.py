@@ -1,14 +1,13 @@
-"""A generic compile's widening record: the question log its lowering acted on (with the sizes its AOT graph
-computes with), written beside the artifact under its cache keys by the process that lowered it, once lowered, and
-read by a process torch's cache serves the artifact to.  Nothing else: the rest of a reuse comes from the live trace,
-or a verdict (:mod:`verishape.compiler.widen.verdict`).
+"""A generic compile's widening record: the question log its lowering acted on (with the sizes its AOT graph computes
+with), written beside the artifact under its cache keys by the process that lowered it, once lowered, and read by a
+process torch's cache serves the artifact to.  Nothing else: the rest of a reuse comes from the live trace, or a verdict
+(:mod:`verishape.compiler.widen.verdict`).
 
 Note [A record belongs to its artifact] is enforced here; what ties a record to its artifact, and where it goes:
-docs/compile.md, "Across restarts".  A record is also named by its binding, so two compiles of one key (a candidate
-and a trace that pinned its size) each find their own.  A remote copy is read where the local folder lacks one, each
-wait bounded by :data:`REMOTE_TIMEOUT_S`.  :class:`_Unpickler` keeps a record from naming code a log is not made of
-(not a security boundary: torch unpickles its own entries without one).
-"""
+docs/compile.md, "Across restarts".  A record is also named by its binding, so two compiles of one key (a candidate and
+a trace that pinned its size) each find their own.  A remote copy is read where the local folder lacks one, each wait
+bounded by :data:`REMOTE_TIMEOUT_S`.  :class:`_Unpickler` keeps a record from naming code a log is not made of (not a
+security boundary: torch unpickles its own entries without one)."""
 
 from __future__ import annotations
 
