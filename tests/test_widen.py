@@ -280,11 +280,11 @@ def test_canonical_keeps_the_strides_of_graph_outputs():
     """Intermediates compare their strides on dimensions of size > 1 only; a graph output
     (the caller sees its strides) and an input compare all of them."""
     c = canon.Canonicalizer(lambda s: s)
-    loose = c.tensor_meta(torch.empty_strided((1, 7), (8, 1)), [], loose=True)
-    assert loose == c.tensor_meta(torch.empty((1, 7)), [], loose=True)
-    assert c.tensor_meta(torch.empty_strided((1, 7), (8, 1)), []) != c.tensor_meta(torch.empty((1, 7)), [])
-    assert (c.tensor_meta(torch.empty_strided((2, 7), (8, 1)), [], loose=True)
-            != c.tensor_meta(torch.empty((2, 7)), [], loose=True))
+    loose = c.tensor_meta(torch.empty_strided((1, 7), (8, 1)), {}, loose=True)
+    assert loose == c.tensor_meta(torch.empty((1, 7)), {}, loose=True)
+    assert c.tensor_meta(torch.empty_strided((1, 7), (8, 1)), {}) != c.tensor_meta(torch.empty((1, 7)), {})
+    assert (c.tensor_meta(torch.empty_strided((2, 7), (8, 1)), {}, loose=True)
+            != c.tensor_meta(torch.empty((2, 7)), {}, loose=True))
 
 
 def _one_op_graph(out_stride: tuple[int, ...]) -> torch.fx.GraphModule:

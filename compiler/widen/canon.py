@@ -62,36 +62,28 @@ class Canonicalizer:
         #: storage of a folded whole-dimension scatter -> its src's (per graph, like every field :meth:`_prepare` sets)
         self._same_storage: dict[Any, Any] = {}
 
-    def expr(self, e: sympy.Basic) -> sympy.Basic:
+    def number(self, v: Any) -> Any:
+        if not isinstance(v, (torch.SymInt, torch.SymBool, torch.SymFloat)):
+            return sympy.sympify(v) if isinstance(v, int) else v  # a bool: sympy.true or sympy.false
+        if isinstance(v, torch.SymInt) and (constant := v.node.maybe_as_int()) is not None:
+            return sympy.Integer(constant)
+        e = v.node.expr
         out = e.xreplace({s: self._rename(s) for s in e.free_symbols})
         return sympy.expand(out) if isinstance(out, sympy.Expr) else out
 
-    def number(self, v: Any) -> Any:
-        if isinstance(v, torch.SymInt):
-            constant = v.node.maybe_as_int()
-            return sympy.Integer(constant) if constant is not None else self.expr(v.node.expr)
-        if isinstance(v, (torch.SymBool, torch.SymFloat)):
-            return self.expr(v.node.expr)
-        return sympy.sympify(v) if isinstance(v, int) else v  # a bool: sympy.true or sympy.false
-
     def scalar(self, v: Any) -> Any:
-        if isinstance(v, (list, tuple, torch.Size)):
-            return tuple(self.scalar(x) for x in v)
-        return self.number(v)
+        return tuple(self.scalar(x) for x in v) if isinstance(v, (list, tuple, torch.Size)) else self.number(v)
 
-    def tensor_meta(self, t: torch.Tensor, storages: list[Any] | None, loose: bool = False) -> tuple[Any, ...]:
+    def tensor_meta(self, t: torch.Tensor, storages: dict[Any, int] | None, loose: bool = False) -> tuple[Any, ...]:
         """Sizes, strides, offset, dtype, device, layout, grad flag and storage identity (its index in ``storages``;
         None: left out).  ``loose`` (intermediates only: an output's strides are the caller's, an input's its
         guards'): a size-1 dimension's stride is left out.  Its only index is 0, so it moves no address (torch's
         contiguity checks skip it too), and at 1 ATen's choice of it differs from the generic formula (a clone of a
         (1, 7) slice of a (1, 8) tensor keeps stride 8, where (s, 7) is made contiguous)."""
         key = self._same_storage.get(storage_of(t), storage_of(t))  # fake tensors have a storage identity too
-        if storages is not None and key not in storages:
-            storages.append(key)
-        alias: Any = "private" if storages is None else storages.index(key)
-        sizes, strides = self.scalar(t.shape), self.scalar(t.stride())
-        if loose:
-            strides = tuple("size-1" if n == 1 else st for n, st in zip(sizes, strides))
+        alias: Any = "private" if storages is None else storages.setdefault(key, len(storages))
+        sizes = self.scalar(t.shape)
+        strides = tuple("size-1" if loose and n == 1 else st for n, st in zip(sizes, self.scalar(t.stride())))
         return ("tensor", sizes, strides, self.number(t.storage_offset()),
                 str(t.dtype), str(t.device), str(t.layout), bool(t.requires_grad), alias)
 
@@ -130,7 +122,7 @@ class Canonicalizer:
         dropped at batch 1 (the generic one gives that dimension stride 0).  ``loose``: :meth:`tensor_meta`'s."""
         if not (isinstance(node.target, torch._ops.OpOverload) and node.target.is_view):
             return False
-        probe = list(self._storages)  # both numbered as this graph would, neither registered
+        probe = dict(self._storages)  # both numbered as this graph would, neither registered
         return self.tensor_meta(mine, probe, loose) == self.tensor_meta(theirs, probe, loose)
 
     def _copy_of_input(self, node: torch.fx.Node, mine: torch.Tensor, theirs: torch.Tensor) -> bool:
@@ -162,12 +154,9 @@ class Canonicalizer:
             return False
         if storage_of(mine) in self._output_storages or not (self._functional or self._unobserved(mine, theirs)):
             return False
-
-        def number(a: Any) -> Any:
-            return self._folded.get(a) if is_node(a) else self.number(a)
-
         size = self.number(whole.shape[dim])
-        first, last, stride = number(0 if start is None else start), number(end), number(step)
+        first, last, stride = (self._folded.get(a) if is_node(a) else self.number(a)
+                               for a in (0 if start is None else start, end, step))
         covers = end is None or (isinstance(last, sympy.Expr) and isinstance(size, sympy.Expr)
                                  and sympy.simplify(last - size).is_nonnegative is True)
         if first != 0 or stride != 1 or not covers or self.tensor_meta(mine, None) != self.tensor_meta(theirs, None):
@@ -235,8 +224,8 @@ class Canonicalizer:
         #: the nodes compared so far: a kept node -> its entry's position, a folded size node -> its value
         self._index: dict[torch.fx.Node, int] = {}
         self._folded: dict[torch.fx.Node, Any] = {}
-        #: the storages met so far (a tensor's alias is its storage's position here)
-        self._storages: list[Any] = []
+        #: the storages met so far -> their position (a tensor's alias)
+        self._storages: dict[Any, int] = {}
         self._same_storage = {}
 
     def _unobserved(self, *values: Any) -> bool:
@@ -249,7 +238,6 @@ class Canonicalizer:
     def _same_value_as(self, node: torch.fx.Node) -> torch.fx.Node | None:
         """The node whose value ``node``'s is, where the two cannot be told apart, else None.  Only an identity
         view folds where ``node`` is a graph output: a copy's storage and strides are the caller's to see."""
-        # the tensor ``node`` makes and that of its first argument, a node already compared
         source = node.args[0] if node.op == "call_function" and node.args else None
         mine, theirs = value_of(node), (value_of(source) if is_node(source) and source in self._index else None)
         pair = (mine, theirs) if isinstance(mine, torch.Tensor) and isinstance(theirs, torch.Tensor) else None
@@ -274,12 +262,10 @@ class Canonicalizer:
                 or self.scalar(theirs.shape[dropped:]) != self.scalar(mine.shape)
                 or any(self.number(d) != 1 for d in theirs.shape[:dropped])):
             return False
-        if storage_of(mine) != storage_of(theirs) and not self._unobserved(mine, theirs):
-            return False
-        users = list(node.users)
-        return bool(users) and all(
+        viewed = storage_of(mine) == storage_of(theirs)
+        return (viewed or self._unobserved(mine, theirs)) and bool(node.users) and all(
             u.target in _BROADCAST_VALUES and len(u.args) >= 3 and u.args[2] is node and u.args[0] is not node
-            and node not in nodes_in((u.args[1], u.kwargs)) for u in users)
+            and node not in nodes_in((u.args[1], u.kwargs)) for u in node.users)
 
     def _arg(self, a: Any) -> Any:
         """A node's argument in comparable form: another node by position (or the value a
@@ -310,18 +296,16 @@ class Canonicalizer:
         one position: the causal mask of a 1 x 1 score matrix is ``[[True]]``, so True and False compute the same there
         (Hugging Face decoders pass ``is_causal=q_len > 1``, BART: the generic graph says True at length 1, the length-1
         trace False).  Only the flag is normalised; every other argument and the output metadata are still compared."""
-        if "scaled_dot_product" not in target or len(node.args) < 2:
-            return node.args, node.kwargs
-        q, k = (value_of(a) if is_node(a) else None for a in node.args[:2])
-        if not all(isinstance(t, torch.Tensor) and t.dim() >= 2 and self.number(t.shape[-2]) == 1 for t in (q, k)):
+        query_key = [value_of(a) if is_node(a) else None for a in node.args[:2]]
+        if "scaled_dot_product" not in target or len(query_key) < 2 or not all(
+                isinstance(t, torch.Tensor) and t.dim() >= 2 and self.number(t.shape[-2]) == 1 for t in query_key):
             return node.args, node.kwargs
         if "is_causal" in node.kwargs:
             return node.args, {**node.kwargs, "is_causal": False}
         schema = getattr(node.target, "_schema", None)
         if schema is None:
             return node.args, node.kwargs
-        # An ATen overload: spell out every positional argument (AOT writes a default or
-        # leaves it out depending on the value), then clear the flag.
+        # AOT writes a default or leaves it out depending on the value: spell out every positional argument
         positional = [a for a in schema.arguments if not a.kwarg_only]
         filled = takewhile(lambda a: a.name not in node.kwargs and a.has_default_value(), positional[len(node.args):])
         args = (*node.args, *(a.default_value for a in filled))

@@ -49,9 +49,7 @@ def mutated_storages(gm: Any) -> set[Any] | None:
     or ``setitem`` (each its first argument), ``out=``, ``inplace=True``, or an ATen overload's
     argument its schema marks written; a submodule or higher-order op is not looked into."""
     out: set[Any] = set()
-    for node in gm.graph.nodes:
-        if node.op in ("placeholder", "output", "get_attr"):
-            continue
+    for node in (n for n in gm.graph.nodes if n.op not in ("placeholder", "output", "get_attr")):
         target = node.target
         if node.op not in ("call_function", "call_method") or isinstance(target, torch._ops.HigherOrderOperator):
             return None
@@ -84,18 +82,14 @@ def storage_of(t: torch.Tensor) -> Any:
 
 
 def flat_tensors(value: Any) -> list[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        return [value]
     if isinstance(value, (list, tuple)):
         return [t for v in value for t in flat_tensors(v)]
-    return []
+    return [value] if isinstance(value, torch.Tensor) else []
 
 
 def target_name(target: Any) -> str:
     """How a node's target reads in the canonical form (a method's is its name)."""
-    if isinstance(target, str):
-        return target
-    if isinstance(target, torch._ops.OpOverload | torch._ops.OpOverloadPacket | torch._ops.HigherOrderOperator):
+    if isinstance(target, str | torch._ops.OpOverload | torch._ops.OpOverloadPacket | torch._ops.HigherOrderOperator):
         return str(target)
     module = getattr(target, "__module__", None) or ""
     name = getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or repr(target)

@@ -1,8 +1,7 @@
-"""An input's layout, widened: a call whose tensors have other strides than the generic
-trace's runs the generic artifact on copies laid out as it was compiled for, where proved (the
-graphs one apart from the layout, the input neither written nor shared, the generic layout dense):
-docs/compile.md, "Beyond 0/1: an input's layout, a served decoder loop (issue 38)".
-"""
+"""An input's layout, widened: a call whose tensors have other strides than the generic trace's runs the generic
+artifact on copies laid out as it was compiled for, where proved (the graphs one apart from the layout, the input
+neither written nor shared, the generic layout dense): docs/compile.md, "Beyond 0/1: an input's layout, a served
+decoder loop (issue 38)"."""
 
 from __future__ import annotations
 

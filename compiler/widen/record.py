@@ -1,14 +1,13 @@
-"""A generic compile's widening record: the question log its lowering acted on (with the sizes its AOT graph
-computes with), written beside the artifact under its cache keys by the process that lowered it, once lowered, and
-read by a process torch's cache serves the artifact to.  Nothing else: the rest of a reuse comes from the live trace,
-or a verdict (:mod:`verishape.compiler.widen.verdict`).
+"""A generic compile's widening record: the question log its lowering acted on (with the sizes its AOT graph computes
+with), written beside the artifact under its cache keys by the process that lowered it, once lowered, and read by a
+process torch's cache serves the artifact to.  Nothing else: the rest of a reuse comes from the live trace, or a verdict
+(:mod:`verishape.compiler.widen.verdict`).
 
 Note [A record belongs to its artifact] is enforced here; what ties a record to its artifact, and where it goes:
-docs/compile.md, "Across restarts".  A record is also named by its binding, so two compiles of one key (a candidate
-and a trace that pinned its size) each find their own.  A remote copy is read where the local folder lacks one, each
-wait bounded by :data:`REMOTE_TIMEOUT_S`.  :class:`_Unpickler` keeps a record from naming code a log is not made of
-(not a security boundary: torch unpickles its own entries without one).
-"""
+docs/compile.md, "Across restarts".  A record is also named by its binding, so two compiles of one key (a candidate and
+a trace that pinned its size) each find their own.  A remote copy is read where the local folder lacks one, each wait
+bounded by :data:`REMOTE_TIMEOUT_S`.  :class:`_Unpickler` keeps a record from naming code a log is not made of (not a
+security boundary: torch unpickles its own entries without one)."""
 
 from __future__ import annotations
 
@@ -17,6 +16,7 @@ import dataclasses
 import hashlib
 import io
 import os
+import pathlib
 import pickle
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 
 #: bumped when the payload's layout, its name or the meaning of a question changes
 FORMAT = 4
+#: the record format, verishape's version and torch's: in a record's name and payload
+_VERSIONS = (FORMAT, __version__, str(torch.__version__))
 _MAGIC = b"verishape-widen-record\n"
 _DIGEST = 64  # hex sha256
 #: how long a read or write of the remote cache may take before the record counts as absent
@@ -50,14 +52,9 @@ class Unrecordable(Exception):
     own kinds refuse with TypeError, see ``KernelCall.__getstate__``)."""
 
 
-def _versions() -> tuple[int, str, str]:
-    """The record format, verishape's version and torch's: in a record's name and payload."""
-    return FORMAT, __version__, str(torch.__version__)
-
-
 def _name(cache_key: str, bound: tuple[Any, ...] | None = None) -> str:
-    """A record's name: its artifact's key, :func:`_versions` and, for a widening record, its :func:`binding`."""
-    named = (*_versions(), cache_key, *(() if bound is None else (bound,)))
+    """A record's name: its artifact's key, :data:`_VERSIONS` and, for a widening record, its :func:`binding`."""
+    named = (*_VERSIONS, cache_key, *(() if bound is None else (bound,)))
     return hashlib.sha256(repr(named).encode()).hexdigest()
 
 
@@ -65,13 +62,12 @@ def binding(env: ShapeEnv) -> tuple[Any, ...]:
     """What the log's expressions mean and were answered under: every symbol of ``env`` with the input sources bound
     to it and its range, the env's replacements, and its guards (an artifact cached under one key with other guards
     was lowered under other facts)."""
-    symbols = []
-    for s in sorted(env.var_to_sources, key=str):
-        vr = env.var_to_range.get(s)
-        symbols.append((str(s), tuple(source_names(env, s)), f"{vr.lower}..{vr.upper}" if vr is not None else "?"))
+    ranges = {s: f"{vr.lower}..{vr.upper}" for s, vr in env.var_to_range.items()}
+    symbols = tuple((str(s), tuple(source_names(env, s)), ranges.get(s, "?"))
+                    for s in sorted(env.var_to_sources, key=str))
     replacements = tuple(sorted((str(k), str(v)) for k, v in getattr(env, "replacements", {}).items()))
     guards = tuple(sorted({_normal(g.expr) for g in getattr(env, "guards", ())}))
-    return tuple(symbols), replacements, guards
+    return symbols, replacements, guards
 
 
 def _normal(expr: sympy.Basic) -> str:
@@ -85,8 +81,7 @@ def _normal(expr: sympy.Basic) -> str:
         diff = sympy.expand(lhs - rhs)
         if op == "<" and diff.is_integer:
             op, diff = "<=", diff + 1
-        if diff.is_integer:
-            diff = _divided(diff, op)
+        diff = _divided(diff, op)
         if op in ("==", "!="):
             diff = min(diff, sympy.expand(-diff), key=str)
         return f"{diff} {op} 0"
@@ -98,10 +93,8 @@ def _divided(diff: sympy.Expr, op: str) -> sympy.Expr:
     ``8*s - 4104 <= 0`` is ``s - 513 <= 0`` (the bound rounded up for ``<=``; an equation only where ``g`` divides
     ``b``)."""
     const, rest = diff.as_coeff_Add()
-    if rest == 0:
-        return diff
-    content, primitive = rest.as_content_primitive()
-    if not (content.is_Integer and content > 1 and const.is_Integer):
+    content, primitive = rest.as_content_primitive()  # (1, 0) where no term has a symbol: left as it is
+    if not (diff.is_integer and content.is_Integer and content > 1 and const.is_Integer):
         return diff
     if op == "<=":
         return primitive + sympy.ceiling(const / content)
@@ -114,8 +107,7 @@ def copy(from_key: str, to_key: str, env: ShapeEnv) -> None:
     and files it under AOTAutograd's, for a process that cache serves (checked when read, like any other)."""
     bound = binding(env)
     try:
-        with open(verishape_records.record_path(_name(from_key, bound)), "rb") as f:
-            data = f.read()
+        data = pathlib.Path(verishape_records.record_path(_name(from_key, bound))).read_bytes()
     except FileNotFoundError:
         return
     verishape_records.write_record(_name(to_key, bound), data)
@@ -125,7 +117,7 @@ def dumps(log: Any, env: ShapeEnv, bound: tuple[Any, ...] | None = None) -> byte
     """The record of a finished lowering's question log (``bound``: ``env``'s binding, where the caller has it)."""
     plain = dataclasses.replace(log, _seen=set(), _busy=False)
     try:
-        payload = pickle.dumps((*_versions(), binding(env) if bound is None else bound, plain),
+        payload = pickle.dumps((*_VERSIONS, binding(env) if bound is None else bound, plain),
                                protocol=pickle.HIGHEST_PROTOCOL)
     except (pickle.PicklingError, TypeError, AttributeError, RuntimeError) as exc:
         # what pickling raises on an object it cannot copy (RuntimeError: a pybind11 object)
@@ -147,10 +139,9 @@ def loads(data: bytes, env: ShapeEnv, candidates: frozenset[sympy.Symbol], bound
         fmt, version, torch_version, bound_there, log = _Unpickler(io.BytesIO(payload)).load()
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, ImportError) as exc:
         raise Dropped(f"the widening record cannot be read ({type(exc).__name__}: {exc})"[:200]) from None
-    here = _versions()
-    if (fmt, version, torch_version) != here:
+    if (fmt, version, torch_version) != _VERSIONS:
         raise Dropped(f"the widening record was written by verishape {version} on torch {torch_version} "
-                      f"(format {fmt}); this is verishape {here[1]} on torch {here[2]}")
+                      f"(format {fmt}); this is verishape {__version__} on torch {torch.__version__}")
     if bound_there != (binding(env) if bound is None else bound):
         raise Dropped("the widening record's sizes are bound to other inputs, or its facts (ranges, guards) "
                       "differ from this trace's")
@@ -184,11 +175,9 @@ def write_local(key: str, data: bytes) -> None:
 
 def read_local(key: str) -> bytes | None:
     """What :func:`write_local` filed under ``key``; None where the local folder has none."""
-    try:
-        with open(verishape_records.record_path(_name(key)), "rb") as f:
-            return f.read()
-    except OSError:
-        return None
+    with contextlib.suppress(OSError):
+        return pathlib.Path(verishape_records.record_path(_name(key))).read_bytes()
+    return None
 
 
 def load(cache_key: str, env: ShapeEnv, candidates: frozenset[sympy.Symbol]) -> Any:
@@ -197,8 +186,7 @@ def load(cache_key: str, env: ShapeEnv, candidates: frozenset[sympy.Symbol]) -> 
     bound = binding(env)
     name = _name(cache_key, bound)
     try:
-        with open(verishape_records.record_path(name), "rb") as f:
-            data, remote = f.read(), False
+        data, remote = pathlib.Path(verishape_records.record_path(name)).read_bytes(), False
     except FileNotFoundError:
         data, remote = _remote_get(name), True
     except OSError as exc:
