@@ -9,7 +9,9 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import sympy
+from torch.utils._sympy.value_ranges import bound_sympy
 
+from verishape.core.premises import Premises, range_facts
 from verishape.proofs.kinds import Decision
 
 from . import lowered_sizes
@@ -19,8 +21,6 @@ from .sizes import at_one, source_names
 
 if TYPE_CHECKING:
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
-
-    from verishape.core.premises import Premises
 
     from .kept import Kept
 
@@ -77,8 +77,6 @@ def prove_at_one(k: Kept, binding: Binding, nested_env: ShapeEnv, prover: Any, w
     """The module docstring's goals at the binding's point, from the new trace's guards and ranges (symbols
     renamed to the generic ones by source): what was proved (``what`` names the reuse in the record), or
     :class:`NotWidened`.  ``unguarded``: the candidate's unguarded answers too (:func:`unguarded_goals`)."""
-    from verishape.core.premises import Premises
-
     env = k.env
     to_generic = _to_generic(env, binding.names, nested_env)
     nested_ranges = {to_generic[s]: vr for s, vr in nested_env.var_to_range.items() if s in to_generic}
@@ -155,8 +153,6 @@ def _to_generic(env: ShapeEnv, names: dict[str, str], nested_env: ShapeEnv) -> d
 def _generic_goals(env: ShapeEnv, sub: dict[sympy.Symbol, sympy.Basic], widened: set[sympy.Symbol],
                    matched: set[sympy.Symbol]) -> list[tuple[sympy.Basic, str]]:
     """The generic guards and the generic ranges of the sizes not widened, at the point."""
-    from verishape.core.premises import range_facts
-
     goals = [(at_one(env.replace(g.expr), sub, f"the generic guard {g.expr}"), f"the generic guard {g.expr}")
              for g in env.guards]
     # a view input's base sized in the generic trace alone (``binding._unread_bases``: nothing
@@ -223,8 +219,6 @@ def size_goals(k: Kept, merged: set[sympy.Symbol], sub: dict[sympy.Symbol, sympy
     """For an Inductor artifact: every size it computes with is at least 1 at 1
     (:mod:`verishape.compiler.widen.lowered_sizes`), less those the size-1 trace's ranges bound (a
     cheap tier).  :class:`NotWidened` where the lowering's sizes were not all read."""
-    from torch.utils._sympy.value_ranges import bound_sympy
-
     if k.backend != "inductor":
         return []  # no lowering: the graph runs op by op, with eager's own checks at every size
     log = k.questions
