@@ -52,7 +52,7 @@ def wants_generic(compiler_fn: Any) -> bool:
     """The frame's backend is a verishape backend with generic recompiles on: a ``VerishapeBackend`` says so itself;
     the named backend (``backend="verishape"``) from the ``mode`` and ``options`` torch's wrapper holds for it."""
     fn, held = frames.verishape_backend(compiler_fn)
-    wanted = getattr(fn, "generic_recompiles", False) if fn is not None else False
+    wanted = getattr(fn, "generic_recompiles", False)
     return bool(wanted(held) if callable(wanted) else wanted)
 
 
@@ -164,12 +164,8 @@ def arrives_at_one(code: Any, call: _CallArguments) -> bool:
     every size it has as a constant is that constant: the trace is headed for a reuse at 1, so it takes
     stock's choices (the reuse binds a size the new trace has as a constant to that constant, so a
     static trace serves as well, at stock's cost).  A source this cannot read keeps the generic policy."""
-    for k in alive(code):
-        for symbol in k.candidates:
-            sources = bound_sources(k.env, symbol)
-            if sources and all(call.size(src) == 1 for src in sources) and call.same_constants(k):
-                return True
-    return False
+    return any(sources and all(call.size(src) == 1 for src in sources) and call.same_constants(k)
+               for k in alive(code) for symbol in k.candidates for sources in [bound_sources(k.env, symbol)])
 
 
 class _CallArguments:
@@ -195,13 +191,10 @@ class _CallArguments:
     def same_constants(self, k: Kept) -> bool:
         """Every size the kept trace has as a constant is that constant now (else the new
         trace has it symbolic or another number, and the reuse is refused anyway)."""
-        for src, (_, fake) in zip(k.sources, k.inputs):
-            if isinstance(fake, torch.Tensor):
-                now = self.value(src)
-                if not isinstance(now, torch.Tensor) or now.dim() != fake.dim() or any(
-                        isinstance(n, int) and n != m for n, m in zip(fake.shape, now.shape)):
-                    return False
-        return True
+        return all(isinstance(now, torch.Tensor) and now.dim() == fake.dim()
+                   and all(n == m for n, m in zip(fake.shape, now.shape) if isinstance(n, int))
+                   for src, (_, fake) in zip(k.sources, k.inputs) if isinstance(fake, torch.Tensor)
+                   for now in [self.value(src)])
 
 
 def call_arguments(tx: Trace) -> _CallArguments:
@@ -226,10 +219,9 @@ def _policy_applies(tx: Trace, source: Any) -> bool:
     """The input named by ``source`` is one the generic policy may make dynamic: automatic dynamic is on
     (static by default), the backend is verishape's with generic recompiles, and the input is reached from
     the frame's arguments (a local, not a global)."""
-    if not (config.automatic_dynamic_shapes and config.assume_static_by_default is not False
-            and wants_generic(getattr(tx.output, "compiler_fn", None)) and source is not None):
-        return False
-    return isinstance(source.get_base() if hasattr(source, "get_base") else source, LocalSource)
+    return (config.automatic_dynamic_shapes and config.assume_static_by_default is not False
+            and wants_generic(getattr(tx.output, "compiler_fn", None)) and source is not None
+            and isinstance(source.get_base() if hasattr(source, "get_base") else source, LocalSource))
 
 
 def _generic_on_recompile(original: Any) -> Any:
