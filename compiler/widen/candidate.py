@@ -162,8 +162,7 @@ def other_inputs(tx: Trace) -> bool:
 
 def is_candidate(env: ShapeEnv) -> bool:
     """This trace kept a size symbolic at 1, or traced a declared size at 1 at 2 (inside its attempt's scope)."""
-    kept = VeriShapeEnv.symbolic_at_one_of(env)
-    return (kept is not None and bool(kept.symbols)) or is_raised(env)
+    return bool(getattr(VeriShapeEnv.symbolic_at_one_of(env), "symbols", None)) or is_raised(env)
 
 
 def is_raised(env: ShapeEnv) -> bool:
@@ -209,16 +208,12 @@ def _raise_at_first_compile(tx: Trace) -> None:
     if ctx is None or getattr(ctx, _RAISE, None) is not None:
         return
     declared = declared_sizes.of_backend(getattr(tx.output, "compiler_fn", None))
-    if declared is None:
-        return
     f_locals = getattr(tx, "f_locals", None) or {}
-    at_one = declared.leading_at_one_in(f_locals, tx.f_code)
-    if not at_one:
+    if declared is None or not (at_one := declared.leading_at_one_in(f_locals, tx.f_code)):
         return
-    kept = alive(tx.f_code)  # (the walk of the arguments only where a leading size is 1)
-    if kept and not input_layouts.other_tensors_than_all(tx.f_code, [k.compile_id for k in kept], f_locals):
-        return
-    setattr(ctx, _RAISE, at_one)
+    ids = [k.compile_id for k in alive(tx.f_code)]  # (the walk of the arguments only where a leading size is 1)
+    if not ids or input_layouts.other_tensors_than_all(tx.f_code, ids, f_locals):
+        setattr(ctx, _RAISE, at_one)
 
 
 def raise_after_refusal(tx: Trace, at_one: frozenset[str]) -> str | None:
