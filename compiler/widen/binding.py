@@ -15,7 +15,7 @@ import sympy
 from torch._dynamo.source import TensorProperty
 
 from .canon import NotWidened
-from .sizes import Group, bound_sources, merged_group, merged_into, source_names
+from .sizes import Group, bound_sources, by_source, merged_group, merged_into, source_names
 
 if TYPE_CHECKING:
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
@@ -93,7 +93,8 @@ def bind(env: ShapeEnv, group: Group, nested_env: ShapeEnv, size_now: Callable[[
         raise NotWidened(f"the size-1 trace binds other input sizes to symbols differently "
                          f"({sorted(covered - nested_covered - constant)[:3]})")
     fixed.update(_merges(generic, all_generic, nested_env, nested_groups))
-    return Binding(group, 1, _generic_names(env, widened), fixed, widened)
+    names = {n: source_names(env, s)[0] for n, s in by_source(env, set(env.var_to_sources) - widened).items()}
+    return Binding(group, 1, names, fixed, widened)
 
 
 def _pinned(env: ShapeEnv, s: sympy.Symbol) -> bool:
@@ -166,11 +167,3 @@ def _unread_bases(env: ShapeEnv, groups: set[frozenset[str]]) -> set[frozenset[s
             read |= {s} | getattr(r, "free_symbols", set())
     return {names for symbol in env.var_to_sources if (names := frozenset(source_names(env, symbol))) in groups
             and all("._base." in n for n in names) and symbol not in read}
-
-
-def _generic_names(env: ShapeEnv, widened: frozenset[sympy.Symbol]) -> dict[str, str]:
-    """Each source name of a generic symbol outside ``widened`` -> that symbol's first source
-    name (the canonical name both traces' symbols are renamed to).  Replaced symbols first, so
-    that a source listed under the symbol that replaced it maps to that symbol's name."""
-    return {n: names[0] for s in sorted(env.var_to_sources, key=lambda s: (s not in env.replacements, str(s)))
-            if s not in widened for names in [source_names(env, s)] for n in names}

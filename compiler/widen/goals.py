@@ -17,7 +17,7 @@ from verishape.proofs.kinds import Decision
 from . import lowered_sizes
 from .canon import NotWidened
 from .binding import Binding
-from .sizes import at_one, source_names
+from .sizes import at_one, by_source, source_names
 
 if TYPE_CHECKING:
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
@@ -142,10 +142,7 @@ def unguarded_goals(k: Kept, sub: dict[sympy.Symbol, sympy.Basic]) -> tuple[symp
 def _to_generic(env: ShapeEnv, names: dict[str, str], nested_env: ShapeEnv) -> dict[sympy.Symbol, sympy.Symbol]:
     """Each symbol of the new trace -> the generic symbol its first source binds to (``names``:
     :attr:`Binding.names`; a view's unread base is not in it, ``binding._unread_bases``)."""
-    # replaced symbols first: a source also listed under the symbol that replaced it maps
-    # to that symbol, the one the generic goals (``env.replace``) are written in
-    by_name = {n: s for s in sorted(env.var_to_sources, key=lambda s: (s not in env.replacements, str(s)))
-               for n in source_names(env, s)}
+    by_name = by_source(env, env.var_to_sources)
     return {s: by_name[names[ns[0]]] for s in nested_env.var_to_sources
             if (ns := source_names(nested_env, s)) and ns[0] in names}
 

@@ -3,6 +3,7 @@ sources bound to them, and the groups of symbols a size-1 call sets to 1 togethe
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import sympy
@@ -56,6 +57,13 @@ def bound_sources(env: ShapeEnv, symbol: sympy.Symbol) -> list[Any]:
 
 def source_names(env: ShapeEnv, symbol: sympy.Symbol) -> list[str]:
     return [s.name for s in bound_sources(env, symbol)]
+
+
+def by_source(env: ShapeEnv, symbols: Iterable[sympy.Symbol]) -> dict[str, sympy.Symbol]:
+    """Each source name of ``symbols`` -> the symbol it binds.  Replaced symbols first: a source also listed under the
+    symbol that replaced it maps to that symbol, the one the generic guards (``env.replace``) are written in."""
+    return {n: s for s in sorted(symbols, key=lambda s: (s not in env.replacements, str(s)))
+            for n in source_names(env, s)}
 
 
 def eligible(env: ShapeEnv) -> set[sympy.Symbol]:
