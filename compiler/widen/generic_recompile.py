@@ -33,17 +33,12 @@ from .sizes import bound_sources
 if TYPE_CHECKING:
     from .traces import Trace
 
-#: where Dynamo decides, per input tensor, which sizes get a symbol; and where it wraps an
-#: int argument (a symbol or a constant)
-CONTEXT = torch_names.AUTOMATIC_DYNAMIC
-WRAP_INT = torch_names.WRAP_INT
-
 
 def install() -> None:
     """Wrap Dynamo's per-tensor decision and its wrapping of ints (idempotent; a torch without them keeps stock's)."""
-    torch_seam.wrap_once(CONTEXT, _generic_on_recompile, "recompiles make only the sizes that changed "
-                         "dynamic, as stock does")
-    torch_seam.wrap_once(WRAP_INT, _generic_int_on_recompile, "recompiles make only the ints that changed "
+    torch_seam.wrap_once(torch_names.AUTOMATIC_DYNAMIC, _generic_on_recompile, "recompiles make only the sizes that "
+                         "changed dynamic, as stock does")
+    torch_seam.wrap_once(torch_names.WRAP_INT, _generic_int_on_recompile, "recompiles make only the ints that changed "
                          "dynamic, as stock does")
     candidate.install()
 
