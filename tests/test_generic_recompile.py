@@ -13,7 +13,7 @@ from torch._dynamo.utils import counters
 
 import verishape
 from verishape.compiler import frames
-from verishape.compiler.widen import generic_recompile
+from verishape.compiler.widen import generic_recompile, input_layouts
 from verishape.core import torch_names, torch_seam
 from verishape.compiler.widen.sizes import source_names
 
@@ -302,10 +302,10 @@ def test_shared_sizes_walks_arguments_and_objects_not_modules():
         def __init__(self):
             self.layers = [{"keys": torch.zeros(2, 3, 7, 5)}, {"keys": torch.zeros(2, 3, 7, 5)}]
 
-    shared = generic_recompile.shared_sizes({"self": torch.nn.Linear(7, 7), "ids": torch.zeros(2, 9),
-                                             "kwargs": {"cache": Cache()}})
+    shared, _ = input_layouts.walk({"self": torch.nn.Linear(7, 7), "ids": torch.zeros(2, 9),
+                                    "kwargs": {"cache": Cache()}})
     assert shared == {2, 3, 5, 7}, "the Linear's 7 is not counted; the cache's sizes are"
-    assert generic_recompile.shared_sizes({"x": torch.zeros(4, 9)}) == frozenset()
+    assert input_layouts.walk({"x": torch.zeros(4, 9)})[0] == frozenset()
 
 
 def test_a_view_input_is_reused_at_batch_1():

@@ -73,13 +73,6 @@ class _Call(NamedTuple):
 _last: tuple[Any, _Call] = (lambda: None, _Call(frozenset(), False))
 
 
-def shared_sizes(f_locals: dict[str, Any]) -> frozenset[int]:
-    """The sizes (>= 2) that two or more distinct input tensors reachable from the frame's
-    arguments have: through dicts, lists, tuples and plain objects' attributes, never into
-    an ``nn.Module`` (its parameters and buffers stay static anyway)."""
-    return input_layouts.walk(f_locals)[0]
-
-
 #: arrivals at 1 in a row every kept compile of a frame refused before its recompiles take stock's
 #: choices: the first is traced again with the generic policy, a second says its generic compiles do not pay
 FRUITLESS_ARRIVALS = 2
@@ -148,7 +141,7 @@ def retrace_after_refusal(tx: Trace) -> str | None:
     if _fruitless(root.f_code):
         counters["verishape"]["generic_policy_stopped"] += 1
         return None  # its generic compiles do not pay: this trace, stock's, compiles
-    if not shared_sizes(getattr(root, "f_locals", {}) or {}):
+    if not input_layouts.walk(getattr(root, "f_locals", {}) or {})[0]:  # no size its input tensors share
         return None
     counters["verishape"]["arrivals_retraced"] += 1
     return "every reuse at 1 refused the trace that took stock's choices; tracing with the generic policy"
