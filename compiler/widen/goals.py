@@ -152,12 +152,10 @@ def _generic_goals(env: ShapeEnv, sub: dict[sympy.Symbol, sympy.Basic], widened:
     """The generic guards and the generic ranges of the sizes not widened, at the point."""
     goals = [(at_one(env.replace(g.expr), sub, f"the generic guard {g.expr}"), f"the generic guard {g.expr}")
              for g in env.guards]
-    # a view input's base sized in the generic trace alone (``binding._unread_bases``: nothing
-    # reads it): its range is about nothing the artifact computes with
-    unread = {s for s in env.var_to_sources if s not in matched and source_names(env, s)
-              and all("._base." in n for n in source_names(env, s))}
-    others = {s: vr for s, vr in env.var_to_range.items()
-              if s not in widened and s not in unread and env.var_to_sources.get(s)}
+    # left out: a view input's base sized in the generic trace alone (``binding._unread_bases``: nothing
+    # reads it), whose range is about nothing the artifact computes with
+    others = {s: vr for s, vr in env.var_to_range.items() if s not in widened and env.var_to_sources.get(s)
+              and (s in matched or not all("._base." in n for n in source_names(env, s)))}
     # a replaced symbol's range is about what replaced it (the premises name sources by the
     # symbol that replaced theirs): written in the replacement, as the guards are
     return goals + [(at_one(env.replace(r), sub, f"the generic range {r}"), f"the generic range {r}{_named(env, r)}")
