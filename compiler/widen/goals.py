@@ -216,17 +216,16 @@ def size_goals(k: Kept, merged: set[sympy.Symbol], sub: dict[sympy.Symbol, sympy
     cheap tier).  :class:`NotWidened` where the lowering's sizes were not all read."""
     if k.backend != "inductor":
         return []  # no lowering: the graph runs op by op, with eager's own checks at every size
-    log = k.questions
-    if log is None or not log.sizes.graph_read:
+    uses = k.questions.sizes if k.questions is not None else None
+    if uses is None or not uses.graph_read:
         raise NotWidened("the sizes of the AOT graph Inductor lowered were not read")
-    if log.sizes.scheduled == 0 and not log.sizes.graph_calls:
+    if uses.scheduled == 0 and not uses.graph_calls:
         return []  # nothing to compute: Inductor runs such a graph as it is, without lowering it
-    if log.sizes.scheduled == 0:
+    if uses.scheduled == 0:
         raise NotWidened("the sizes Inductor's generated code computes with were not read")
-    if log.sizes.incomplete:
-        raise NotWidened(f"the sizes Inductor's generated code computes with were not all read: "
-                         f"{log.sizes.incomplete}")
-    return [(goal, what) for goal, what in lowered_sizes.goals(log.sizes.entries, merged, sub)
+    if uses.incomplete:
+        raise NotWidened(f"the sizes Inductor's generated code computes with were not all read: {uses.incomplete}")
+    return [(goal, what) for goal, what in lowered_sizes.goals(uses.entries, merged, sub)
             if not (isinstance(goal, sympy.Ge) and goal.rhs == 1 and goal.lhs.free_symbols <= ranges.keys()
                     and bound_sympy(goal.lhs, ranges).lower >= 1)]
 
