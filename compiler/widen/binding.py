@@ -128,24 +128,24 @@ def _merges(generic: dict[sympy.Symbol, frozenset[str]], all_generic: set[frozen
             nested_groups: set[frozenset[str]]) -> dict[sympy.Symbol, sympy.Basic]:
     """Generic symbols a new symbol makes one with another (whole): each -> the generic
     symbol of the new symbol's first source (the name it is renamed to)."""
-    by_source = {n: s for s, g in generic.items() for n in g}
+    symbol_of = {n: s for s, g in generic.items() for n in g}
     out: dict[sympy.Symbol, sympy.Basic] = {}
     for symbol in nested_env.var_to_sources:
         names = source_names(nested_env, symbol)
         if not names or frozenset(names) not in nested_groups:
             continue
-        if any(n not in by_source for n in names):  # sizes of a symbol torch replaced by an expression
+        if any(n not in symbol_of for n in names):  # sizes of a symbol torch replaced by an expression
             if not any(frozenset(names) <= g for g in all_generic):
                 raise NotWidened(f"the size-1 trace makes one symbol of sizes the generic trace keeps apart "
                                  f"({sorted(names)[:3]})")
             continue
-        parts = {by_source[n] for n in names}
+        parts = {symbol_of[n] for n in names}
         if len(parts) == 1:
             continue  # within one generic symbol: the generic guards, proved at the point, check the rest
         if any(not generic[p] <= set(names) for p in parts):
             raise NotWidened(f"the size-1 trace makes one symbol of sizes the generic trace keeps apart, in part "
                              f"({sorted(names)[:3]})")
-        first = by_source[names[0]]  # the name the new symbol is renamed to (``Binding.nested_rename``)
+        first = symbol_of[names[0]]  # the name the new symbol is renamed to (``Binding.nested_rename``)
         for p in parts - {first}:
             if out.get(p, first) != first:
                 raise NotWidened(f"the size-1 trace equates {sorted(generic[p])[:1]} with two different sizes")
