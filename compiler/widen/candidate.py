@@ -236,8 +236,7 @@ def pinned(env: ShapeEnv) -> str | None:
     # a size kept at 1 or traced at 2 that the trace pinned (every symbol made has its entry in var_to_sources)
     for s, sources in env.var_to_sources.items():
         r = env.replacements.get(s)
-        if (r is not None and r != s and getattr(r, "is_number", False)
-                and (s in symbols or any(src.name in raised for src in sources))):
+        if getattr(r, "is_number", False) and (s in symbols or any(src.name in raised for src in sources)):
             return f"{s} replaced by {r}"
     for s in symbols:
         if (vr := env.var_to_range.get(s)) is not None and vr.upper < 2:
