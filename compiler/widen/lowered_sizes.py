@@ -148,12 +148,11 @@ def _loops(node: Any, name: str, uses: SizeUses) -> None:
 
 
 def _layout(node: Any, where: str, uses: SizeUses) -> None:
-    """Sizes of ``node``'s layout (and the divisors in them, and in its offset and
-    strides); a multi-output layout has none of its own (its outputs are buffers)."""
+    """Sizes of ``node``'s layout (and the divisors in them, and in its offset and strides)."""
     try:
         layout = node.get_layout()
     except (AttributeError, NotImplementedError, AssertionError):
-        return  # no layout of its own (a NoneLayout op, a multi-output holder)
+        return  # no layout of its own (a NoneLayout op, a multi-output holder: its outputs are buffers)
     size = getattr(layout, "size", None)
     if size is None:
         return
