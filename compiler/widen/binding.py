@@ -101,8 +101,7 @@ def _pinned(env: ShapeEnv, s: sympy.Symbol) -> bool:
     """``s``, a tensor size, was replaced by a number (specialized back with a guard: a head count
     generic recompiles made a symbol and the weights fix).  Strides and offsets are left to the
     layout's own checks (an input in another layout is copied into the generic one)."""
-    r = env.replacements.get(s)
-    return (r is not None and r.is_number
+    return (getattr(env.replacements.get(s), "is_number", False)
             and all(getattr(src, "prop", None) is TensorProperty.SIZE for src in env.var_to_sources.get(s, ())))
 
 
