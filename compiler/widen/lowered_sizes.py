@@ -131,8 +131,7 @@ def from_scheduler(scheduler: Any, uses: SizeUses) -> None:
 
 
 def _loops(node: Any, name: str, uses: SizeUses) -> None:
-    sizes = getattr(node, "_sizes", None)
-    body = getattr(node, "_body", None)
+    sizes, body = getattr(node, "_sizes", None), getattr(node, "_body", None)
     if sizes is None or body is None:
         uses.refuse(f"scheduled node {name} has no loop sizes or body")
         return

@@ -30,8 +30,7 @@ def at_one(expr: sympy.Basic, sub: dict[sympy.Symbol, sympy.Basic], what: str) -
 def merged_into(env: ShapeEnv, symbol: sympy.Symbol) -> list[sympy.Symbol]:
     """``symbol`` and every symbol torch replaced by it: one size under several names (a guard equating ``input_ids``'
     and ``attention_mask``'s batch), set to 1 together, none left a symbol of its own in the comparison."""
-    merged = sorted((s for s, r in env.replacements.items() if r == symbol and s != symbol), key=str)
-    return [symbol, *merged]
+    return [symbol, *sorted((s for s, r in env.replacements.items() if r == symbol and s != symbol), key=str)]
 
 
 #: symbols set to 1 together by one size-1 call (sorted by first source name)
