@@ -21,10 +21,9 @@ from torch._dynamo.utils import counters
 from torch._guards import CompileContext, TracingContext
 from torch.fx.experimental.symbolic_shapes import DimDynamic
 
-from verishape.core import torch_names, torch_seam
-
 from verishape.compiler import declared as declared_sizes
 from verishape.compiler import frames
+from verishape.core import torch_names, torch_seam
 
 from . import candidate, input_layouts
 from .kept import Kept, alive
