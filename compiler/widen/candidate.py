@@ -170,10 +170,8 @@ def is_raised(env: ShapeEnv) -> bool:
     return bool(getattr(VeriShapeEnv.symbolic_at_one_of(env), "raised", None))
 
 
-# A declared size at 1 with nothing kept to serve it is traced at 2, as a candidate:
-# Note [A declared size at 1 is compiled at 2].
-
-#: on the compile's own context: the declared variables its next attempt traces at 2
+#: on the compile's own context: the declared variables its next attempt traces at 2 (a declared size at 1 with
+#: nothing kept to serve it is traced at 2, as a candidate: Note [A declared size at 1 is compiled at 2])
 _RAISE = "_verishape_raise"
 
 
