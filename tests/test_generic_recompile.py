@@ -13,8 +13,8 @@ from torch._dynamo.utils import counters
 
 import verishape
 from verishape.compiler import frames
-from verishape.compiler.widen import generic_recompile
-from verishape.core import torch_seam
+from verishape.compiler.widen import generic_recompile, input_layouts
+from verishape.core import torch_names, torch_seam
 from verishape.compiler.widen.sizes import source_names
 
 #: (batch, length): a size changes, then a batch of 1, then new sizes of both
@@ -208,7 +208,7 @@ def test_stock_policy_when_turned_off_and_for_stock_backends():
     """``generic_recompiles=False`` and a plain ``torch.compile`` (the hook installed by an
     earlier verishape compile in the process) both compile as stock: 4 times."""
     verishape.compile(project, backend="aot_eager")  # installs the hook
-    assert {generic_recompile.CONTEXT, generic_recompile.WRAP_INT} <= torch_seam._wrapped_once
+    assert {torch_names.AUTOMATIC_DYNAMIC, torch_names.WRAP_INT} <= torch_seam._wrapped_once
     assert _compiles(torch.compile(project, backend="aot_eager"), project) == 4
     torch._dynamo.reset()
     counters.clear()
@@ -302,10 +302,10 @@ def test_shared_sizes_walks_arguments_and_objects_not_modules():
         def __init__(self):
             self.layers = [{"keys": torch.zeros(2, 3, 7, 5)}, {"keys": torch.zeros(2, 3, 7, 5)}]
 
-    shared = generic_recompile.shared_sizes({"self": torch.nn.Linear(7, 7), "ids": torch.zeros(2, 9),
-                                             "kwargs": {"cache": Cache()}})
+    shared, _ = input_layouts.walk({"self": torch.nn.Linear(7, 7), "ids": torch.zeros(2, 9),
+                                    "kwargs": {"cache": Cache()}})
     assert shared == {2, 3, 5, 7}, "the Linear's 7 is not counted; the cache's sizes are"
-    assert generic_recompile.shared_sizes({"x": torch.zeros(4, 9)}) == frozenset()
+    assert input_layouts.walk({"x": torch.zeros(4, 9)})[0] == frozenset()
 
 
 def test_a_view_input_is_reused_at_batch_1():
@@ -364,7 +364,7 @@ def test_an_unread_base_symbol_is_left_out_of_the_binding_check_and_a_read_one_i
 
 
 def test_the_dynamo_decision_it_wraps_exists_with_the_arguments_it_reads():
-    """The one Dynamo function the policy wraps (``generic_recompile.CONTEXT``), with the
+    """The one Dynamo function the policy wraps (``torch_names.AUTOMATIC_DYNAMIC``), with the
     arguments the wrapper reads by position, and the compile id it reads: a torch that
     renamed them fails here, not silently in a compile."""
     import importlib
@@ -372,13 +372,13 @@ def test_the_dynamo_decision_it_wraps_exists_with_the_arguments_it_reads():
 
     from torch._guards import CompileId
 
-    module, name = generic_recompile.CONTEXT
+    module, name = torch_names.AUTOMATIC_DYNAMIC
     fn = getattr(importlib.import_module(module), name)
     fn = getattr(fn, "_verishape_original", fn)
     assert list(inspect.signature(fn).parameters)[:4] == ["e", "tx", "source", "static_shapes"]
     assert "frame_compile_id" in CompileId.__dataclass_fields__
-    cls_name, method = generic_recompile.WRAP_INT[1].split(".")
-    wrap = getattr(getattr(importlib.import_module(generic_recompile.WRAP_INT[0]), cls_name), method)
+    cls_name, method = torch_names.WRAP_INT[1].split(".")
+    wrap = getattr(getattr(importlib.import_module(torch_names.WRAP_INT[0]), cls_name), method)
     wrap = getattr(wrap, "_verishape_original", wrap)
     assert list(inspect.signature(wrap).parameters)[:3] == ["self", "value", "dynamism"]
 

@@ -25,11 +25,10 @@ i = sympy.Symbol("i", integer=True, nonnegative=True)
 
 def test_a_size_that_becomes_zero_at_one_is_a_false_goal():
     uses = lowered_sizes.SizeUses()
-    uses.add(s - 1, "size", "slice")
-    uses.add(4 * s, "size", "buffer")
-    uses.add(t * s, "size", "buffer")
-    uses.add(sympy.Integer(0), "size", "a constant, not about s")
-    uses.add(t, "size", "another size")
+    uses.add_all([s - 1], "size", "slice")
+    uses.add_all([4 * s, t * s], "size", "buffer")
+    uses.add_all([sympy.Integer(0)], "size", "a constant, not about s")
+    uses.add_all([t], "size", "another size")
     goals = dict((str(w).split(" of ")[1].split(" is ")[0], g) for g, w in
                  lowered_sizes.goals(uses.entries, {s}, {s: sympy.Integer(1)}))
     assert goals["slice"] is sympy.false  # s - 1 is 0 at 1

@@ -85,7 +85,7 @@ def question_log():
     log.questions.append(questions.Question(sympy.Gt(s0, 1), sympy.true, (), (), ("pick_tiling", "lower"),
                                             (s0, s1), None, "true"))
     log.heuristic_hints["decide_parallel_depth"] = 3
-    log.sizes.add(s0 * s1, "size", "buf0")
+    log.sizes.add_all([s0 * s1], "size", "buf0")
     return log, {s0: (2, 4096), s1: (2, sympy.oo)}
 
 

@@ -15,7 +15,7 @@ import sympy
 from torch._dynamo.source import TensorProperty
 
 from .canon import NotWidened
-from .sizes import Group, bound_sources, merged_group, merged_into, source_names
+from .sizes import Group, bound_sources, by_source, merged_group, merged_into, source_names
 
 if TYPE_CHECKING:
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
@@ -93,15 +93,15 @@ def bind(env: ShapeEnv, group: Group, nested_env: ShapeEnv, size_now: Callable[[
         raise NotWidened(f"the size-1 trace binds other input sizes to symbols differently "
                          f"({sorted(covered - nested_covered - constant)[:3]})")
     fixed.update(_merges(generic, all_generic, nested_env, nested_groups))
-    return Binding(group, 1, _generic_names(env, widened), fixed, widened)
+    names = {n: source_names(env, s)[0] for n, s in by_source(env, set(env.var_to_sources) - widened).items()}
+    return Binding(group, 1, names, fixed, widened)
 
 
 def _pinned(env: ShapeEnv, s: sympy.Symbol) -> bool:
     """``s``, a tensor size, was replaced by a number (specialized back with a guard: a head count
     generic recompiles made a symbol and the weights fix).  Strides and offsets are left to the
     layout's own checks (an input in another layout is copied into the generic one)."""
-    r = env.replacements.get(s)
-    return (r is not None and r.is_number
+    return (getattr(env.replacements.get(s), "is_number", False)
             and all(getattr(src, "prop", None) is TensorProperty.SIZE for src in env.var_to_sources.get(s, ())))
 
 
@@ -127,24 +127,24 @@ def _merges(generic: dict[sympy.Symbol, frozenset[str]], all_generic: set[frozen
             nested_groups: set[frozenset[str]]) -> dict[sympy.Symbol, sympy.Basic]:
     """Generic symbols a new symbol makes one with another (whole): each -> the generic
     symbol of the new symbol's first source (the name it is renamed to)."""
-    by_source = {n: s for s, g in generic.items() for n in g}
+    symbol_of = {n: s for s, g in generic.items() for n in g}
     out: dict[sympy.Symbol, sympy.Basic] = {}
     for symbol in nested_env.var_to_sources:
         names = source_names(nested_env, symbol)
         if not names or frozenset(names) not in nested_groups:
             continue
-        if any(n not in by_source for n in names):  # sizes of a symbol torch replaced by an expression
+        if any(n not in symbol_of for n in names):  # sizes of a symbol torch replaced by an expression
             if not any(frozenset(names) <= g for g in all_generic):
                 raise NotWidened(f"the size-1 trace makes one symbol of sizes the generic trace keeps apart "
                                  f"({sorted(names)[:3]})")
             continue
-        parts = {by_source[n] for n in names}
+        parts = {symbol_of[n] for n in names}
         if len(parts) == 1:
             continue  # within one generic symbol: the generic guards, proved at the point, check the rest
         if any(not generic[p] <= set(names) for p in parts):
             raise NotWidened(f"the size-1 trace makes one symbol of sizes the generic trace keeps apart, in part "
                              f"({sorted(names)[:3]})")
-        first = by_source[names[0]]  # the name the new symbol is renamed to (``Binding.nested_rename``)
+        first = symbol_of[names[0]]  # the name the new symbol is renamed to (``Binding.nested_rename``)
         for p in parts - {first}:
             if out.get(p, first) != first:
                 raise NotWidened(f"the size-1 trace equates {sorted(generic[p])[:1]} with two different sizes")
@@ -166,11 +166,3 @@ def _unread_bases(env: ShapeEnv, groups: set[frozenset[str]]) -> set[frozenset[s
             read |= {s} | getattr(r, "free_symbols", set())
     return {names for symbol in env.var_to_sources if (names := frozenset(source_names(env, symbol))) in groups
             and all("._base." in n for n in names) and symbol not in read}
-
-
-def _generic_names(env: ShapeEnv, widened: frozenset[sympy.Symbol]) -> dict[str, str]:
-    """Each source name of a generic symbol outside ``widened`` -> that symbol's first source
-    name (the canonical name both traces' symbols are renamed to).  Replaced symbols first, so
-    that a source listed under the symbol that replaced it maps to that symbol's name."""
-    return {n: names[0] for s in sorted(env.var_to_sources, key=lambda s: (s not in env.replacements, str(s)))
-            if s not in widened for names in [source_names(env, s)] for n in names}

@@ -162,8 +162,7 @@ def other_inputs(tx: Trace) -> bool:
 
 def is_candidate(env: ShapeEnv) -> bool:
     """This trace kept a size symbolic at 1, or traced a declared size at 1 at 2 (inside its attempt's scope)."""
-    kept = VeriShapeEnv.symbolic_at_one_of(env)
-    return (kept is not None and bool(kept.symbols)) or is_raised(env)
+    return bool(getattr(VeriShapeEnv.symbolic_at_one_of(env), "symbols", None)) or is_raised(env)
 
 
 def is_raised(env: ShapeEnv) -> bool:
@@ -171,10 +170,8 @@ def is_raised(env: ShapeEnv) -> bool:
     return bool(getattr(VeriShapeEnv.symbolic_at_one_of(env), "raised", None))
 
 
-# A declared size at 1 with nothing kept to serve it is traced at 2, as a candidate:
-# Note [A declared size at 1 is compiled at 2].
-
-#: on the compile's own context: the declared variables its next attempt traces at 2
+#: on the compile's own context: the declared variables its next attempt traces at 2 (a declared size at 1 with
+#: nothing kept to serve it is traced at 2, as a candidate: Note [A declared size at 1 is compiled at 2])
 _RAISE = "_verishape_raise"
 
 
@@ -209,16 +206,12 @@ def _raise_at_first_compile(tx: Trace) -> None:
     if ctx is None or getattr(ctx, _RAISE, None) is not None:
         return
     declared = declared_sizes.of_backend(getattr(tx.output, "compiler_fn", None))
-    if declared is None:
-        return
     f_locals = getattr(tx, "f_locals", None) or {}
-    at_one = declared.leading_at_one_in(f_locals, tx.f_code)
-    if not at_one:
+    if declared is None or not (at_one := declared.leading_at_one_in(f_locals, tx.f_code)):
         return
-    kept = alive(tx.f_code)  # (the walk of the arguments only where a leading size is 1)
-    if kept and not input_layouts.other_tensors_than_all(tx.f_code, [k.compile_id for k in kept], f_locals):
-        return
-    setattr(ctx, _RAISE, at_one)
+    ids = [k.compile_id for k in alive(tx.f_code)]  # (the walk of the arguments only where a leading size is 1)
+    if not ids or input_layouts.other_tensors_than_all(tx.f_code, ids, f_locals):
+        setattr(ctx, _RAISE, at_one)
 
 
 def raise_after_refusal(tx: Trace, at_one: frozenset[str]) -> str | None:
@@ -241,8 +234,7 @@ def pinned(env: ShapeEnv) -> str | None:
     # a size kept at 1 or traced at 2 that the trace pinned (every symbol made has its entry in var_to_sources)
     for s, sources in env.var_to_sources.items():
         r = env.replacements.get(s)
-        if (r is not None and r != s and getattr(r, "is_number", False)
-                and (s in symbols or any(src.name in raised for src in sources))):
+        if getattr(r, "is_number", False) and (s in symbols or any(src.name in raised for src in sources)):
             return f"{s} replaced by {r}"
     for s in symbols:
         if (vr := env.var_to_range.get(s)) is not None and vr.upper < 2:

@@ -21,10 +21,9 @@ from torch._dynamo.utils import counters
 from torch._guards import CompileContext, TracingContext
 from torch.fx.experimental.symbolic_shapes import DimDynamic
 
-from verishape.core import torch_names, torch_seam
-
 from verishape.compiler import declared as declared_sizes
 from verishape.compiler import frames
+from verishape.core import torch_names, torch_seam
 
 from . import candidate, input_layouts
 from .kept import Kept, alive
@@ -33,17 +32,12 @@ from .sizes import bound_sources
 if TYPE_CHECKING:
     from .traces import Trace
 
-#: where Dynamo decides, per input tensor, which sizes get a symbol; and where it wraps an
-#: int argument (a symbol or a constant)
-CONTEXT = torch_names.AUTOMATIC_DYNAMIC
-WRAP_INT = torch_names.WRAP_INT
-
 
 def install() -> None:
     """Wrap Dynamo's per-tensor decision and its wrapping of ints (idempotent; a torch without them keeps stock's)."""
-    torch_seam.wrap_once(CONTEXT, _generic_on_recompile, "recompiles make only the sizes that changed "
-                         "dynamic, as stock does")
-    torch_seam.wrap_once(WRAP_INT, _generic_int_on_recompile, "recompiles make only the ints that changed "
+    torch_seam.wrap_once(torch_names.AUTOMATIC_DYNAMIC, _generic_on_recompile, "recompiles make only the sizes that "
+                         "changed dynamic, as stock does")
+    torch_seam.wrap_once(torch_names.WRAP_INT, _generic_int_on_recompile, "recompiles make only the ints that changed "
                          "dynamic, as stock does")
     candidate.install()
 
@@ -52,7 +46,7 @@ def wants_generic(compiler_fn: Any) -> bool:
     """The frame's backend is a verishape backend with generic recompiles on: a ``VerishapeBackend`` says so itself;
     the named backend (``backend="verishape"``) from the ``mode`` and ``options`` torch's wrapper holds for it."""
     fn, held = frames.verishape_backend(compiler_fn)
-    wanted = getattr(fn, "generic_recompiles", False) if fn is not None else False
+    wanted = getattr(fn, "generic_recompiles", False)
     return bool(wanted(held) if callable(wanted) else wanted)
 
 
@@ -76,13 +70,6 @@ class _Call(NamedTuple):
 #: the compile under way's :class:`_Call`, computed once per Dynamo output graph (held
 #: weakly: an output graph is neither hashable nor kept alive by this)
 _last: tuple[Any, _Call] = (lambda: None, _Call(frozenset(), False))
-
-
-def shared_sizes(f_locals: dict[str, Any]) -> frozenset[int]:
-    """The sizes (>= 2) that two or more distinct input tensors reachable from the frame's
-    arguments have: through dicts, lists, tuples and plain objects' attributes, never into
-    an ``nn.Module`` (its parameters and buffers stay static anyway)."""
-    return input_layouts.walk(f_locals)[0]
 
 
 #: arrivals at 1 in a row every kept compile of a frame refused before its recompiles take stock's
@@ -153,7 +140,7 @@ def retrace_after_refusal(tx: Trace) -> str | None:
     if _fruitless(root.f_code):
         counters["verishape"]["generic_policy_stopped"] += 1
         return None  # its generic compiles do not pay: this trace, stock's, compiles
-    if not shared_sizes(getattr(root, "f_locals", {}) or {}):
+    if not input_layouts.walk(getattr(root, "f_locals", {}) or {})[0]:  # no size its input tensors share
         return None
     counters["verishape"]["arrivals_retraced"] += 1
     return "every reuse at 1 refused the trace that took stock's choices; tracing with the generic policy"
@@ -164,12 +151,8 @@ def arrives_at_one(code: Any, call: _CallArguments) -> bool:
     every size it has as a constant is that constant: the trace is headed for a reuse at 1, so it takes
     stock's choices (the reuse binds a size the new trace has as a constant to that constant, so a
     static trace serves as well, at stock's cost).  A source this cannot read keeps the generic policy."""
-    for k in alive(code):
-        for symbol in k.candidates:
-            sources = bound_sources(k.env, symbol)
-            if sources and all(call.size(src) == 1 for src in sources) and call.same_constants(k):
-                return True
-    return False
+    return any(sources and all(call.size(src) == 1 for src in sources) and call.same_constants(k)
+               for k in alive(code) for symbol in k.candidates for sources in [bound_sources(k.env, symbol)])
 
 
 class _CallArguments:
@@ -195,13 +178,10 @@ class _CallArguments:
     def same_constants(self, k: Kept) -> bool:
         """Every size the kept trace has as a constant is that constant now (else the new
         trace has it symbolic or another number, and the reuse is refused anyway)."""
-        for src, (_, fake) in zip(k.sources, k.inputs):
-            if isinstance(fake, torch.Tensor):
-                now = self.value(src)
-                if not isinstance(now, torch.Tensor) or now.dim() != fake.dim() or any(
-                        isinstance(n, int) and n != m for n, m in zip(fake.shape, now.shape)):
-                    return False
-        return True
+        return all(isinstance(now, torch.Tensor) and now.dim() == fake.dim()
+                   and all(n == m for n, m in zip(fake.shape, now.shape) if isinstance(n, int))
+                   for src, (_, fake) in zip(k.sources, k.inputs) if isinstance(fake, torch.Tensor)
+                   for now in [self.value(src)])
 
 
 def call_arguments(tx: Trace) -> _CallArguments:
@@ -226,10 +206,9 @@ def _policy_applies(tx: Trace, source: Any) -> bool:
     """The input named by ``source`` is one the generic policy may make dynamic: automatic dynamic is on
     (static by default), the backend is verishape's with generic recompiles, and the input is reached from
     the frame's arguments (a local, not a global)."""
-    if not (config.automatic_dynamic_shapes and config.assume_static_by_default is not False
-            and wants_generic(getattr(tx.output, "compiler_fn", None)) and source is not None):
-        return False
-    return isinstance(source.get_base() if hasattr(source, "get_base") else source, LocalSource)
+    return (config.automatic_dynamic_shapes and config.assume_static_by_default is not False
+            and wants_generic(getattr(tx.output, "compiler_fn", None)) and source is not None
+            and isinstance(source.get_base() if hasattr(source, "get_base") else source, LocalSource))
 
 
 def _generic_on_recompile(original: Any) -> Any:

@@ -9,18 +9,18 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import sympy
+from torch.utils._sympy.value_ranges import bound_sympy
 
+from verishape.core.premises import Premises, range_facts
 from verishape.proofs.kinds import Decision
 
 from . import lowered_sizes
 from .canon import NotWidened
 from .binding import Binding
-from .sizes import at_one, source_names
+from .sizes import at_one, by_source, source_names
 
 if TYPE_CHECKING:
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
-
-    from verishape.core.premises import Premises
 
     from .kept import Kept
 
@@ -77,8 +77,6 @@ def prove_at_one(k: Kept, binding: Binding, nested_env: ShapeEnv, prover: Any, w
     """The module docstring's goals at the binding's point, from the new trace's guards and ranges (symbols
     renamed to the generic ones by source): what was proved (``what`` names the reuse in the record), or
     :class:`NotWidened`.  ``unguarded``: the candidate's unguarded answers too (:func:`unguarded_goals`)."""
-    from verishape.core.premises import Premises
-
     env = k.env
     to_generic = _to_generic(env, binding.names, nested_env)
     nested_ranges = {to_generic[s]: vr for s, vr in nested_env.var_to_range.items() if s in to_generic}
@@ -144,10 +142,7 @@ def unguarded_goals(k: Kept, sub: dict[sympy.Symbol, sympy.Basic]) -> tuple[symp
 def _to_generic(env: ShapeEnv, names: dict[str, str], nested_env: ShapeEnv) -> dict[sympy.Symbol, sympy.Symbol]:
     """Each symbol of the new trace -> the generic symbol its first source binds to (``names``:
     :attr:`Binding.names`; a view's unread base is not in it, ``binding._unread_bases``)."""
-    # replaced symbols first: a source also listed under the symbol that replaced it maps
-    # to that symbol, the one the generic goals (``env.replace``) are written in
-    by_name = {n: s for s in sorted(env.var_to_sources, key=lambda s: (s not in env.replacements, str(s)))
-               for n in source_names(env, s)}
+    by_name = by_source(env, env.var_to_sources)
     return {s: by_name[names[ns[0]]] for s in nested_env.var_to_sources
             if (ns := source_names(nested_env, s)) and ns[0] in names}
 
@@ -155,16 +150,12 @@ def _to_generic(env: ShapeEnv, names: dict[str, str], nested_env: ShapeEnv) -> d
 def _generic_goals(env: ShapeEnv, sub: dict[sympy.Symbol, sympy.Basic], widened: set[sympy.Symbol],
                    matched: set[sympy.Symbol]) -> list[tuple[sympy.Basic, str]]:
     """The generic guards and the generic ranges of the sizes not widened, at the point."""
-    from verishape.core.premises import range_facts
-
     goals = [(at_one(env.replace(g.expr), sub, f"the generic guard {g.expr}"), f"the generic guard {g.expr}")
              for g in env.guards]
-    # a view input's base sized in the generic trace alone (``binding._unread_bases``: nothing
-    # reads it): its range is about nothing the artifact computes with
-    unread = {s for s in env.var_to_sources if s not in matched and source_names(env, s)
-              and all("._base." in n for n in source_names(env, s))}
-    others = {s: vr for s, vr in env.var_to_range.items()
-              if s not in widened and s not in unread and env.var_to_sources.get(s)}
+    # left out: a view input's base sized in the generic trace alone (``binding._unread_bases``: nothing
+    # reads it), whose range is about nothing the artifact computes with
+    others = {s: vr for s, vr in env.var_to_range.items() if s not in widened and env.var_to_sources.get(s)
+              and (s in matched or not all("._base." in n for n in source_names(env, s)))}
     # a replaced symbol's range is about what replaced it (the premises name sources by the
     # symbol that replaced theirs): written in the replacement, as the guards are
     return goals + [(at_one(env.replace(r), sub, f"the generic range {r}"), f"the generic range {r}{_named(env, r)}")
@@ -223,21 +214,18 @@ def size_goals(k: Kept, merged: set[sympy.Symbol], sub: dict[sympy.Symbol, sympy
     """For an Inductor artifact: every size it computes with is at least 1 at 1
     (:mod:`verishape.compiler.widen.lowered_sizes`), less those the size-1 trace's ranges bound (a
     cheap tier).  :class:`NotWidened` where the lowering's sizes were not all read."""
-    from torch.utils._sympy.value_ranges import bound_sympy
-
     if k.backend != "inductor":
         return []  # no lowering: the graph runs op by op, with eager's own checks at every size
-    log = k.questions
-    if log is None or not log.sizes.graph_read:
+    uses = k.questions.sizes if k.questions is not None else None
+    if uses is None or not uses.graph_read:
         raise NotWidened("the sizes of the AOT graph Inductor lowered were not read")
-    if log.sizes.scheduled == 0 and not log.sizes.graph_calls:
+    if uses.scheduled == 0 and not uses.graph_calls:
         return []  # nothing to compute: Inductor runs such a graph as it is, without lowering it
-    if log.sizes.scheduled == 0:
+    if uses.scheduled == 0:
         raise NotWidened("the sizes Inductor's generated code computes with were not read")
-    if log.sizes.incomplete:
-        raise NotWidened(f"the sizes Inductor's generated code computes with were not all read: "
-                         f"{log.sizes.incomplete}")
-    return [(goal, what) for goal, what in lowered_sizes.goals(log.sizes.entries, merged, sub)
+    if uses.incomplete:
+        raise NotWidened(f"the sizes Inductor's generated code computes with were not all read: {uses.incomplete}")
+    return [(goal, what) for goal, what in lowered_sizes.goals(uses.entries, merged, sub)
             if not (isinstance(goal, sympy.Ge) and goal.rhs == 1 and goal.lhs.free_symbols <= ranges.keys()
                     and bound_sympy(goal.lhs, ranges).lower >= 1)]
 

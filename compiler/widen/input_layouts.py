@@ -18,9 +18,10 @@ _DEPTH, _OBJECTS = 5, 2000
 
 
 def walk(f_locals: dict[str, Any]) -> tuple[frozenset[int], frozenset[tuple[Any, ...]]]:
-    """The sizes (>= 2) that two or more distinct input tensors share
-    (:func:`verishape.compiler.widen.generic_recompile.shared_sizes`), and the call's *layout of inputs*: each input
-    tensor's path from the arguments (keys, indices, attribute names) with its rank."""
+    """The sizes (>= 2) that two or more distinct input tensors share, those reachable from the frame's arguments
+    through dicts, lists, tuples and plain objects' attributes, never into an ``nn.Module`` (its parameters and buffers
+    stay static anyway); and the call's *layout of inputs*: each input tensor's path from the arguments (keys, indices,
+    attribute names) with its rank."""
     counts: Counter[int] = Counter()
     layout: set[tuple[Any, ...]] = set()
     seen: set[int] = set()

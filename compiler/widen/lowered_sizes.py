@@ -43,13 +43,8 @@ class SizeUses:
     graph_read: bool = False
     graph_calls: bool = True
 
-    def add(self, expr: Any, kind: str, where: str) -> None:
-        if isinstance(expr, sympy.Basic) and not expr.is_number:
-            self.entries.append((expr, kind, where))
-
     def add_all(self, exprs: Iterable[Any], kind: str, where: str) -> None:
-        for e in exprs:
-            self.add(e, kind, where)
+        self.entries.extend((e, kind, where) for e in exprs if isinstance(e, sympy.Basic) and not e.is_number)
 
     def refuse(self, why: str) -> None:
         if self.incomplete is None:
@@ -104,7 +99,7 @@ def from_graph(gm: Any, uses: SizeUses) -> None:
             if hasattr(divisor, "meta"):  # an FX node or a snapshot's
                 divisor = divisor.meta.get("val", divisor.meta.get("example_value"))
             if isinstance(divisor, (torch.SymInt, torch.SymFloat)):
-                uses.add(divisor.node.expr, "divisor", f"the AOT graph node {node.name} ({target})")
+                uses.add_all([divisor.node.expr], "divisor", f"the AOT graph node {node.name} ({target})")
 
 
 # ---------------------------------------------------------------------------- Inductor's scheduled nodes
@@ -136,8 +131,7 @@ def from_scheduler(scheduler: Any, uses: SizeUses) -> None:
 
 
 def _loops(node: Any, name: str, uses: SizeUses) -> None:
-    sizes = getattr(node, "_sizes", None)
-    body = getattr(node, "_body", None)
+    sizes, body = getattr(node, "_sizes", None), getattr(node, "_body", None)
     if sizes is None or body is None:
         uses.refuse(f"scheduled node {name} has no loop sizes or body")
         return
@@ -153,12 +147,11 @@ def _loops(node: Any, name: str, uses: SizeUses) -> None:
 
 
 def _layout(node: Any, where: str, uses: SizeUses) -> None:
-    """Sizes of ``node``'s layout (and the divisors in them, and in its offset and
-    strides); a multi-output layout has none of its own (its outputs are buffers)."""
+    """Sizes of ``node``'s layout (and the divisors in them, and in its offset and strides)."""
     try:
         layout = node.get_layout()
     except (AttributeError, NotImplementedError, AssertionError):
-        return  # no layout of its own (a NoneLayout op, a multi-output holder)
+        return  # no layout of its own (a NoneLayout op, a multi-output holder: its outputs are buffers)
     size = getattr(layout, "size", None)
     if size is None:
         return

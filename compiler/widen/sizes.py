@@ -3,6 +3,7 @@ sources bound to them, and the groups of symbols a size-1 call sets to 1 togethe
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import sympy
@@ -29,8 +30,7 @@ def at_one(expr: sympy.Basic, sub: dict[sympy.Symbol, sympy.Basic], what: str) -
 def merged_into(env: ShapeEnv, symbol: sympy.Symbol) -> list[sympy.Symbol]:
     """``symbol`` and every symbol torch replaced by it: one size under several names (a guard equating ``input_ids``'
     and ``attention_mask``'s batch), set to 1 together, none left a symbol of its own in the comparison."""
-    merged = sorted((s for s, r in env.replacements.items() if r == symbol and s != symbol), key=str)
-    return [symbol, *merged]
+    return [symbol, *sorted((s for s, r in env.replacements.items() if r == symbol and s != symbol), key=str)]
 
 
 #: symbols set to 1 together by one size-1 call (sorted by first source name)
@@ -56,6 +56,13 @@ def bound_sources(env: ShapeEnv, symbol: sympy.Symbol) -> list[Any]:
 
 def source_names(env: ShapeEnv, symbol: sympy.Symbol) -> list[str]:
     return [s.name for s in bound_sources(env, symbol)]
+
+
+def by_source(env: ShapeEnv, symbols: Iterable[sympy.Symbol]) -> dict[str, sympy.Symbol]:
+    """Each source name of ``symbols`` -> the symbol it binds.  Replaced symbols first: a source also listed under the
+    symbol that replaced it maps to that symbol, the one the generic guards (``env.replace``) are written in."""
+    return {n: s for s in sorted(symbols, key=lambda s: (s not in env.replacements, str(s)))
+            for n in source_names(env, s)}
 
 
 def eligible(env: ShapeEnv) -> set[sympy.Symbol]:
