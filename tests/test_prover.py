@@ -302,5 +302,9 @@ def test_a_spent_budget_answers_unknown_without_the_solver():
     assert easy.reason == solvers.OVER_BUDGET  # the budget is spent: even an easy question is stock's
     assert again.cached and again.reason == "solver: canceled"  # a cached answer costs nothing
     assert budget.declined == 2 and p.stats.solver_calls == 2 and p.stats.over_budget == 2
-    assert p.prove(*EASY).proved  # outside the scope: asked
+    # outside the scope: asked.  Whether the solver proves EASY under this tight limit depends on
+    # what the process asked Z3 before (alone in a fresh process it is canceled, after this file's
+    # other tests proved; the compat run's worker got it first), so only the asking is asserted
+    outside = p.prove(*EASY)
+    assert outside.reason != solvers.OVER_BUDGET and not outside.cached and p.stats.solver_calls == 3
     assert p.prove(hard[2]).reason == "solver: canceled"  # a declined answer is not cached
