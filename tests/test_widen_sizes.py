@@ -14,13 +14,35 @@ from torch.utils._sympy.functions import FloorDiv, ModularIndexing
 from torch.utils._sympy.value_ranges import ValueRanges
 
 import verishape
-from verishape.compiler.widen import lowered_sizes, over_ranges, questions, recompute
+from verishape.compiler.widen import lowered_sizes, over_ranges, questions, recompute, sizes
 from verishape.core import torch_names
 from verishape.fuzz.widen_check import run_sweep
 
 s = sympy.Symbol("s", integer=True, positive=True)
 t = sympy.Symbol("t", integer=True, positive=True)
 i = sympy.Symbol("i", integer=True, nonnegative=True)
+
+
+def test_the_symbols_a_size_merged_follow_the_replacements_as_they_change():
+    """``sizes.merged_into`` keeps each env's inverse replacements between calls: it must read them again
+    whenever they change, an entry overwritten in place (their number unchanged) included."""
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    env = ShapeEnv()
+    a, b, c, d = sympy.symbols("s0 s1 s2 s3", integer=True, positive=True)
+
+    def scanned(symbol: sympy.Symbol) -> list[sympy.Symbol]:  # the definition, one scan per call
+        return [symbol, *sorted((x for x, r in env.replacements.items() if r == symbol and x != symbol), key=str)]
+
+    env.replacements.update({c: a, b: a, d: 2 * a})
+    assert sizes.merged_into(env, a) == scanned(a) == [a, b, c]
+    assert sizes.merged_into(env, d) == scanned(d) == [d]
+    env.replacements[c] = sympy.Integer(3)  # overwritten: as many replacements as before
+    assert sizes.merged_into(env, a) == scanned(a) == [a, b]
+    env.replacements[d] = a
+    del env.replacements[b]
+    assert sizes.merged_into(env, a) == scanned(a) == [a, d]
+    assert sizes.merged_into(ShapeEnv(), a) == [a]  # another env: its own replacements
 
 
 def test_a_size_that_becomes_zero_at_one_is_a_false_goal():
