@@ -43,8 +43,8 @@ def _replaced_by(env: ShapeEnv) -> dict[sympy.Basic, list[sympy.Symbol]]:
     """Each replacement of ``env`` -> the symbols it replaced (sorted by name).  Kept between calls for the last
     few envs, and built again whenever the replacements differ from those it was built from (compared item by
     item, so an id a new env takes over costs a rebuild, never a wrong answer): a canonical form asks this for
-    every symbol it renames, and a scan of the replacements each time was a quarter of a reuse's proof on a
-    16-layer model."""
+    every symbol it renames, and a scan of the replacements each time was half of a generic reuse's proof on a
+    16-layer model (docs/benchmarks.md)."""
     items = tuple(env.replacements.items())
     cached = _inverses.get(id(env))
     if cached is None or cached[0] != items:
