@@ -3,7 +3,7 @@ sources bound to them, and the groups of symbols a size-1 call sets to 1 togethe
 
 from __future__ import annotations
 
-from collections import OrderedDict
+import functools
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -31,33 +31,18 @@ def at_one(expr: sympy.Basic, sub: dict[sympy.Symbol, sympy.Basic], what: str) -
 def merged_into(env: ShapeEnv, symbol: sympy.Symbol) -> list[sympy.Symbol]:
     """``symbol`` and every symbol torch replaced by it: one size under several names (a guard equating ``input_ids``'
     and ``attention_mask``'s batch), set to 1 together, none left a symbol of its own in the comparison."""
-    return [symbol, *_replaced_by(env).get(symbol, ())]
+    return [symbol, *_inverse(tuple(env.replacements.items())).get(symbol, ())]
 
 
-#: the envs asked about last (by ``id``): the replacements each inverse was built from, and the inverse
-_inverses: OrderedDict[int, tuple[tuple[Any, ...], dict[sympy.Basic, list[sympy.Symbol]]]] = OrderedDict()
-_INVERSES_KEPT = 8
-
-
-def _replaced_by(env: ShapeEnv) -> dict[sympy.Basic, list[sympy.Symbol]]:
-    """Each replacement of ``env`` -> the symbols it replaced (sorted by name).  Kept between calls for the last
-    few envs, and built again whenever the replacements differ from those it was built from (compared item by
-    item, so an id a new env takes over costs a rebuild, never a wrong answer): a canonical form asks this for
-    every symbol it renames, and a scan of the replacements each time was half of a generic reuse's proof on a
-    16-layer model (docs/benchmarks.md)."""
-    items = tuple(env.replacements.items())
-    cached = _inverses.get(id(env))
-    if cached is None or cached[0] != items:
-        inverse: dict[sympy.Basic, list[sympy.Symbol]] = {}
-        for s, r in items:
-            if r != s:
-                inverse.setdefault(r, []).append(s)
-        cached = (items, {r: sorted(ss, key=str) for r, ss in inverse.items()})
-        _inverses[id(env)] = cached
-        while len(_inverses) > _INVERSES_KEPT:
-            _inverses.popitem(last=False)
-    _inverses.move_to_end(id(env))
-    return cached[1]
+@functools.lru_cache(maxsize=8)
+def _inverse(replacements: tuple[tuple[sympy.Symbol, sympy.Basic], ...]) -> dict[sympy.Basic, list[sympy.Symbol]]:
+    """Each replacement -> the symbols it replaced, by name: built once per content of an env's replacements (a scan
+    per renamed symbol was half of a generic reuse's proof on 16 layers: docs/benchmarks.md).  Read, never changed."""
+    inverse: dict[sympy.Basic, list[sympy.Symbol]] = {}
+    for s, r in sorted(replacements, key=lambda item: str(item[0])):
+        if r != s:
+            inverse.setdefault(r, []).append(s)
+    return inverse
 
 
 #: symbols set to 1 together by one size-1 call (sorted by first source name)
