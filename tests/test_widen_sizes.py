@@ -24,7 +24,7 @@ i = sympy.Symbol("i", integer=True, nonnegative=True)
 
 
 def test_the_symbols_a_size_merged_follow_the_replacements_as_they_change():
-    """``sizes.merged_into`` keeps each env's inverse replacements between calls: it must read them again
+    """``sizes.merged_into`` caches the inverse of the replacements it reads: it must build it again
     whenever they change, an entry overwritten in place (their number unchanged) included."""
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
