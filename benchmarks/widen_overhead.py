@@ -3,8 +3,9 @@
 ``verishape.compile`` with ``widen_specializations`` on (the default) against the same call
 with it off, on tiny Hugging Face models through a batch sweep that never reaches 1 (2, 3,
 4, 5): each side keeps nothing or keeps graph copies and the lowering's answer log.  One
-process per model, the two taking turns for ``--rounds`` rounds, torch's compile caches
-off, median compile CPU of each and their ratio; JSON output.
+process per model, the two taking turns for ``--rounds`` rounds after a sweep of each that is
+not counted (``real_models.unmeasured_sweeps``), torch's compile caches off, median compile
+CPU of each and their ratio; JSON output.
 
     python benchmarks/widen_overhead.py --models gpt2,bert --backend inductor --rounds 3
 """
@@ -40,6 +41,7 @@ def measure(model: str, backend: str, rounds: int) -> dict:
         rm._warm_up(fn, backend)
     cpu: dict[str, list[float]] = {v: [] for v in variants}
     compiles: dict[str, set[int]] = {v: set() for v in variants}
+    rm.unmeasured_sweeps(case, variants, backend, SHAPES)
     for r in range(rounds):
         for v in (list(variants) if r % 2 == 0 else list(reversed(variants))):
             f = rm.run_sweep(case, variants[v], backend, SHAPES, checks=10)
