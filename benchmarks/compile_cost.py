@@ -35,8 +35,11 @@ each side's best and median and the ratio of the medians (verishape over stock):
   costs what it costs users (about 30 s on 2 cores), not a tiny width's few seconds.
 * ``served_loop``: ``serve_loop.py`` on ``--families`` (default LLaMA) with the dynamic and
   the static cache, issue 38's request mix, both sides in one run: compile seconds per stream
-  (family and cache); the row's ratio is the worst stream's (issue 49's goal: at most 0.70x
-  in every stream), tokens equal to stock's.
+  (family and cache), each side's kernels compiled in an empty Inductor cache directory of its
+  own, as in a first run (``serve_loop.py``'s default ``--kernel-cache fresh``; before
+  2026-11-30 the machine's, where a kernel either side or an earlier run had built was loaded);
+  the row's ratio is the worst stream's (issue 49's goal: at most 0.70x in every stream),
+  tokens equal to stock's.
 * ``hf_decode``: Hugging Face's own compile of the static-cache decode step
   (``serve_loop.py --variants hf-stock,hf-enable``: ``generate()`` compiles it, stock, or under
   ``verishape.enable()``), the same families and mix (issue 49's goal: at most 0.85x).

@@ -5,7 +5,10 @@ A served decoder sees prompts of many lengths, decode steps at length 1 with a g
 cache, and batches from 1 to N.  Each (family, cache, variant) runs in a fresh process: a
 tiny-config Hugging Face causal LM (random weights, built offline), its ``forward`` compiled
 (``model.forward = compile(model.forward)``: Inductor, automatic dynamic shapes, torch's
-caches off; ``--torch-caches on``: on, each variant run cold then warm on one cache
+caches off, the child's kernels built in an empty Inductor cache directory of its own, as in a
+first run; ``--kernel-cache shared``: in the machine's, where kernels an earlier run built,
+either side's, are loaded instead of compiled: the same compiles, fewer seconds;
+``--torch-caches on``: on, each variant run cold then warm on one cache
 directory, as a restarted server runs), then greedy ``generate()`` for every request of the mix (batch, prompt length),
 ``NEW_TOKENS`` new tokens each, with ``disable_compile=True`` so that only this compile runs,
 the dynamic cache (the default) or ``cache_implementation="static"``.  Reported per run:
@@ -316,6 +319,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--torch-caches", choices=("off", "on"), default="off",
                     help="on: torch's FX-graph and AOTAutograd caches on (the default users run); each variant runs "
                          "twice on one empty cache directory, cold then warm (a restarted server)")
+    ap.add_argument("--kernel-cache", choices=("fresh", "shared"), default="fresh",
+                    help="with --torch-caches off: fresh, each child's kernels compiled in an empty Inductor cache "
+                         "directory (a first run's seconds); shared, the machine's (counts only: kernels earlier runs "
+                         "built are loaded)")
     ap.add_argument("--variants", default="stock,verishape",
                     help="comma-separated: stock (torch.compile), verishape (verishape.compile), enable "
                          "(torch.compile under verishape.enable())")
@@ -366,16 +373,17 @@ def main(argv: list[str] | None = None) -> int:
                                    for s in (("cold", "warm") if args.torch_caches == "on" else ("off",))]:
                 env = dict(os.environ, SERVE_LOOP_TORCH_CACHES=args.torch_caches,
                            SERVE_LOOP_SLIDING_WINDOW=str(args.sliding_window or ""))
-                if start == "cold":
+                own_dir = start == "cold" or (start == "off" and args.kernel_cache == "fresh")
+                if own_dir:
                     cache_dir = tempfile.mkdtemp(prefix="serve-loop-")
-                if start != "off":
+                if start != "off" or own_dir:
                     env["TORCHINDUCTOR_CACHE_DIR"] = cache_dir
                 proc = subprocess.run([sys.executable, __file__, "--child", family, cache, variant,
                                        "--mix", ",".join(f"{b}x{n}" for b, n in mix), "--device", args.device,
                                        "--mode", args.mode, "--size", args.size,
                                        *(["--layers", str(args.layers)] if args.layers is not None else [])],
                                       capture_output=True, text=True, cwd=ROOT, env=env)
-                if start == "warm":
+                if start == "warm" or (start == "off" and own_dir):  # (a cold run's folder serves its warm run)
                     shutil.rmtree(cache_dir, ignore_errors=True)
                 if proc.returncode != 0:
                     row = {"family": family, "cache": cache, "variant": variant,
@@ -400,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
             row["tokens_equal_stock"] = [a.get("tokens") for a in row["requests"]] == [a.get("tokens") for a in other["requests"]]
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"mix": mix, "new_tokens": NEW_TOKENS, "device": args.device, "mode": args.mode,
-                                     "torch_caches": args.torch_caches,
+                                     "torch_caches": args.torch_caches, "kernel_cache": args.kernel_cache,
                                      "size": args.size, "layers": args.layers, "sliding_window": args.sliding_window,
                                      "rows": rows}, indent=1))
     return 1 if any("error" in r or not r["tokens_equal"] for r in rows) else 0

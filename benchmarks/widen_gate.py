@@ -109,6 +109,7 @@ def _serve_one(cache: str, mix_name: str, families: tuple[str, ...], variant: st
         mix = dict([*SERVE_MIXES.items(), HELDOUT_MIX])[mix_name]
         proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "serve_loop.py"), "--families",
                                ",".join(families), "--caches", cache, "--variants", variant, "--json", str(path),
+                               "--kernel-cache", "shared",  # counts, not seconds
                                *(["--mix", mix] if mix else [])], capture_output=True, text=True, cwd=ROOT)
         if not path.exists():
             return [{"family": f, "cache": cache, "mix": mix_name, "variant": variant, "error": proc.stderr.strip()[-300:]}

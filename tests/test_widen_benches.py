@@ -89,7 +89,7 @@ def test_a_served_decoder_compiles_four_times_with_either_cache(tmp_path):
     module = next(load_benchmark("serve_loop"))
     out = tmp_path / "serve.json"
     assert module.main(["--families", "llama", "--caches", "dynamic,static", "--mix", "2x7,1x11,3x5",
-                        "--json", str(out)]) == 0
+                        "--kernel-cache", "shared", "--json", str(out)]) == 0
     rows = {(r["cache"], r["variant"]): r for r in json.loads(out.read_text())["rows"]}
     for cache in ("dynamic", "static"):
         stock, mine = rows[(cache, "stock")], rows[(cache, "verishape")]
@@ -109,7 +109,7 @@ def test_hugging_face_s_own_compile_of_the_decode_step_compiles_less_under_enabl
     module = next(load_benchmark("serve_loop"))
     out = tmp_path / "hf.json"
     assert module.main(["--families", "llama", "--caches", "static", "--mix", "2x7,1x11,3x5",
-                        "--variants", "hf-stock,hf-enable", "--json", str(out)]) == 0
+                        "--variants", "hf-stock,hf-enable", "--kernel-cache", "shared", "--json", str(out)]) == 0
     rows = {r["variant"]: r for r in json.loads(out.read_text())["rows"]}
     stock, mine = rows["hf-stock"], rows["hf-enable"]
     assert stock["tokens_equal"] and mine["tokens_equal"]
