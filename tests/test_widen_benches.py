@@ -78,6 +78,38 @@ def test_gpu_benchmarks_say_they_need_a_gpu(name, argv, capsys):
     assert "needs a CUDA device" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("kernel_cache", ["fresh", "shared"])
+def test_each_served_child_builds_its_kernels_in_a_folder_of_its_own(kernel_cache, tmp_path, monkeypatch):
+    """With torch's caches off, ``--kernel-cache fresh`` (the default) gives each child an empty Inductor
+    cache folder of its own, removed after it (a first run's seconds: no kernel another run built is
+    loaded); ``shared`` leaves the machine's.  The children are stood in for: what they are handed is checked."""
+    import os
+    import subprocess
+
+    module = next(load_benchmark("serve_loop"))
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    seen = []
+
+    def child(cmd, **kwargs):
+        folder = kwargs["env"].get("TORCHINDUCTOR_CACHE_DIR")
+        seen.append((folder, folder is not None and os.path.isdir(folder) and not os.listdir(folder)))
+        row = {"family": cmd[3], "cache": cmd[4], "variant": cmd[5], "inductor_compiles": 1,
+               "served_from_torch_caches": 0, "dynamo_frames": 1, "recompile_limit_hits": 0, "reused": 0,
+               "compile_s": 1.0, "wall_s": 1.0, "tokens_per_s": 1.0, "errors": 0, "tokens_equal": True, "requests": []}
+        return subprocess.CompletedProcess(cmd, 0, stdout=json.dumps(row) + "\n", stderr="")
+
+    monkeypatch.setattr(module.subprocess, "run", child)
+    out = tmp_path / "serve.json"
+    assert module.main(["--families", "llama", "--caches", "dynamic,static", "--kernel-cache", kernel_cache,
+                        "--json", str(out)]) == 0
+    assert len(seen) == 4 and json.loads(out.read_text())["kernel_cache"] == kernel_cache
+    if kernel_cache == "fresh":
+        assert all(empty for _, empty in seen) and len({folder for folder, _ in seen}) == 4
+        assert not any(os.path.exists(folder) for folder, _ in seen)
+    else:
+        assert seen == [(None, False)] * 4
+
+
 @pytest.mark.slow
 def test_a_served_decoder_compiles_four_times_with_either_cache(tmp_path):
     """Issue 38's loop, small: tiny LLaMA, three requests (batch 2, then 1, then 3), the
