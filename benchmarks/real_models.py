@@ -36,9 +36,8 @@ compile CPU: between processes it moves by about 10% on a busy machine.
 runs each sweep N times per variant (stock and verishape, each from a clean Dynamo state and
 a cleared solver cache, the order alternating every round) and reports the median of each
 variant's compile CPU and their ratio.  Both variants then share one interpreter, one heap and
-one set of lazy imports, so what differs between them is verishape's own work.  A first round
-of each sweep (both variants) is run and not counted, so that the model's one-time work in
-the process is billed to neither (``UNMEASURED_ROUNDS``).
+one set of lazy imports, so what differs between them is verishape's own work (after a round
+of each sweep that is not counted: ``UNMEASURED_ROUNDS``).
 
     python benchmarks/real_models.py                       # all models, aot_eager
     python benchmarks/real_models.py --models gpt2,t5 --widen --backend inductor
@@ -406,11 +405,8 @@ def child(model: str, variant: str, backend: str, sweeps: list[str], device: str
     return out
 
 
-#: sweeps of each variant run before ``interleaved``'s measured rounds, not counted: the first
-#: compile of a model's code in a process pays one-time work (Dynamo's first trace of its
-#: functions, lowerings set up on first use) that the variant going first in round 0 would be
-#: billed alone (a tiny LLaMA's sequence sweep: stock's first call 3.35 s CPU in round 0
-#: against 1.7 to 2.5 s in the rounds after it)
+#: uncounted sweeps of each variant before the measured rounds: the model's one-time work in the process (tiny
+#: LLaMA's first call: 3.35 s CPU in round 0, 1.7 to 2.5 s after) is billed to neither variant
 UNMEASURED_ROUNDS = 1
 
 
@@ -425,8 +421,7 @@ def unmeasured_sweeps(case: ModelCase, fns: dict[str, Callable[..., Any]], backe
 def interleaved(model: str, backend: str, sweeps: list[str], rounds: int, other: str = "verishape",
                 device: str = "cpu") -> dict[str, Any]:
     """Stock and ``other`` (verishape or widen) taking turns in this process: ``rounds``
-    sweeps each, the variant going first alternating, after :data:`UNMEASURED_ROUNDS` of
-    each sweep that are not counted; per variant the median compile CPU
+    sweeps each after :func:`unmeasured_sweeps`, the variant going first alternating; per variant the median compile CPU
     and wall time, the backend compiles, the size-1 calls that reused a generic artifact,
     the max difference against eager, and the median CPU of the sweep's first size-1
     call (stock's recompile there, or the lazy proof that replaced it)."""
@@ -438,8 +433,8 @@ def interleaved(model: str, backend: str, sweeps: list[str], rounds: int, other:
     case = on_device(MODELS[model](), device)
     for fn in fns.values():
         _warm_up(fn, backend)
-    out: dict[str, Any] = {"model": model, "rounds": rounds, "unmeasured_rounds": UNMEASURED_ROUNDS, "other": other,
-                           "device": device, "sweeps": {}}
+    out: dict[str, Any] = {"model": model, "rounds": rounds, "unmeasured_rounds": UNMEASURED_ROUNDS,
+                           "other": other, "device": device, "sweeps": {}}
     for sweep in sweeps:
         if sweep == "seq" and not case.seq_sweep:
             continue
