@@ -19,7 +19,12 @@ remembered: an open answer is stock's, so a remembered one can never drop a guar
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
+
+from verishape.solvers import box
+
+from .premises import symbol_bounds
 
 if TYPE_CHECKING:
     import sympy
@@ -34,6 +39,11 @@ class OpenQuestions:
         self._open: set[tuple[sympy.Basic, Any]] = set()
         #: narrowings of a range seen so far (``VeriShapeEnv._update_var_to_range`` counts them)
         self.narrowings = 0
+        #: the symbols the env's guards mention (the first ``_guards_read`` guards: appended only)
+        self._guard_symbols: set[sympy.Symbol] = set()
+        self._guards_read = 0
+        #: the symbols the guards and asserts mention after replacement, under torch's version counter
+        self._mentioned: tuple[Any, frozenset[sympy.Symbol]] = (None, frozenset())
 
     def _now(self, env: ShapeEnv) -> tuple[Any, ...]:
         # torch's version counter moves with the replacements, divisibility facts and asserts
@@ -51,3 +61,45 @@ class OpenQuestions:
         """``expr`` was just found open (asked with the state :meth:`known_open` saw)."""
         if self._now(env) == self._state:
             self._open.add((expr, kind))
+
+    def open_over_ranges(self, env: ShapeEnv, goal: sympy.Basic, axioms: tuple[sympy.Basic, ...] | None,
+                         var_to_range: tuple[tuple[sympy.Symbol, Any], ...] | None, size_oblivious: bool) -> bool:
+        """Whether ``goal`` (replaced) mentions no symbol of a premise (the env's guards and
+        runtime asserts, or ``axioms``), so that its symbols' ranges are its only facts, and
+        those leave it open (Note [A comparison over unrelated ranges is open],
+        ``solvers/box.py``): then no prover is asked."""
+        symbols = goal.free_symbols
+        mentioned = self._premise_symbols(env) if axioms is None else _replaced_symbols(env, axioms)
+        if symbols & mentioned:
+            return False
+        ranges = dict(var_to_range) if var_to_range is not None else env.var_to_range
+        bounds = {}
+        for s in symbols:
+            ends = symbol_bounds(s, ranges, size_like=env.size_like, size_oblivious=size_oblivious)
+            if ends is None or (bounds_of_s := box.integer_bounds(*ends)) is None:
+                return False
+            bounds[s] = bounds_of_s
+        return box.both_occur(goal, bounds)
+
+    def _premise_symbols(self, env: ShapeEnv) -> frozenset[sympy.Symbol]:
+        """Every symbol the env's guards and deferred runtime asserts mention once replaced
+        (a superset: each mentioned symbol's replacement's symbols are added)."""
+        guards = env.guards
+        if len(guards) < self._guards_read:  # not appended to: read again
+            self._guard_symbols, self._guards_read = set(), 0
+        for g in guards[self._guards_read:]:
+            self._guard_symbols |= g.expr.free_symbols
+        key = (env._version_counter, len(guards))
+        if self._guards_read != len(guards) or self._mentioned[0] != key:
+            self._guards_read = len(guards)
+            asserts = (ra.expr for found in env.deferred_runtime_asserts.values() for ra in found)
+            self._mentioned = (key, _replaced_symbols(env, asserts, self._guard_symbols))
+        return self._mentioned[1]
+
+
+def _replaced_symbols(env: ShapeEnv, exprs: Iterable[sympy.Basic],
+                      symbols: Iterable[sympy.Symbol] = ()) -> frozenset[sympy.Symbol]:
+    """The symbols of ``exprs`` and ``symbols``, with the symbols of each one's replacement."""
+    found = set(symbols).union(*(e.free_symbols for e in exprs))
+    replaced = [env.replace(s).free_symbols for s in found if s in env.replacements]
+    return frozenset(found.union(*replaced))

@@ -87,19 +87,31 @@ def range_facts(
     """
     out: list[sympy.Basic] = []
     for s in sorted(symbols, key=str):
-        vr = ranges.get(s)
-        if vr is None or getattr(vr, "is_bool", False):
+        ends = symbol_bounds(s, ranges, size_like=size_like, size_oblivious=size_oblivious)
+        if ends is None:
             continue
-        lower, upper = vr.lower, vr.upper
-        if size_oblivious and s in size_like:
-            lower = sympy.Max(2, lower) if finite(lower) else sympy.Integer(2)
-            capped = sympy.Integer(SIZE_OBLIVIOUS_MAX) if not finite(upper) else sympy.Min(upper, SIZE_OBLIVIOUS_MAX)
-            upper = capped - 1 if capped > lower else capped
+        lower, upper = ends
         if finite(lower):
             out.append(sympy.Le(lower, s))
         if finite(upper):
             out.append(sympy.Le(s, upper))
     return out
+
+
+def symbol_bounds(s: sympy.Symbol, ranges: Mapping[sympy.Symbol, object], *,
+                  size_like: Collection[sympy.Symbol] = frozenset(),
+                  size_oblivious: bool = False) -> tuple[sympy.Basic, sympy.Basic] | None:
+    """The least and greatest value a premise may assume of ``s`` (:func:`range_facts`' bounds,
+    infinite ends included); None where ``s`` has no numeric range."""
+    vr = ranges.get(s)
+    if vr is None or getattr(vr, "is_bool", False):
+        return None
+    lower, upper = vr.lower, vr.upper
+    if size_oblivious and s in size_like:
+        lower = sympy.Max(2, lower) if finite(lower) else sympy.Integer(2)
+        capped = sympy.Integer(SIZE_OBLIVIOUS_MAX) if not finite(upper) else sympy.Min(upper, SIZE_OBLIVIOUS_MAX)
+        upper = capped - 1 if capped > lower else capped
+    return lower, upper
 
 
 def relevant(goal: sympy.Basic, pool: Iterable[sympy.Basic]) -> list[sympy.Basic]:

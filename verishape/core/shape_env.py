@@ -359,7 +359,8 @@ class VeriShapeEnv(ShapeEnv):
         if not goal.free_symbols:
             return None  # replacements decide it; leave that to stock's next pass
         self._vs_last_open = goal  # see last_open_question
-        premises = self._premises(goal, kind, axioms, var_to_range, size_oblivious, extra)
+        premises = None if extra is None and self._vs_open.open_over_ranges(  # Note [A comparison over unrelated ranges is open]
+            self, goal, axioms, var_to_range, size_oblivious) else self._premises(goal, kind, axioms, var_to_range, size_oblivious, extra)
         if premises is None:  # Note [Proof or stock]: nothing may be decided, stock answers
             self.verishape_log.undecided += 1
             return None

@@ -1,0 +1,76 @@
+"""A linear comparison over a box of independent integer ranges: whether both answers occur.
+
+Note [A comparison over unrelated ranges is open]: a question ``sum(c_i * s_i) + k  op  0``
+(``op`` one of ``<``, ``<=``, ``>``, ``>=``; integer coefficients; each symbol once) about
+integer symbols that no premise mentions has, for facts, the symbols' ranges alone: a box.
+Over a box the form's least and greatest values are reached at corners, which are integer
+points (finite bounds are integers; an infinite one is approached by integers), so both
+answers occur exactly when the form's interval straddles the comparison's threshold.  Then
+no sound prover can decide the question from those facts, and asking one only costs time
+(PyTorch's ``test_many_overlapping_inputs_does_not_explode_guards`` asks AOTAutograd's
+aliasing analysis about every pair of 100 views' storage offsets: 4,950 such questions,
+about 1 ms each through the provers).  Checked by :func:`both_occur`, asked only by
+:meth:`verishape.core.open_questions.OpenQuestions.open_over_ranges`.  Anything else
+(equalities, whose integer solutions a box does not settle; products; floor division;
+a symbol without a range) is answered ``False``: not shown open here, so asked as before.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import sympy
+from torch.utils._sympy.numbers import int_oo
+
+#: a symbol's least and greatest integer value (``-inf``/``inf``: unbounded)
+Bounds = tuple[float | int, float | int]
+
+_COMPARISONS = (sympy.StrictLessThan, sympy.LessThan, sympy.StrictGreaterThan, sympy.GreaterThan)
+
+
+def both_occur(goal: sympy.Basic, bounds: Mapping[sympy.Symbol, Bounds]) -> bool:
+    """Whether ``goal``, a linear comparison over symbols each bounded by ``bounds`` and
+    independent, is true at some integer point of the box and false at another; False where
+    ``goal`` is not of that form or a symbol has no bounds (nothing concluded)."""
+    if not isinstance(goal, _COMPARISONS):
+        return False
+    least = greatest = 0
+    for term, c in (goal.lhs - goal.rhs).as_coefficients_dict().items():
+        if not isinstance(c, sympy.Integer):
+            return False
+        if term is sympy.S.One:
+            least, greatest = least + int(c), greatest + int(c)
+            continue
+        if not isinstance(term, sympy.Symbol) or term.is_integer is not True or term not in bounds:
+            return False
+        lo, hi = bounds[term]
+        if lo > hi:
+            return False  # an empty range: the facts contradict each other, for the provers to report
+        ends = (_times(int(c), lo), _times(int(c), hi))
+        least, greatest = least + min(ends), greatest + max(ends)
+    true_at_greatest = {">": greatest > 0, ">=": greatest >= 0, "<": least < 0, "<=": least <= 0}
+    false_at_least = {">": least <= 0, ">=": least < 0, "<": greatest >= 0, "<=": greatest > 0}
+    return true_at_greatest[goal.rel_op] and false_at_least[goal.rel_op]
+
+
+def integer_bounds(lower: sympy.Basic, upper: sympy.Basic) -> Bounds | None:
+    """A range's ends as integers or float infinities; None where a finite end is not an integer."""
+    ends = []
+    for end in (lower, upper):
+        if isinstance(end, sympy.Integer):
+            ends.append(int(end))
+        elif end in _INFINITIES:
+            ends.append(_INFINITIES[end])
+        else:
+            return None
+    return ends[0], ends[1]
+
+
+#: SymPy's infinities and torch's integer ones (``int_oo``, which SymPy does not call infinite)
+_INFINITIES = {sympy.oo: math.inf, -sympy.oo: -math.inf, int_oo: math.inf, -int_oo: -math.inf}
+
+
+def _times(c: int, end: float | int) -> float | int:
+    """``c * end`` for a non-zero ``c``, an infinity keeping its sign rule."""
+    return c * end if not isinstance(end, float) else (end if c > 0 else -end)
