@@ -219,14 +219,16 @@ class Prover:
                 self._cache.move_to_end(key)
                 self.stats.cache_hits += 1
                 return dataclasses.replace(hit, cached=True)
-            shown = self._implied(goal_b, assumptions_b, witness)
-            if shown is not None:
-                self._remember(key, shown)
-                return shown
+            # cheapest first: a point near the witness breaks most goals asked in 0.03 to 0.2 ms,
+            # where bounding them takes 0.1 to 0.7 ms (docs/architecture.md, "Cheapest first")
             refuted = self._refuted_near(goal_b, assumptions_b, witness)
             if refuted is not None:
                 self._remember(key, refuted)
                 return refuted
+            shown = self._implied(goal_b, assumptions_b, witness)
+            if shown is not None:
+                self._remember(key, shown)
+                return shown
             store = self.store()
             texts = None
             if store is not None:
