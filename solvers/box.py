@@ -5,14 +5,19 @@ Note [A comparison over unrelated ranges is open]: a question ``sum(c_i * s_i) +
 integer symbols that no premise mentions has, for facts, the symbols' ranges alone: a box.
 Over a box the form's least and greatest values are reached at corners, which are integer
 points (finite bounds are integers; an infinite one is approached by integers), so both
-answers occur exactly when the form's interval straddles the comparison's threshold.  Then
-no sound prover can decide the question from those facts, and asking one only costs time
-(PyTorch's ``test_many_overlapping_inputs_does_not_explode_guards`` asks AOTAutograd's
-aliasing analysis about every pair of 100 views' storage offsets: 4,950 such questions,
-about 1 ms each through the provers).  Checked by :func:`both_occur`, asked only by
-:meth:`verishape.core.open_questions.OpenQuestions.open_over_ranges`.  Anything else
-(equalities, whose integer solutions a box does not settle; products; floor division;
-a symbol without a range) is answered ``False``: not shown open here, so asked as before.
+answers occur exactly when the form's interval straddles the comparison's threshold.  An
+equality or inequality (``==``, ``!=``) is taken only with every coefficient 1 or -1: then
+the form takes every integer from its least to its greatest value (walk from one corner to
+the other a unit step at a time), so both answers occur exactly when that interval holds 0
+and one more value.  Then no sound prover can decide the question from those facts, and
+asking one only costs time (PyTorch's ``test_many_overlapping_inputs_does_not_explode_guards``
+asks AOTAutograd's aliasing analysis about every pair of 100 views' storage offsets: 4,950
+such questions, about 1 ms each through the provers; ``test_recursion_depth_guards`` asks
+whether a sum of 2,000 ints is 0, 2 s in Z3).  Checked by :func:`both_occur`, asked only by
+:meth:`verishape.core.open_questions.OpenQuestions.open_over_ranges`.  Anything else (an
+equality with another coefficient, whose integer solutions a box does not settle; products;
+floor division; a symbol without a range) is answered ``False``: not shown open here, so
+asked as before.
 """
 
 from __future__ import annotations
@@ -27,17 +32,18 @@ from torch.utils._sympy.numbers import int_oo
 Bounds = tuple[float | int, float | int]
 
 _COMPARISONS = (sympy.StrictLessThan, sympy.LessThan, sympy.StrictGreaterThan, sympy.GreaterThan)
+_EQUALITIES = (sympy.Eq, sympy.Ne)
 
 
 def both_occur(goal: sympy.Basic, bounds: Mapping[sympy.Symbol, Bounds]) -> bool:
     """Whether ``goal``, a linear comparison over symbols each bounded by ``bounds`` and
     independent, is true at some integer point of the box and false at another; False where
     ``goal`` is not of that form or a symbol has no bounds (nothing concluded)."""
-    if not isinstance(goal, _COMPARISONS):
+    if not isinstance(goal, _COMPARISONS + _EQUALITIES):
         return False
     least = greatest = 0
     for term, c in (goal.lhs - goal.rhs).as_coefficients_dict().items():
-        if not isinstance(c, sympy.Integer):
+        if not isinstance(c, sympy.Integer) or (isinstance(goal, _EQUALITIES) and term is not sympy.S.One and abs(c) != 1):
             return False
         if term is sympy.S.One:
             least, greatest = least + int(c), greatest + int(c)
@@ -49,6 +55,8 @@ def both_occur(goal: sympy.Basic, bounds: Mapping[sympy.Symbol, Bounds]) -> bool
             return False  # an empty range: the facts contradict each other, for the provers to report
         ends = (_times(int(c), lo), _times(int(c), hi))
         least, greatest = least + min(ends), greatest + max(ends)
+    if isinstance(goal, _EQUALITIES):  # every integer from least to greatest occurs (unit coefficients)
+        return least <= 0 <= greatest and least < greatest
     true_at_greatest = {">": greatest > 0, ">=": greatest >= 0, "<": least < 0, "<=": least <= 0}
     false_at_least = {">": least <= 0, ">=": least < 0, "<": greatest >= 0, "<=": greatest > 0}
     return true_at_greatest[goal.rel_op] and false_at_least[goal.rel_op]

@@ -21,7 +21,7 @@ from verishape.solvers import box
 from verishape.solvers.prover import Prover
 
 X, Y, Z = sympy.symbols("x y z", integer=True)
-RELATIONS = (sympy.Lt, sympy.Le, sympy.Gt, sympy.Ge)
+RELATIONS = (sympy.Lt, sympy.Le, sympy.Gt, sympy.Ge, sympy.Eq, sympy.Ne)
 
 
 @st.composite
@@ -32,21 +32,30 @@ def _questions(draw):
     for s in symbols:
         lo = draw(st.integers(-4, 4))
         bounds[s] = (lo, lo + draw(st.integers(0, 4)))
-    form = sum(draw(st.integers(-5, 5).filter(bool)) * s for s in symbols) + draw(st.integers(-10, 10))
+    unit = draw(st.booleans())
+    form = sum(draw(st.sampled_from((-1, 1)) if unit else st.integers(-5, 5).filter(bool)) * s for s in symbols)
+    form += draw(st.integers(-10, 10))
     goal = draw(st.sampled_from(RELATIONS))(form, draw(st.integers(-10, 10)))
     return goal, bounds
 
 
 @given(_questions())
 def test_both_answers_occur_exactly_where_some_box_point_makes_each(question):
-    """Against every integer point of a finite box: open means a point makes the goal true and another false."""
+    """Against every integer point of a finite box: open means a point makes the goal true and
+    another false; for an order comparison, and an equality with unit coefficients, exactly then
+    (an equality with other coefficients is never shown open)."""
     goal, bounds = question
     if goal in (sympy.true, sympy.false):
         return
     symbols = sorted(bounds, key=str)
     values = [goal.xreplace(dict(zip(symbols, point))) for point in
               itertools.product(*(range(bounds[s][0], bounds[s][1] + 1) for s in symbols))]
-    assert box.both_occur(goal, bounds) == (sympy.true in values and sympy.false in values)
+    both = sympy.true in values and sympy.false in values
+    unit = all(abs(c) == 1 for t, c in (goal.lhs - goal.rhs).as_coefficients_dict().items() if t is not sympy.S.One)
+    if isinstance(goal, (sympy.Eq, sympy.Ne)) and not unit:
+        assert not box.both_occur(goal, bounds)
+    else:
+        assert box.both_occur(goal, bounds) == both
 
 
 @given(_questions(), st.sampled_from(("lower", "upper")))
@@ -69,14 +78,19 @@ def test_an_open_question_is_open_to_the_provers_too(question, side):
 
 
 def test_what_the_box_leaves_to_the_provers():
-    """Equalities, products, floor division, rational coefficients, a symbol without bounds, an
-    empty range and a non-integer symbol are not shown open here."""
+    """Equalities with a coefficient other than 1 or -1, products, floor division, rational
+    coefficients, a symbol without bounds, an empty range and a non-integer symbol are not shown
+    open here."""
     bounds = {X: (0, 10), Y: (0, 10)}
     f = sympy.Symbol("f", real=True)
-    for goal in (sympy.Eq(X, Y), sympy.Ne(X, Y), X * Y > 3, X // 2 > Y, X / 2 > Y, X + Z > 1, f > 1):
+    for goal in (sympy.Eq(2 * X, Y), sympy.Ne(X, 3 * Y), X * Y > 3, X // 2 > Y, X / 2 > Y, X + Z > 1, f > 1):
         assert not box.both_occur(goal, {**bounds, f: (0, 10)}), goal
     assert not box.both_occur(X > Y, {X: (5, 4), Y: (0, 10)})
     assert box.both_occur(4 * X > 4 * Y, bounds) and not box.both_occur(X + Y >= 0, bounds)
+    assert box.both_occur(sympy.Eq(X, Y), bounds) and not box.both_occur(sympy.Eq(X + Y, -1), bounds)
+    # test_recursion_depth_guards' question: a sum of unbounded ints equal to 0
+    ints = sympy.symbols("i0:50", integer=True)
+    assert box.both_occur(sympy.Ne(sum(ints), 0), dict.fromkeys(ints, (-math.inf, math.inf)))
 
 
 def _env_with_offsets(n: int) -> tuple[VeriShapeEnv, list[sympy.Symbol]]:
