@@ -1,10 +1,14 @@
 """A pytest plugin for ``torch_suite.py``: one side of a run of PyTorch's own tests.
 
-``TORCH_SUITE_SIDE=verishape`` puts :class:`verishape.VeriShapeEnv` in place of ``ShapeEnv`` as
-the module global of every loaded torch module, before each test (a module torch imports lazily,
-inside an earlier test, is swapped at the next), the way ``compile_cost.py``'s PyTorch rows and
-``tests/test_torch_checks.py`` install it: every site that builds a ShapeEnv (Dynamo, export,
-fake tensors, replays) builds verishape's.  ``stock`` leaves torch alone.
+``TORCH_SUITE_SIDE=verishape`` puts a stand-in for ``ShapeEnv`` in place of the module global of
+every loaded torch module, before each test (a module torch imports lazily, inside an earlier
+test, is swapped at the next): every site that builds a ShapeEnv (Dynamo, export, fake tensors,
+replays) builds a :class:`verishape.VeriShapeEnv`, and every ``isinstance`` check through that
+name still accepts stock's.  A bare swap to ``VeriShapeEnv`` (``compile_cost.py``'s PyTorch rows,
+``tests/test_torch_checks.py``) made torch's own assertion on a stock env that a test built itself
+fail (``torch.fx.experimental.recording``: "Expected ShapeEnv, got ShapeEnv", PyTorch's
+``test_shape_env_no_recording``): the harness's doing, not verishape's, which never swaps torch's
+names.  ``stock`` leaves torch alone.
 
 Either side appends one JSON line per test to ``TORCH_SUITE_OUT``: its outcome (the first
 failing phase's, else the call's), its seconds (setup, call and teardown), and on the verishape
@@ -56,11 +60,37 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _swap() -> None:
-    from verishape import VeriShapeEnv
+    global _stand_in
+    if _stand_in is None:
+        from verishape import VeriShapeEnv
 
+        _stand_in = _standing_in(_builders[0], VeriShapeEnv)
     for name, mod in list(sys.modules.items()):
         if name.startswith("torch") and getattr(mod, "ShapeEnv", None) in _builders:
-            mod.ShapeEnv = VeriShapeEnv
+            mod.ShapeEnv = _stand_in
+
+
+_stand_in: Any = None
+
+
+def _standing_in(stock: type, ours: type) -> type:
+    """A class whose call builds ``ours`` and whose instance and subclass checks are ``stock``'s;
+    its other attributes are ``ours``'."""
+
+    class Builds(type):
+        def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+            return ours(*args, **kwargs)
+
+        def __instancecheck__(cls, obj: Any) -> bool:
+            return isinstance(obj, stock)
+
+        def __subclasscheck__(cls, sub: type) -> bool:
+            return issubclass(sub, stock)
+
+        def __getattr__(cls, name: str) -> Any:
+            return getattr(ours, name)
+
+    return Builds("ShapeEnv", (), {"__module__": __name__, "__doc__": ours.__doc__})
 
 
 def _solver() -> tuple[int, float, int]:

@@ -14,9 +14,10 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import torch_suite  # noqa: E402
 
 TESTS = textwrap.dedent('''
-    import sys, time
+    import time
     import torch
     from torch._dynamo.test_case import TestCase, run_tests
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv  # stock's: imported before any swap
 
     class T(TestCase):
         def test_env_is_stock(self):
@@ -28,12 +29,22 @@ TESTS = textwrap.dedent('''
             self.assertEqual(type(envs[0]).__name__, "ShapeEnv")
 
         def test_slow_with_verishape(self):
-            torch.compile(lambda x: x + 1, backend="eager", dynamic=True)(torch.ones(4))
-            if sys.modules["torch._dynamo.output_graph"].ShapeEnv.__name__ == "VeriShapeEnv":
+            envs = []
+            def backend(gm, example):
+                envs.append(torch._guards.detect_fake_mode(example).shape_env)
+                return gm
+            torch.compile(lambda x: x + 1, backend=backend, dynamic=True)(torch.ones(4))
+            if type(envs[0]).__name__ == "VeriShapeEnv":
                 time.sleep(1.0)
 
         def test_no_shape_env(self):
             self.assertEqual(1 + 1, 2)
+
+        def test_a_stock_env_the_test_builds(self):
+            from torch._dynamo.source import ConstantSource
+            env = ShapeEnv(should_record_events=False)
+            size = env.create_symbolic_sizes_strides_storage_offset(torch.randn(3, 2), ConstantSource("x"))[0]
+            self.assertTrue(bool(size[0] == 3))
 
     if __name__ == "__main__":
         run_tests()
@@ -42,14 +53,16 @@ TESTS = textwrap.dedent('''
 
 def test_each_side_runs_its_env_and_differences_and_slowdowns_are_named(tmp_path):
     """The verishape side builds VeriShapeEnvs (a test that checks for stock's fails there, and is
-    listed), a test that builds none is counted apart, and a test slower only under verishape is a
-    candidate that stays slower when rerun alone."""
+    listed), a test that builds none is counted apart, a stock env a test builds itself passes
+    torch's checks, and a test slower only under verishape is a candidate that stays slower when
+    rerun alone."""
     path = tmp_path / "test_fake_pytorch.py"
     path.write_text(TESTS)
     out = tmp_path / "report.json"
     assert torch_suite.main([str(path), "--recheck", "1", "--slower-s", "0.5", "--json", str(out)]) == 0
     result = json.loads(out.read_text())["files"][path.name]
-    assert result["tests"] == 3 and result["touched"] == 2 and result["untouched"] == 1
+    # the stock env a test builds itself passes torch's own checks on the verishape side too
+    assert result["tests"] == 4 and result["touched"] == 2 and result["untouched"] == 2
     assert result["differ"] == [{"test": "test_fake_pytorch.py::T::test_env_is_stock", "stock": "passed",
                                  "verishape": "failed"}]
     (slow,) = result["candidates_slower"]
