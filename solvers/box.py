@@ -41,25 +41,42 @@ def both_occur(goal: sympy.Basic, bounds: Mapping[sympy.Symbol, Bounds]) -> bool
     ``goal`` is not of that form or a symbol has no bounds (nothing concluded)."""
     if not isinstance(goal, _COMPARISONS + _EQUALITIES):
         return False
+    form = _coefficients(goal.lhs, 1, _coefficients(goal.rhs, -1, {}))  # lhs - rhs, built by hand: SymPy's Add costs more
+    if form is None:
+        return False
     least = greatest = 0
-    for term, c in (goal.lhs - goal.rhs).as_coefficients_dict().items():
-        if not isinstance(c, sympy.Integer) or (isinstance(goal, _EQUALITIES) and term is not sympy.S.One and abs(c) != 1):
+    for term, c in form.items():
+        if c == 0:
+            continue
+        if isinstance(goal, _EQUALITIES) and term is not sympy.S.One and abs(c) != 1:
             return False
         if term is sympy.S.One:
-            least, greatest = least + int(c), greatest + int(c)
+            least, greatest = least + c, greatest + c
             continue
         if not isinstance(term, sympy.Symbol) or term.is_integer is not True or term not in bounds:
             return False
         lo, hi = bounds[term]
         if lo > hi:
             return False  # an empty range: the facts contradict each other, for the provers to report
-        ends = (_times(int(c), lo), _times(int(c), hi))
+        ends = (_times(c, lo), _times(c, hi))
         least, greatest = least + min(ends), greatest + max(ends)
     if isinstance(goal, _EQUALITIES):  # every integer from least to greatest occurs (unit coefficients)
         return least <= 0 <= greatest and least < greatest
     true_at_greatest = {">": greatest > 0, ">=": greatest >= 0, "<": least < 0, "<=": least <= 0}
     false_at_least = {">": least <= 0, ">=": least < 0, "<": greatest >= 0, "<=": greatest > 0}
     return true_at_greatest[goal.rel_op] and false_at_least[goal.rel_op]
+
+
+def _coefficients(side: sympy.Basic, sign: int, into: dict[sympy.Basic, int] | None) -> dict[sympy.Basic, int] | None:
+    """``into`` plus ``sign`` times each term's integer coefficient in ``side`` (the constant under
+    ``1``); None where a coefficient is not an integer."""
+    if into is None:
+        return None
+    for term, c in side.as_coefficients_dict().items():
+        if not isinstance(c, sympy.Integer):
+            return None
+        into[term] = into.get(term, 0) + sign * int(c)
+    return into
 
 
 def integer_bounds(lower: sympy.Basic, upper: sympy.Basic) -> Bounds | None:

@@ -135,19 +135,18 @@ def test_many_aliased_views_compile_with_stock_s_guards_and_no_prover():
         for x in args:
             x.add_(1)
 
+    import torch._dynamo.output_graph as output_graph
+
     from verishape.compiler import frames
 
+    frames.install()  # first: what is put back below is then verishape's own per-frame chooser
+    saved = output_graph.ShapeEnv
     outputs = {}
     prover = Prover(store=None)
     for side in ("stock", "verishape"):
         torch._dynamo.reset()
         x = torch.ones(300, requires_grad=True)
-        import torch._dynamo.output_graph as output_graph
-
-        saved = output_graph.ShapeEnv
-        if side == "verishape":
-            frames.install()
-            output_graph.ShapeEnv = VeriShapeEnv
+        output_graph.ShapeEnv = VeriShapeEnv if side == "verishape" else ShapeEnv
         try:
             with torch.no_grad(), use_prover(prover):
                 torch.compile(f, backend=capture(side), dynamic=True)(*x.split(10))

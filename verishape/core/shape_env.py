@@ -354,13 +354,14 @@ class VeriShapeEnv(ShapeEnv):
                 axioms: tuple[sympy.Basic, ...] | None,
                 var_to_range: tuple[tuple[sympy.Symbol, Any], ...] | None,
                 extra: ExtraFacts | None = None) -> sympy.Basic | None:
-        kind = self._kind()
         goal = self.replace(expr)
         if not goal.free_symbols:
             return None  # replacements decide it; leave that to stock's next pass
         self._vs_last_open = goal  # see last_open_question
-        premises = None if extra is None and self._vs_open.open_over_ranges(  # Note [A comparison over unrelated ranges is open]
-            self, goal, axioms, var_to_range, size_oblivious) else self._premises(goal, kind, axioms, var_to_range, size_oblivious, extra)
+        # Note [A comparison over unrelated ranges is open]: no kind, no premises, no prover
+        open_over_ranges = extra is None and self._vs_open.open_over_ranges(self, goal, axioms, var_to_range, size_oblivious)
+        kind = "" if open_over_ranges else self._kind()
+        premises = None if open_over_ranges else self._premises(goal, kind, axioms, var_to_range, size_oblivious, extra)
         if premises is None:  # Note [Proof or stock]: nothing may be decided, stock answers
             self.verishape_log.undecided += 1
             return None
