@@ -96,18 +96,13 @@ def recheck(path: str, slow: list[dict[str, Any]], times: int, timeout: int) -> 
         seconds: dict[str, list[float]] = {side: [] for side in SIDES}
         for i in range(times):
             for side in (SIDES if i % 2 == 0 else SIDES[::-1]):
-                rows, _, _ = _one(side, path, name, timeout)
+                rows, _, _ = run_side(side, [f"{path}::{name}"], None, timeout)
                 seconds[side] += [r["seconds"] for r in rows.values()]
         med = {side: statistics.median(s) if s else None for side, s in seconds.items()}
         row["recheck_s"] = {side: (round(m, 3) if m is not None else None) for side, m in med.items()}
         ok = all(m is not None for m in med.values())
         row["verdict"] = ("slower" if ok and med["verishape"] - med["stock"] > 0.5 * (row["verishape_s"] - row["stock_s"])
                           and med["verishape"] > 1.5 * med["stock"] else "noise" if ok else "did not rerun")
-
-
-def _one(side: str, path: str, name: str, timeout: int) -> tuple[dict[str, dict[str, Any]], int, str]:
-    """One test (``Class::test``) of ``path`` alone on ``side``."""
-    return run_side(side, [f"{path}::{name}"], None, timeout)
 
 
 def main(argv: list[str] | None = None) -> int:
