@@ -48,6 +48,10 @@ def test_the_summary_counts_reuse_wrong_and_reasons(fuzz):
     ("serve_loop", ["--mix", "0x3"], "BATCHxPROMPT"),
     ("serve_loop", ["--layers", "0"], "must be at least 1"),
     ("serve_loop", ["--sliding-window", "1"], "must be at least 2"),
+    ("serve_paths", ["--families", "gpt5"], "unknown family or cache"),
+    ("serve_paths", ["--caches", "paged"], "unknown family or cache"),
+    ("serve_paths", ["--mix", "3"], "BATCHxPROMPT"),
+    ("serve_paths", ["--sliding-window", "1"], "must be at least 2"),
     ("triton_questions", ["--gpu-json", "/no/such.json"], "is not a file"),
     ("layout_copy_cost", ["--lengths", "2"], "must be integers >= 4"),
     ("warm_restart", ["--workloads", "gpt5"], "unknown workload or start"),
@@ -130,6 +134,23 @@ def test_a_served_decoder_compiles_four_times_with_either_cache(tmp_path):
         assert mine["reused_at_size_1"] >= 1
         assert mine["recompile_limit_hits"] == 0
     assert rows[("dynamic", "verishape")]["reused_relaid"] >= 1
+
+
+@pytest.mark.slow
+def test_the_floor_counts_paths_below_what_stock_traces(tmp_path):
+    """Tiny Gemma 2 past a window of 4 with the dynamic cache, two requests (batch 2, then 1): the trace
+    generic in every size makes fewer graphs than ``dynamic=True`` (which specializes batch 1) and
+    automatic dynamic (static first), with no graph break (one would make graphs that are no paths); with
+    batch 1 sent at 2, ``dynamic=True`` without duck sizing needs no more than with it."""
+    module = next(load_benchmark("serve_paths"))
+    out = tmp_path / "paths.json"
+    assert module.main(["--families", "gemma2", "--caches", "dynamic", "--mix", "2x5,1x7",
+                        "--sliding-window", "4", "--json", str(out)]) == 0
+    row = json.loads(out.read_text())["rows"][0]
+    traced = [row[setting] for setting in ("generic", "dynamic", "automatic", "no_one")]
+    assert [t["graph_breaks"] for t in traced] == [0, 0, 0, 0]
+    assert traced[0]["graphs"] < traced[1]["graphs"] <= traced[2]["graphs"], traced
+    assert traced[3]["graphs"] <= traced[1]["graphs"]
 
 
 @pytest.mark.slow
