@@ -48,6 +48,7 @@ def test_the_summary_counts_reuse_wrong_and_reasons(fuzz):
     ("serve_loop", ["--mix", "0x3"], "BATCHxPROMPT"),
     ("serve_loop", ["--layers", "0"], "must be at least 1"),
     ("serve_loop", ["--sliding-window", "1"], "must be at least 2"),
+    ("widen_exportdb", ["--only", "static_if,no_such_example"], "names no ExportDB example"),
     ("serve_paths", ["--families", "gpt5"], "unknown family or cache"),
     ("serve_paths", ["--caches", "paged"], "unknown family or cache"),
     ("serve_paths", ["--mix", "3"], "BATCHxPROMPT"),
@@ -201,3 +202,30 @@ def test_the_served_loop_builds_gemma_2_at_its_own_window_or_the_one_asked_for(m
     monkeypatch.setenv("SERVE_LOOP_SLIDING_WINDOW", "8")
     assert module.build("gemma2")[0].config.sliding_window == 8
     assert module.build("llama")[0].config.sliding_window is None  # a family without one keeps none
+
+
+def test_exportdb_examples_are_swept_to_one_against_eager(tmp_path):
+    """Two of PyTorch's ExportDB examples under ``aot_eager``: ``static_if`` reuses its generic
+    artifact at 1, equal to eager; ``cond_operands`` (``torch.cond``) is refused, saying why."""
+    module = next(load_benchmark("widen_exportdb"))
+    out = tmp_path / "exportdb.json"
+    assert module.main(["--backend", "aot_eager", "--only", "static_if,cond_operands", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    rows = report["examples"]
+    assert rows["static_if"]["reuses"] >= 1 and rows["static_if"]["wrong"] == []
+    assert rows["cond_operands"]["reuses"] == 0 and "GraphModule; not compared" in rows["cond_operands"]["refusals"][0]
+    assert report["summary"]["swept"] == 2 and report["summary"]["wrong"] == []
+
+
+def test_a_wrong_reuse_of_an_exportdb_example_fails_the_run(monkeypatch, capsys):
+    """A reused call that differs from eager where stock does not is listed and exits 1."""
+    from verishape.fuzz import widen_check
+
+    def wrong_sweep(fn, make_args, sizes, backend="inductor", **kwargs):
+        calls = [widen_check.Call(n, reused=n == 1, difference="values differ" if n == 1 else None) for n in sizes]
+        return widen_check.Sweep(backend, calls, [], 2)
+
+    monkeypatch.setattr(widen_check, "run_sweep", wrong_sweep)
+    module = next(load_benchmark("widen_exportdb"))
+    assert module.main(["--only", "static_if"]) == 1
+    assert "wrong: 2" in capsys.readouterr().out
