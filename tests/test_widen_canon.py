@@ -263,3 +263,68 @@ def test_the_size_1_trace_keeps_a_matrix_product_its_specialization_would_rewrit
     names = {getattr(getattr(op, "overloadpacket", None), "__name__", None) for op in kept["decompositions"]}
     assert not names & set(widen.SIZE_ONE_SPECIALIZATIONS)
     assert len(kept["decompositions"]) > len(table) - 20 and torch.ops.aten.sspaddmm.default in kept["decompositions"]
+
+
+def _cond_graphs(branch):
+    """Dynamo's graphs of ``torch.cond(x.sum() > 0, branch, cos, (x,))`` generic in the batch (3) and at 1,
+    with the generic env and the binding of its batch to 1."""
+    from verishape.compiler.widen import binding
+
+    graphs = {}
+
+    def capture(name):
+        def backend(gm, example_inputs):
+            graphs[name] = (gm, torch._dynamo.symbolic_convert.InstructionTranslator.current_tx().output.shape_env)
+            return gm.forward
+        return backend
+
+    def f(x):
+        return torch.cond(x.sum() > 0, branch, lambda t: t.cos() + 1, (x,))
+
+    torch._dynamo.reset()
+    torch.compile(f, backend=capture("generic"), dynamic=True)(torch.randn(3, 4))
+    torch._dynamo.reset()
+    torch.compile(f, backend=capture("one"), dynamic=True)(torch.randn(1, 4))
+    torch._dynamo.reset()
+    (gm, env), (gm1, env1) = graphs["generic"], graphs["one"]
+    (s,) = [s for s, src in env.var_to_sources.items() if src[0].name == "L['x'].size()[0]"]
+    return gm, env, gm1, env1, binding.bind(env, (s,), env1, lambda src: None)
+
+
+def test_a_cond_s_branches_compare_as_graphs_with_the_sizes_dynamo_passes_them():
+    """Dynamo passes the true branch the batch it reads (``(x, s0)``) and, at 1, nothing: the size operand is
+    compared inside the branch, where it is used, so the graphs are equal at 1 and not at 2; a branch that
+    computes something else differs however alike the outer graphs."""
+    import dataclasses
+
+    gm, env, gm1, env1, b = _cond_graphs(lambda t: t.sin() * t.shape[0])
+    one = canon.canonical(gm1, b.nested_rename(env1))
+    assert canon.canonical(gm, b.generic_rename(env)) == one
+    assert canon.canonical(snapshot.Snapshot(gm), b.generic_rename(env)) == one
+    assert canon.canonical(gm, dataclasses.replace(b, value=2).generic_rename(env)) != one
+    gm_other, env_other, *_ = _cond_graphs(lambda t: t.tan() * t.shape[0])
+    assert gm_other.code == gm.code  # the outer graphs read alike; the branches do not
+    with pytest.raises(widen.NotWidened, match="differs"):
+        widen._same_graph(canon.canonical(gm_other, b.generic_rename(env_other)), one, "Dynamo graph")
+
+
+def test_a_snapshot_keeps_a_branch_as_a_snapshot_and_a_verdict_key_reads_the_branch():
+    from verishape.compiler.widen import verdict
+
+    gm, *_ = _cond_graphs(lambda t: t.sin() * t.shape[0])
+    gm_other, *_ = _cond_graphs(lambda t: t.tan() * t.shape[0])
+    kept = snapshot.Snapshot(gm)
+    branches = [n.target for n in kept.nodes if n.op == "get_attr"]
+    assert branches and all(isinstance(snapshot.attribute(kept, t), snapshot.Snapshot) for t in branches)
+    assert verdict._graph(gm) != verdict._graph(gm_other)  # the outer code alone would read the same
+
+
+def test_only_a_branch_s_operand_list_loses_its_sizes():
+    """``cond``'s operands and ``map_impl``'s extra arguments feed the branch's placeholders one by one; any
+    other tuple of a higher-order op (a block mask's sizes) keeps them."""
+    assert canon._BRANCH_OPERANDS == {"cond": 3, "map_impl": 2}
+    c = canon.Canonicalizer(lambda s: s)
+    c._folded = {}
+    t = torch.ones(2)
+    assert c._without_sizes([1, 2.5, t]) == [t]
+    assert c._without_sizes(t) is t

@@ -15,7 +15,7 @@ import torch
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from .effects import is_functional, mutated_storages, reads_layout, storage_of, storages_of, target_name
-from .snapshot import attribute, is_node, is_size_only, nodes_in, placeholder_source, value_of
+from .snapshot import Snapshot, attribute, is_node, is_size_only, nodes_in, placeholder_source, value_of
 
 
 class NotWidened(Exception):
@@ -104,8 +104,12 @@ class Canonicalizer:
 
     def constant(self, gm: torch.fx.GraphModule, target: str) -> Any:
         """A ``get_attr`` tensor: its metadata and its contents (a digest of the values;
-        the same parameter object on both sides compares by identity of its data)."""
+        the same parameter object on both sides compares by identity of its data).  A graph (a
+        higher-order op's branch or body): its own canonical form, its symbols renamed as this one's."""
         attr = attribute(gm, target)
+        if isinstance(attr, (torch.fx.GraphModule, Snapshot)):
+            sub = Canonicalizer(self._rename).graph(attr)
+            return ("graph", sub.entries, sub.outputs)
         if not isinstance(attr, torch.Tensor) or isinstance(attr, torch._subclasses.FakeTensor):
             raise NotWidened(f"graph reads attribute {target} of type {type(attr).__name__}; not compared")
         meta = self.tensor_meta(attr, None)[:-1]  # a real tensor: numbers only, and no storage identity
@@ -190,6 +194,8 @@ class Canonicalizer:
                 continue
             target = target_name(node.target)
             args, kwargs = self._moot_causal(node, target)
+            if (at := _BRANCH_OPERANDS.get(target)) is not None and len(args) > at:
+                args = (*args[:at], self._without_sizes(args[at]), *args[at + 1:])
             if target in _RESHAPES and self._values_only and isinstance(value, torch.Tensor) and (
                     self._functional or self._unobserved(value, *(value_of(a) for a in args[:1] if is_node(a)))):
                 # by value, a view, a view of a fresh copy and a reshape are one thing: the row-major reshape of the
@@ -267,6 +273,15 @@ class Canonicalizer:
             u.target in _BROADCAST_VALUES and len(u.args) >= 3 and u.args[2] is node and u.args[0] is not node
             and node not in nodes_in((u.args[1], u.kwargs)) for u in node.users)
 
+    def _without_sizes(self, a: Any) -> Any:
+        """A branch's operand list less its sizes (:data:`_BRANCH_OPERANDS`): Dynamo passes a branch the symbols it
+        reads (``(x, s0)``), and at 1, where the size is a constant in the branch, passes none.  The branch's
+        placeholder for a size is folded to that size wherever the branch uses it (:meth:`graph`), so its value is
+        compared there, in the branch's own canonical form (:meth:`constant`)."""
+        if not isinstance(a, (list, tuple)):
+            return a
+        return type(a)(x for x in a if not (x in self._folded if is_node(x) else is_size_only(x)))
+
     def _arg(self, a: Any) -> Any:
         """A node's argument in comparable form: another node by position (or the value a
         size node was folded to), containers item by item, numbers renamed, constants by repr."""
@@ -327,6 +342,10 @@ def first_difference(generic: Canon, other: Canon, width: int = 160) -> str:
     return ""
 
 
+#: higher-order ops whose argument at this position is passed, item by item, to the placeholders of the branches
+#: they name (``cond(pred, true_fn, false_fn, operands)``, ``map_impl(body, xs, pos_args)``): only there is a size
+#: operand compared inside the branch (another op's tuples, a block mask's sizes, are compared as they are)
+_BRANCH_OPERANDS = {"cond": 3, "map_impl": 2}
 #: ATen ops computing the row-major reshape of their input's values, whether they view it or a fresh copy
 _RESHAPES = ("aten.view.default", "aten._unsafe_view.default", "aten.reshape.default")
 #: ATen ops that broadcast their third argument (the values) to the shape they index
@@ -339,5 +358,6 @@ def canonical(gm: torch.fx.GraphModule, rename: Callable[[sympy.Symbol], sympy.B
     placeholders and every node whose value holds a tensor or nothing (asserts and other effects are compared, never
     dropped), with op, target, arguments and value metadata (:meth:`Canonicalizer.meta`).  Folded: nodes whose value
     is a number or a tuple of numbers, replaced at each use by that value.  Expressions are expanded (``1*s1`` equals
-    ``s1``).  Raises :class:`NotWidened` for what it cannot compare (submodules, tensor constants, unnamed symbols)."""
+    ``s1``); a higher-order op's branch is a graph of its own (:meth:`Canonicalizer.constant`).  Raises
+    :class:`NotWidened` for what it cannot compare (submodules, tensor constants, unnamed symbols)."""
     return Canonicalizer(rename, relaid).graph(gm)

@@ -23,6 +23,7 @@ import torch
 from . import over_ranges
 from .effects import flat_tensors
 from .sizes import at_one
+from .snapshot import Snapshot, attribute
 
 #: SymPy functions whose arguments after the first divide (divisor, and modulus where given)
 _DIVIDING = ("FloorDiv", "CleanDiv", "CeilDiv", "ModularIndexing", "Mod", "PythonMod", "IntTrueDiv", "FloatTrueDiv")
@@ -84,10 +85,18 @@ _PY_DIVISION = (operator.floordiv, operator.mod, operator.truediv)
 
 
 def from_graph(gm: Any, uses: SizeUses) -> None:
-    """Every tensor dimension of ``gm``'s nodes (the AOT graph) and every size-derived divisor of its division nodes."""
+    """Every tensor dimension of ``gm``'s nodes (the AOT graph, and the graphs its ``get_attr`` nodes name: a
+    higher-order op's branches) and every size-derived divisor of its division nodes."""
     uses.graph_read = True
     uses.graph_calls = any(n.op == "call_function" for n in gm.graph.nodes)
+    _graph_sizes(gm, uses)
+
+
+def _graph_sizes(gm: Any, uses: SizeUses) -> None:
+    """:func:`from_graph`'s reading of one graph and, first, of each graph it names."""
     for node in gm.graph.nodes:
+        if node.op == "get_attr" and isinstance(sub := attribute(gm, node.target), (torch.fx.GraphModule, Snapshot)):
+            _graph_sizes(sub, uses)
         for t in flat_tensors(node.meta.get("val", node.meta.get("example_value"))):
             sizes = over_ranges.exprs(t.shape)  # a static size is a number: not a use
             uses.add_all(sizes, "size", f"the AOT graph node {node.name}")

@@ -46,7 +46,8 @@ class Snapshot:
         for n in gm.graph.nodes:
             mapping[n] = SnapNode(n, mapping)
         self.nodes = list(mapping.values())  # in graph order
-        self._attributes = {n.target: attribute(gm, n.target) for n in self.nodes if n.op == "get_attr"}
+        # a branch or body of a higher-order op (``torch.cond``'s ``cond_true_0``) is a graph too: kept as one
+        self._attributes = {n.target: _kept(attribute(gm, n.target)) for n in self.nodes if n.op == "get_attr"}
 
     @property
     def graph(self) -> Snapshot:
@@ -54,6 +55,12 @@ class Snapshot:
 
     def find_nodes(self, *, op: str) -> list[SnapNode]:
         return [n for n in self.nodes if n.op == op]
+
+
+def _kept(attr: Any) -> Any:
+    """A ``get_attr`` attribute as a snapshot keeps it: a graph module as its own :class:`Snapshot` (a backend's
+    passes rewrite subgraphs in place too), anything else as it is."""
+    return Snapshot(attr) if isinstance(attr, torch.fx.GraphModule) else attr
 
 
 def attribute(gm: Any, target: str) -> Any:

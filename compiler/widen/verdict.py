@@ -32,12 +32,17 @@ def key(k: Kept, env: ShapeEnv, gm: torch.fx.GraphModule, aot_kwargs: dict[str, 
     """The digest of all the new trace's AOT graph and the renaming depend on, and of both traces'
     facts and global state (the kept graph's own part is the artifact key a verdict is filed under:
     torch files entries with other guards under one key, and a trace decides by its env's facts)."""
-    placeholders = [_describe(n.meta.get("example_value", n.meta.get("val"))) for n in
-                    gm.graph.find_nodes(op="placeholder")]
-    attributes = [(n.target, _describe(attribute(gm, n.target))) for n in gm.graph.find_nodes(op="get_attr")]
-    text = repr((gm.code, placeholders, attributes, _options(aot_kwargs), _binding(binding), sorted(relaid),
+    text = repr((_graph(gm), _options(aot_kwargs), _binding(binding), sorted(relaid),
                  record.binding(k.env), record.binding(env), k.global_state, _state()))
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _graph(gm: torch.fx.GraphModule) -> Any:
+    """A graph's code, its placeholders' values and its attributes (a higher-order op's branch: its own graph)."""
+    placeholders = [_describe(n.meta.get("example_value", n.meta.get("val"))) for n in
+                    gm.graph.find_nodes(op="placeholder")]
+    return (gm.code, placeholders, [(n.target, _describe(attribute(gm, n.target)))
+                                    for n in gm.graph.find_nodes(op="get_attr")])
 
 
 def lookup(k: Kept, trace_key: str) -> str | None:
@@ -83,6 +88,8 @@ def _describe(v: Any) -> Any:
                 str(v.dtype), str(v.device), str(v.layout), v.requires_grad)
     if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool, int, float, bool)):
         return (type(v).__name__, str(v))
+    if isinstance(v, torch.fx.GraphModule):
+        return ("graph", _graph(v))
     return type(v).__name__  # unknown kinds: the graph's code and the trace key say the rest
 
 
