@@ -304,6 +304,25 @@ def child(family: str, cache: str, variant: str, mix: tuple[tuple[int, int], ...
             "shape_guard": filtered}
 
 
+def parse_mix(text: str) -> tuple[tuple[int, int], ...] | None:
+    """``BATCHxPROMPT,...`` as (batch, prompt) pairs of positive integers; None where it is not that."""
+    try:
+        mix = tuple((int(b), int(n)) for b, n in (item.split("x") for item in text.split(",")))
+    except ValueError:
+        return None
+    return mix if mix and all(b >= 1 and n >= 1 for b, n in mix) else None
+
+
+def bad_mix_or_window(program: str, mix: str | None, window: int | None) -> str | None:
+    """The one-line error for a ``--mix`` that :func:`parse_mix` refuses or a ``--sliding-window`` under 2, or None."""
+    if mix is not None and parse_mix(mix) is None:
+        return (f"{program}: --mix {mix!r}: expected BATCHxPROMPT pairs of positive integers, comma-separated "
+                f"(e.g. 2x7,3x5)")
+    if window is not None and window < 2:
+        return f"{program}: --sliding-window {window}: must be at least 2"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--families", default="llama,gpt2,qwen2")
@@ -331,19 +350,10 @@ def main(argv: list[str] | None = None) -> int:
                          "that a mix's requests slide past it")
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    mix = MIX[:args.requests]
-    if args.mix is not None:
-        try:
-            mix = tuple((int(b), int(n)) for b, n in (item.split("x") for item in args.mix.split(",")))
-            if not mix or any(b < 1 or n < 1 for b, n in mix):
-                raise ValueError
-        except ValueError:
-            print(f"serve_loop: --mix {args.mix!r}: expected BATCHxPROMPT pairs of positive integers, "
-                  f"comma-separated (e.g. 2x7,3x5)", file=sys.stderr)
-            return 2
-    if args.sliding_window is not None and args.sliding_window < 2:
-        print(f"serve_loop: --sliding-window {args.sliding_window}: must be at least 2", file=sys.stderr)
+    if why := bad_mix_or_window("serve_loop", args.mix, args.sliding_window):
+        print(why, file=sys.stderr)
         return 2
+    mix = MIX[:args.requests] if args.mix is None else parse_mix(args.mix)
     if args.layers is not None and args.layers < 1:
         print(f"serve_loop: --layers {args.layers}: must be at least 1", file=sys.stderr)
         return 2

@@ -91,18 +91,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"serve_paths: unknown family or cache {bad} (families: {', '.join(serve_loop.FAMILIES)}; caches: "
               f"dynamic, static)", file=sys.stderr)
         return 2
-    try:
-        mix = serve_loop.MIX if args.mix is None else tuple(
-            (int(b), int(n)) for b, n in (item.split("x") for item in args.mix.split(",")))
-        if not mix or any(b < 1 or n < 1 for b, n in mix):
-            raise ValueError
-    except ValueError:
-        print(f"serve_paths: --mix {args.mix!r}: expected BATCHxPROMPT pairs of positive integers, comma-separated "
-              f"(e.g. 2x7,3x5)", file=sys.stderr)
+    if why := serve_loop.bad_mix_or_window("serve_paths", args.mix, args.sliding_window):
+        print(why, file=sys.stderr)
         return 2
-    if args.sliding_window is not None and args.sliding_window < 2:
-        print(f"serve_paths: --sliding-window {args.sliding_window}: must be at least 2", file=sys.stderr)
-        return 2
+    mix = serve_loop.MIX if args.mix is None else serve_loop.parse_mix(args.mix)
     if args.child:
         print(json.dumps(child(*args.child, mix)))
         return 0

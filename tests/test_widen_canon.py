@@ -6,22 +6,27 @@ graphs; the end-to-end sweeps are in ``tests/test_widen.py``."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 
 from verishape.compiler.widen import canon, effects, snapshot, reuse as widen
 
 
+def _capture(graphs, name):
+    """A backend that files Dynamo's graph and its env under ``name`` and runs the graph as it is."""
+    def backend(gm, example_inputs):
+        graphs[name] = (gm, torch._dynamo.symbolic_convert.InstructionTranslator.current_tx().output.shape_env)
+        return gm.forward
+    return backend
+
+
 def test_canonical_folds_size_nodes_and_substitutes():
     """``x.view(x.size(0), -1)`` at batch s and at batch 1 compare equal once the size
     node is folded and s := 1; with s := 2 they do not."""
     graphs = {}
-
-    def capture(name):
-        def backend(gm, example_inputs):
-            graphs[name] = (gm, torch._dynamo.symbolic_convert.InstructionTranslator.current_tx().output.shape_env)
-            return gm.forward
-        return backend
+    capture = functools.partial(_capture, graphs)
 
     def f(x):
         return x.view(x.size(0), -1) + 1
@@ -271,12 +276,7 @@ def _cond_graphs(branch):
     from verishape.compiler.widen import binding
 
     graphs = {}
-
-    def capture(name):
-        def backend(gm, example_inputs):
-            graphs[name] = (gm, torch._dynamo.symbolic_convert.InstructionTranslator.current_tx().output.shape_env)
-            return gm.forward
-        return backend
+    capture = functools.partial(_capture, graphs)
 
     def f(x):
         return torch.cond(x.sum() > 0, branch, lambda t: t.cos() + 1, (x,))
