@@ -36,8 +36,8 @@ class SnapNode:
 
 class Snapshot:
     """A graph's nodes as plain records (op, target, arguments, the metadata widening reads, values shared) and the
-    module attributes its ``get_attr`` nodes name: enough for everything read later (``snapshot.graph.nodes``,
-    ``find_nodes``, :func:`attribute`).  Not ``Graph.graph_copy``, which builds and validates FX nodes (seconds on a
+    module attributes its ``get_attr`` nodes name (a higher-order op's branch as a snapshot of its own): enough for
+    everything read later (``snapshot.graph.nodes``, ``find_nodes``, :func:`attribute`).  Not ``Graph.graph_copy``, which builds and validates FX nodes (seconds on a
     large model), nor the module and all metadata: a kept compile lives as long as its cache entry, and the lowered
     graph's stack traces and provenance are objects stock frees after the compile and every full GC would walk."""
 
