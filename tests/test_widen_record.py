@@ -91,6 +91,26 @@ def test_guards_compare_in_a_form_that_does_not_depend_on_how_they_were_written(
     assert record._normal(sympy.Le(8 * x, 4104)) != record._normal(sympy.Le(x, 513))
 
 
+def test_a_bound_on_a_floor_division_compares_as_the_bound_it_is_on_the_dividend():
+    """``s // 2 <= 1`` cold comes back ``s <= 3`` warm (the warm phased fuzzer, seed 1202: ``v[:v.shape[0] // 2]``
+    lost its reuse at 1 in the restarted process).  The rewriting is exact over the integers: each form below
+    holds at the same points as its normal form, and other bounds still differ."""
+    from torch.utils._sympy.functions import FloorDiv
+
+    s = sympy.Symbol("s77", integer=True, positive=True)
+    assert record._normal(sympy.Le(FloorDiv(s, 2) - 1, 0)) == record._normal(sympy.Le(s, 3))
+    assert record._normal(sympy.Ge(FloorDiv(s, 2), 3)) == record._normal(sympy.Ge(s, 6))
+    assert record._normal(sympy.Lt(FloorDiv(s, 4), 3)) == record._normal(sympy.Le(s, 11))
+    assert record._normal(sympy.Le(FloorDiv(s, 2), 1)) != record._normal(sympy.Le(s, 2))
+    for c in (2, 3, 5):
+        for k in range(1, 6):  # (k <= 0: SymPy decides some of these alone, s being positive)
+            for rel in (sympy.Le, sympy.Ge, sympy.Lt, sympy.Gt):
+                diff, op, _ = record._normal(rel(FloorDiv(s, c), k)).rsplit(" ", 2)
+                assert op == "<=" and "//" not in diff
+                expr = sympy.sympify(diff, locals={"s77": s})
+                assert all(bool(expr.subs(s, v) <= 0) == bool(rel(v // c, k)) for v in range(1, 40)), (c, k, rel)
+
+
 def test_a_record_cannot_name_code():
     env = RecordEnv({})
     payload = pickle.dumps(Evil())

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import sympy
 import torch
+from torch.utils._sympy.functions import FloorDiv
 
 import verishape_records
 from verishape._version import __version__
@@ -81,11 +82,23 @@ def _normal(expr: sympy.Basic) -> str:
         diff = sympy.expand(lhs - rhs)
         if op == "<" and diff.is_integer:
             op, diff = "<=", diff + 1
-        diff = _divided(diff, op)
+        diff = _divided(_floor_free(diff) if op == "<=" else diff, op)
         if op in ("==", "!="):
             diff = min(diff, sympy.expand(-diff), key=str)
         return f"{diff} {op} 0"
     return str(expr)
+
+
+def _floor_free(diff: sympy.Expr) -> sympy.Expr:
+    """An integer ``±(a // c) + b <= 0`` (``c`` a positive integer) as the same relation of ``a``: ``a // c <= k`` is
+    ``a <= c*k + c - 1``, ``a // c >= k`` is ``a >= c*k`` (torch reads ``(s // 2) - 1 <= 0`` back as ``s - 3 <= 0``)."""
+    const, rest = diff.as_coeff_Add()
+    sign, term = rest.as_coeff_Mul()
+    if not (isinstance(term, FloorDiv) and sign in (1, -1) and const.is_Integer and term.args[0].is_integer
+            and term.args[1].is_Integer and term.args[1] > 0):
+        return diff
+    a, c = term.args
+    return sympy.expand(a - (c * -const + c - 1) if sign == 1 else c * const - a)
 
 
 def _divided(diff: sympy.Expr, op: str) -> sympy.Expr:
