@@ -57,6 +57,10 @@ SITES: dict[str, tuple[str, Any]] = {
 }
 
 
+#: sites of :data:`SITES` whose answers are moot only because the AOT graph is compared at 1 (not where the
+#: backend's answers stand in for that comparison: Note [The backend's answers stand in for the AOT trace at 1])
+COMPARED_SITES = ("fake_tensor_prop",)
+
 CHECK_FN = "register_replacement.<locals>.check_fn"
 
 #: Functions whose own branch conditions (the innermost site; not the functions they call) only
@@ -113,15 +117,17 @@ class Question:
         where = " <- ".join(self.site[:3]) or "?"
         return f"{self.expr} answered {self.answer} (asked in {where})"
 
-    def moot(self, sub: dict[sympy.Symbol, sympy.Basic]) -> tuple[str, sympy.Basic] | None:
+    def moot(self, sub: dict[sympy.Symbol, sympy.Basic], compared: bool = True) -> tuple[str, sympy.Basic] | None:
         """When the answer does not matter where it was used (``sub`` sets the widened sizes):
-        why, and the condition (``true``, or two sizes being equal) under which it does not."""
+        why, and the condition (``true``, or two sizes being equal) under which it does not.
+        ``compared``: the call's AOT graph is compared with the kept one (:data:`COMPARED_SITES` need it)."""
         if self.computed_in is not None:
             return (self.computed_in.why, sympy.true) if self.computed_in.right_at(sub) else None
         if self.site and self.site[0] in DIRECT_SITES and DIRECT_SITES[self.site[0]][1](self):
             return DIRECT_SITES[self.site[0]][0], sympy.true
-        why, names = next((SITES[name] for name in self.site if name in SITES), (None, None))
-        if why is None or (names is not None and self.operands is None):
+        name = next((name for name in self.site if name in SITES), None)
+        why, names = SITES[name] if name is not None else (None, None)
+        if why is None or (names is not None and self.operands is None) or (name in COMPARED_SITES and not compared):
             return None
         return why, (sympy.true if names is None else sympy.Eq(*self.operands))
 
@@ -145,11 +151,12 @@ class QuestionLog:
 
     def observe(self, env: ShapeEnv, base_static: Any, expr: sympy.Basic, answer: sympy.Basic, *,
                 size_oblivious: bool, axioms: tuple[sympy.Basic, ...] | None,
-                var_to_range: tuple[tuple[sympy.Symbol, ValueRanges], ...] | None) -> None:
-        """Called with every static answer of the env while the log is installed."""
+                var_to_range: tuple[tuple[sympy.Symbol, ValueRanges], ...] | None, fallback: bool | None = None) -> None:
+        """Called with every static answer of the env while the log is installed (``fallback``: the value a
+        ``guard_or_*`` question falls back to, which its caller reads as :data:`FALLBACK_READS` says)."""
         if self._busy or not (expr.free_symbols & self.candidates):
             return
-        reading = _reading()
+        reading = _reading() or FALLBACK_READS.get(fallback)
         key = (expr, size_oblivious, axioms, var_to_range, reading)
         if key in self._seen:
             return
@@ -186,6 +193,10 @@ NON_GUARDING_READS: dict[tuple[str, str], str] = {
     ("experimental/symbolic_shapes.py", "statically_known_true"): "true",
     ("experimental/symbolic_shapes.py", "statically_known_false"): "false",
 }
+#: How a ``guard_or_false`` (fallback False) or ``guard_or_true`` (fallback True) question is read, wherever asked
+#: (``symbolic_shapes._guard_or`` passes ``evaluate_expr`` its fallback): the fallback is the branch torch requires to
+#: be right for every value (torch's note on ``guard_or_``), so an answer that leads there holds at 1 by that contract.
+FALLBACK_READS: dict[bool | None, str] = {False: "true", True: "not_false"}
 #: the answers on which a caller of each reading takes its acting branch (None: unknown)
 _ACTS_ON = {"true": (True,), "false": (False,), "not_false": (True, None)}
 #: the static evaluation and the functions between it and such a caller that pass its answer through

@@ -135,21 +135,32 @@ def dumps(log: Any, env: ShapeEnv, bound: tuple[Any, ...] | None = None) -> byte
     except (pickle.PicklingError, TypeError, AttributeError, RuntimeError) as exc:
         # what pickling raises on an object it cannot copy (RuntimeError: a pybind11 object)
         raise Unrecordable(f"{type(exc).__name__}: {exc}"[:200]) from None
-    return _MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
+    return sealed(_MAGIC, payload)
+
+
+def sealed(magic: bytes, payload: bytes) -> bytes:
+    """``payload`` after ``magic`` and its digest, as every record is filed: its reader tells it from another
+    file, a truncated one or an edited one (:func:`unsealed`)."""
+    return magic + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
+
+
+def unsealed(magic: bytes, data: bytes) -> bytes:
+    """The payload of a :func:`sealed` record; :class:`Dropped` where ``data`` is none, with why."""
+    head = len(magic)
+    digest, payload = data[head:head + _DIGEST], data[head + _DIGEST + 1:]
+    if not data.startswith(magic) or len(data) < head + _DIGEST + 1:
+        raise Dropped("the widening record is not one (truncated, or another file)")
+    if hashlib.sha256(payload).hexdigest().encode() != digest:
+        raise Dropped("the widening record does not match its digest (truncated or edited)")
+    return payload
 
 
 def loads(data: bytes, env: ShapeEnv, candidates: frozenset[sympy.Symbol], bound: tuple[Any, ...] | None = None
           ) -> Any:
     """The question log in ``data``, checked against the live trace's ``env`` (``bound``: as for :func:`dumps`); raises
     :class:`Dropped` with the reason."""
-    if not data.startswith(_MAGIC) or len(data) < len(_MAGIC) + _DIGEST + 1:
-        raise Dropped("the widening record is not one (truncated, or another file)")
-    head = len(_MAGIC)
-    digest, payload = data[head:head + _DIGEST], data[head + _DIGEST + 1:]
-    if hashlib.sha256(payload).hexdigest().encode() != digest:
-        raise Dropped("the widening record does not match its digest (truncated or edited)")
     try:
-        fmt, version, torch_version, bound_there, log = _Unpickler(io.BytesIO(payload)).load()
+        fmt, version, torch_version, bound_there, log = _Unpickler(io.BytesIO(unsealed(_MAGIC, data))).load()
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, ImportError) as exc:
         raise Dropped(f"the widening record cannot be read ({type(exc).__name__}: {exc})"[:200]) from None
     if (fmt, version, torch_version) != _VERSIONS:

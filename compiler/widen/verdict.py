@@ -50,7 +50,11 @@ def lookup(k: Kept, trace_key: str) -> str | None:
     miss (no verdict, or one that does not check)."""
     for artifact in _artifact_keys(k):
         data = record.read_local(f"verdict:{artifact}:{trace_key}")
-        if data is not None and (fingerprint := _read(data, artifact, trace_key)) is not None:
+        try:
+            named, key_, fingerprint = json.loads(record.unsealed(_MAGIC, data or b""))
+        except (record.Dropped, ValueError, TypeError):
+            continue  # none, or not one that checks
+        if (named, key_) == (artifact, trace_key) and isinstance(fingerprint, str):
             return fingerprint
     return None
 
@@ -61,21 +65,9 @@ def remember(k: Kept, trace_key: str, fingerprint: str) -> None:
     for artifact in _artifact_keys(k):
         payload = json.dumps([artifact, trace_key, fingerprint]).encode()
         try:
-            record.write_local(f"verdict:{artifact}:{trace_key}",
-                               _MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
+            record.write_local(f"verdict:{artifact}:{trace_key}", record.sealed(_MAGIC, payload))
         except OSError:
             return
-
-
-def _read(data: bytes, artifact: str, trace_key: str) -> str | None:
-    digest, _, payload = data[len(_MAGIC):].partition(b"\n")
-    if not data.startswith(_MAGIC) or hashlib.sha256(payload).hexdigest().encode() != digest:
-        return None
-    try:
-        named, key_, fingerprint = json.loads(payload)
-    except ValueError:
-        return None
-    return fingerprint if (named, key_) == (artifact, trace_key) and isinstance(fingerprint, str) else None
 
 
 def _artifact_keys(k: Kept) -> tuple[str, ...]:

@@ -75,7 +75,7 @@ class AnswerObserver(Protocol):
 
     def observe(self, env: ShapeEnv, static: Callable[..., Any], expr: sympy.Basic, answer: sympy.Basic, *,
                 size_oblivious: bool, axioms: tuple[sympy.Basic, ...] | None,
-                var_to_range: tuple[tuple[sympy.Symbol, Any], ...] | None) -> None: ...
+                var_to_range: tuple[tuple[sympy.Symbol, Any], ...] | None, fallback: bool | None = None) -> None: ...
 
 
 class SymbolicAtOne(Protocol):
@@ -293,6 +293,10 @@ class VeriShapeEnv(ShapeEnv):
         finally:
             self._vs_kind = saved
 
+    def _fallback_of(self, expr: sympy.Basic) -> bool | None:
+        """``evaluate_expr``'s ``fallback_value`` where it asks ``expr`` (a ``guard_or_*`` question), else None."""
+        return self._vs_kind[1] if isinstance(self._vs_kind, tuple) and self._vs_kind[0] == expr else None
+
     def _kind(self) -> str:
         """Why the question being decided was asked (:data:`verishape.core.decisions.KINDS`).
         For ``evaluate_expr``, from its arguments, kept unresolved until now: whether the
@@ -325,14 +329,14 @@ class VeriShapeEnv(ShapeEnv):
                 or axioms == () or not _is_question(expr) or not expr.free_symbols):
             if stock is not None and self._vs_questions is not None and not (unbacked_only or compute_hint):
                 self._vs_questions.observe(self, _base_static, expr, stock, size_oblivious=size_oblivious,
-                                           axioms=axioms, var_to_range=var_to_range)
+                                           axioms=axioms, var_to_range=var_to_range, fallback=self._fallback_of(expr))
             return stock
         self._vs_busy = True  # stock helpers we call may re-enter; they get stock answers
         try:
             answer = self._decide(expr, size_oblivious=size_oblivious, axioms=axioms, var_to_range=var_to_range)
             if answer is not None and self._vs_questions is not None:
                 self._vs_questions.observe(self, _base_static, expr, answer, size_oblivious=size_oblivious,
-                                           axioms=axioms, var_to_range=var_to_range)
+                                           axioms=axioms, var_to_range=var_to_range, fallback=self._fallback_of(expr))
             return answer
         except Exception as exc:  # noqa: BLE001 - logged loudly, then stock behaviour
             # Soundness first: a failure anywhere in verishape means "undecided", as
@@ -576,15 +580,11 @@ class _Construction(ShapeEnvEvent):
         return super().run(shape_env)
 
 
-def _is_own_field(name: str) -> bool:
-    return name.startswith(("_vs_", "verishape_"))
-
-
 def _stock_fields(env: ShapeEnv) -> ShapeEnv:
     """A bare ShapeEnv holding ``env``'s fields minus verishape's own (stock's
     comparison reads ``vars()`` only)."""
     view = object.__new__(ShapeEnv)
-    view.__dict__.update({k: v for k, v in vars(env).items() if not _is_own_field(k)})
+    view.__dict__.update({k: v for k, v in vars(env).items() if not k.startswith(("_vs_", "verishape_"))})
     return view
 
 

@@ -213,6 +213,14 @@ OVERLAP_CHECK = ("torch", "_debug_has_internal_overlap")
 #: indexing, bounds checks of indirect loads, reduction heuristics.  Required: a range read
 #: widening cannot widen would hold only for sizes >= 2.
 RANGE_READER = ("torch.utils._sympy.value_ranges", "bound_sympy")
+#: The ShapeEnv's own cache of fake-tensor results on symbolic sizes (an instance attribute, 2.11 to 2.15): a
+#: widened compile's backend runs meta functions afresh, so that the answers they are computed from are seen
+#: (compiler/widen/kept.py).  Optional: without it a size-1 call traces its AOT graph again.
+FAKE_TENSOR_CACHE = "fake_tensor_cache"
+#: torch's aggressive guard-free semantics (2.15's config; absent from 2.11), off (0) by default: on, ``evaluate_expr``
+#: answers a comparison from the ranges alone before the static evaluation widening observes, so a compile under it
+#: keeps nothing for size 1 (compiler/widen/kept.py)
+GUARD_FREE_MODE = ("torch.fx.experimental._config", "aggressive_guard_free_semantics")
 #: (module, path) of every "wrap" row's names, in registry order (what recompute wraps)
 WIDENING_HOOKS = tuple((row.module, path) for row in WIDENING_REGISTRY if row.kind == "wrap" for path in row.paths)
 
@@ -248,7 +256,7 @@ def declared_names() -> frozenset[str]:
         DYNAMO_TLS, *READ_NAMES,
         EXPORT_ENTRY, *VOCABULARY, *LOWERING_VOCABULARY, *FUZZ_VOCABULARY, OP_DB, *TRITON_CPU_VOCABULARY,
         *joined((row.module, path) for row in WIDENING_REGISTRY for path in row.paths), ".".join(RANGE_READER),
-        ".".join(DENSE_CHECK_ON_SIZES),
+        ".".join(DENSE_CHECK_ON_SIZES), ".".join(GUARD_FREE_MODE),
         INDUCTOR_VIRTUALIZED, GUARD_BUILDER, *joined(SHAPES_SPEC_CONFIGS),
     ))
 
