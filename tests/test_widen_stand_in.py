@@ -190,3 +190,29 @@ def test_under_torchs_guard_free_semantics_nothing_is_kept_for_size_one(monkeypa
     compiled = verishape.compile(mlp, backend="aot_eager")
     _sweep(compiled, mlp, (2, 3, 1), w)
     assert not kept_.alive(mlp.__code__) and not counters["verishape"]["reused"]
+
+
+def _bn_program(x):  # the fuzzer's program
+    import torch.nn.functional as F
+
+    v = x[:-1]
+    return F.batch_norm(torch.cat([v, v * 2], 0), None, None, training=True)[:, 1:], torch.topk(x, 1, 0).values
+
+
+def _bn_served(x, state):  # as its --phases mode calls it
+    out = _bn_program(x)
+    return out if state is None else (out, state.sum(1))
+
+
+def test_an_answer_dynamos_trace_gave_first_is_seen_when_the_backend_gives_it_again():
+    """Found by the widening fuzzer (``--phases``, seed 5329, aot_eager): the decode step's batch norm of an empty
+    slice at 1 is a clone in eager, where the generic AOT graph calls the batch norm (which raises on no element).
+    Its check ``numel == 0`` was answered in Dynamo's trace, and torch's memo of ``evaluate_expr`` served it again
+    in the AOT trace unseen, so the stand-in held.  The log clears that memo: the answer is seen, kept, false at 1."""
+    compiled = verishape.compile(_bn_served, backend="aot_eager")
+    for n in (4, -4, 1, 2, -1):
+        g = torch.Generator().manual_seed(n + 10)
+        x, state = torch.randn(abs(n), 6, generator=g), (torch.randn(abs(n), 3, generator=g) if n < 0 else None)
+        torch.testing.assert_close(compiled(x, state), _bn_served(x, state), equal_nan=True)
+    traced = [q for k in kept_.alive(_bn_served.__code__) for q in k.traced or ()]
+    assert any(isinstance(q.expr, sympy.Eq) and q.answer is sympy.false for q in traced), traced

@@ -213,9 +213,16 @@ def recording(env: ShapeEnv, backend_name: str, gm: torch.fx.GraphModule) -> Ite
 
 
 def _guard_free() -> bool:
-    """torch's aggressive guard-free semantics is on (``torch_names.GUARD_FREE_MODE``): its answers are not seen."""
+    """torch's aggressive guard-free semantics is on (``torch_names.GUARD_FREE_MODE``), or it keeps answers where they
+    cannot be cleared (``questions.forget_answers``): then not every answer is seen.  Said once."""
     module_name, name = torch_names.GUARD_FREE_MODE
-    return bool(getattr(sys.modules.get(module_name), name, 0))
+    if getattr(sys.modules.get(module_name), name, 0):
+        return True
+    if questions_.answers_memo() is None:
+        recompute.say_once(torch_names.EVALUATE_MEMO[1], "verishape: this torch's ShapeEnv has no %s to clear; "
+                           "nothing is kept for size 1", ".".join(torch_names.EVALUATE_MEMO))
+        return True
+    return False
 
 
 @contextlib.contextmanager

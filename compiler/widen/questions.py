@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import sympy
 from torch.utils._sympy.value_ranges import ValueRanges
 
-from verishape.core import torch_seam
+from verishape.core import torch_names, torch_seam
 from verishape.core.shape_env import VeriShapeEnv
 
 from . import lowered_sizes, recompute
@@ -392,4 +392,24 @@ def recording(env: ShapeEnv, candidates: frozenset[sympy.Symbol]) -> Iterator[Qu
         recompute.say_once(refused, refused)
     log = QuestionLog(candidates, widened=from_one(env.var_to_range, candidates))
     with env.observing(log), recompute.tracking(_on_hint, _on_scheduled, _widened_now):
+        forget_answers()
         yield log
+
+
+def forget_answers() -> bool:
+    """Clear torch's memo of ``evaluate_expr``'s answers (``torch_names.EVALUATE_MEMO``), so that every answer the
+    block gives is seen: one given earlier (Dynamo's trace, the AOT trace before a lowering) would come back from
+    it unseen (found by the widening fuzzer: batch norm's empty-input check, answered in Dynamo's trace of a decode
+    step, was not asked again in its AOT trace).  False where this torch has no such memo to clear."""
+    memo = answers_memo()
+    if memo is not None:
+        memo.cache_clear()
+    return memo is not None
+
+
+def answers_memo() -> Any:
+    """torch's memo of ``evaluate_expr``'s answers, or None where it has none that can be cleared."""
+    module_name, path = torch_names.EVALUATE_MEMO
+    owner, name = path.split(".")
+    memo = getattr(getattr(sys.modules.get(module_name), owner, None), name, None)
+    return memo if callable(getattr(memo, "cache_clear", None)) else None
