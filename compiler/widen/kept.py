@@ -213,14 +213,14 @@ def recording(env: ShapeEnv, backend_name: str, gm: torch.fx.GraphModule) -> Ite
 
 
 def _guard_free() -> bool:
-    """torch's aggressive guard-free semantics is on (``torch_names.GUARD_FREE_MODE``), or it keeps answers where they
-    cannot be cleared (``questions.forget_answers``): then not every answer is seen.  Said once."""
+    """torch's aggressive guard-free semantics is on (``torch_names.GUARD_FREE_MODE``), or it keeps results of answers
+    where they cannot be cleared (``questions.forget_answers``): then not every answer is seen.  Said once."""
     module_name, name = torch_names.GUARD_FREE_MODE
     if getattr(sys.modules.get(module_name), name, 0):
         return True
-    if questions_.answers_memo() is None:
-        recompute.say_once(torch_names.EVALUATE_MEMO[1], "verishape: this torch's ShapeEnv has no %s to clear; "
-                           "nothing is kept for size 1", ".".join(torch_names.EVALUATE_MEMO))
+    if questions_.answer_memos() is None:
+        recompute.say_once("answer memos", "verishape: this torch's ShapeEnv lacks one of %s (a memo to clear); "
+                           "nothing is kept for size 1", ", ".join(torch_names.ANSWER_MEMOS))
         return True
     return False
 

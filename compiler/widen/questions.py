@@ -397,19 +397,23 @@ def recording(env: ShapeEnv, candidates: frozenset[sympy.Symbol]) -> Iterator[Qu
 
 
 def forget_answers() -> bool:
-    """Clear torch's memo of ``evaluate_expr``'s answers (``torch_names.EVALUATE_MEMO``), so that every answer the
-    block gives is seen: one given earlier (Dynamo's trace, the AOT trace before a lowering) would come back from
-    it unseen (found by the widening fuzzer: batch norm's empty-input check, answered in Dynamo's trace of a decode
-    step, was not asked again in its AOT trace).  False where this torch has no such memo to clear."""
-    memo = answers_memo()
-    if memo is not None:
+    """Clear torch's memos of results made from static answers (``torch_names.ANSWER_MEMOS``), so that every answer
+    the block gives is seen: one given earlier (Dynamo's trace, the AOT trace before a lowering) would come back from
+    them unseen (found by the widening fuzzer: batch norm's empty-input check, answered in Dynamo's trace of a decode
+    step, was not asked again in its AOT trace).  False where this torch lacks one of them."""
+    memos = answer_memos()
+    for memo in memos or ():
         memo.cache_clear()
-    return memo is not None
+    return memos is not None
 
 
-def answers_memo() -> Any:
-    """torch's memo of ``evaluate_expr``'s answers, or None where it has none that can be cleared."""
-    module_name, path = torch_names.EVALUATE_MEMO
-    owner, name = path.split(".")
-    memo = getattr(getattr(sys.modules.get(module_name), owner, None), name, None)
-    return memo if callable(getattr(memo, "cache_clear", None)) else None
+def answer_memos() -> list[Any] | None:
+    """torch's memos of results made from static answers, or None where one cannot be cleared."""
+    memos = []
+    for dotted in torch_names.ANSWER_MEMOS:
+        module_name, owner, name = dotted.rsplit(".", 2)
+        memo = getattr(getattr(sys.modules.get(module_name), owner, None), name, None)
+        if not callable(getattr(memo, "cache_clear", None)):
+            return None
+        memos.append(memo)
+    return memos

@@ -217,10 +217,12 @@ RANGE_READER = ("torch.utils._sympy.value_ranges", "bound_sympy")
 #: widened compile's backend runs meta functions afresh, so that the answers they are computed from are seen
 #: (compiler/widen/kept.py).  Optional: without it a size-1 call traces its AOT graph again.
 FAKE_TENSOR_CACHE = "fake_tensor_cache"
-#: ``ShapeEnv.evaluate_expr``'s memo of its answers (an ``lru_cache`` on this method, 2.11 to 2.15): an answer given
-#: before widening's question log was installed comes back from it unseen, so the log clears it first
-#: (compiler/widen/questions.py; without it nothing is kept for size 1)
-EVALUATE_MEMO = ("torch.fx.experimental.symbolic_shapes", "ShapeEnv._inner_evaluate_expr")
+#: ShapeEnv's memos of results made from static answers (an ``lru_cache`` on each method, 2.11 to 2.15):
+#: ``evaluate_expr``'s answers, and ``simplify``'s (``Max(1, b)`` is ``b`` where ``b >= 1`` is static).  One made
+#: before widening's question log was installed comes back unseen, so the log clears them first
+#: (compiler/widen/questions.py; a torch without them keeps nothing for size 1)
+ANSWER_MEMOS = ("torch.fx.experimental.symbolic_shapes.ShapeEnv._inner_evaluate_expr",
+                "torch.fx.experimental.symbolic_shapes.ShapeEnv.simplify")
 #: torch's aggressive guard-free semantics (2.15's config; absent from 2.11), off (0) by default: on, ``evaluate_expr``
 #: answers a comparison from the ranges alone before the static evaluation widening observes, so a compile under it
 #: keeps nothing for size 1 (compiler/widen/kept.py)
@@ -260,7 +262,7 @@ def declared_names() -> frozenset[str]:
         DYNAMO_TLS, *READ_NAMES,
         EXPORT_ENTRY, *VOCABULARY, *LOWERING_VOCABULARY, *FUZZ_VOCABULARY, OP_DB, *TRITON_CPU_VOCABULARY,
         *joined((row.module, path) for row in WIDENING_REGISTRY for path in row.paths), ".".join(RANGE_READER),
-        ".".join(DENSE_CHECK_ON_SIZES), ".".join(GUARD_FREE_MODE), ".".join(EVALUATE_MEMO),
+        ".".join(DENSE_CHECK_ON_SIZES), ".".join(GUARD_FREE_MODE), *ANSWER_MEMOS,
         INDUCTOR_VIRTUALIZED, GUARD_BUILDER, *joined(SHAPES_SPEC_CONFIGS),
     ))
 
