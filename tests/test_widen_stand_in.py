@@ -12,24 +12,10 @@ from torch.fx.experimental.symbolic_shapes import DimDynamic, guard_or_false, gu
 import verishape
 from verishape.compiler import frames
 from verishape.compiler.widen import kept as kept_
-from verishape.compiler.widen import questions, reuse
+from verishape.compiler.widen import questions
 from verishape.core.shape_env import VeriShapeEnv
 
 pytestmark = pytest.mark.usefixtures("fresh_frames")
-
-
-@pytest.fixture
-def aot_traces(monkeypatch):
-    """How many AOT graphs the reuse proofs traced to compare."""
-    calls = []
-    traced = reuse._aot_inference_graph
-
-    def counted(*args, **kwargs):
-        calls.append(1)
-        return traced(*args, **kwargs)
-
-    monkeypatch.setattr(reuse, "_aot_inference_graph", counted)
-    return calls
 
 
 def mlp(x, w):
