@@ -299,7 +299,7 @@ def test_an_unguarded_answer_the_call_holds_but_does_not_guard_is_carried_into_i
     assert _run(compiled, served, batches=(3, 4)) == 2
     assert counters["verishape"]["aot_trace_stood_in"] == 1 and len(aot_traces) == at_one
     (ev,) = _generic_reuses(served)
-    assert ev.at_one.carried == (f"the unguarded answer Ne({s}, 5)",) and len(ev.install) == 1
+    assert ev.at_one.carried == (f"the candidate's unguarded answer Ne({s}, 5)",) and len(ev.install) == 1
     assert "1 guard(s) carried into this entry's guards" in ev.describe()
     # no verdict filed for it: a process without the stand-in (its candidate served from torch's
     # cache) would run the artifact without the carried guard

@@ -115,7 +115,7 @@ def _standing_in(proved: AtOne, stand_in: tuple[sympy.Basic, ...], premises: Pre
     ``proved`` as it is (the AOT graph is then compared): Note [A candidate's answers stand in for its AOT trace]."""
     if not stand_in:
         return dataclasses.replace(proved, unguarded=0)
-    answers = [(g, f"the unguarded answer {g}") for g in stand_in]
+    answers = [(g, f"the candidate's unguarded answer {g}") for g in stand_in]
     try:
         return dataclasses.replace(_carrying(proved, answers, {id(g) for g in stand_in}, premises, to_generic,
                                              prover, what), unguarded=len(stand_in))
@@ -124,30 +124,16 @@ def _standing_in(proved: AtOne, stand_in: tuple[sympy.Basic, ...], premises: Pre
 
 
 def unguarded_goals(k: Kept, sub: dict[sympy.Symbol, sympy.Basic]) -> tuple[sympy.Basic, ...] | None:
-    """At the point ``sub``, what the call's AOT graph would otherwise be compared for: a candidate's unguarded
-    answers (:attr:`Kept.unguarded`) and the lower bound 2 of each size it kept symbolic at 1
-    (Note [A candidate's answers stand in for its AOT trace]); a generic compile's answers outside its lowering
-    (:attr:`Kept.traced`, Note [The backend's answers stand in for the AOT trace at 1]); and either's lowering
-    answers moot only where that graph is compared (``questions.COMPARED_SITES``).  None where there is nothing to
-    stand in (neither kind of kept compile lowered here) or a goal cannot be stated there (a division by a size that
-    is 0, premises of its own)."""
-    env, asked = k.env, []
-    if k.unguarded is not None and k.at_one is not None:
-        asked = [sympy.Ge(env.replace(s), 2) for s in sorted(k.at_one.symbols, key=str)]
-        asked += [goal_of(env.replace(e), sympy.true if a else sympy.false) for e, a in k.unguarded]
-    elif k.traced is None:
+    """Note [A candidate's answers stand in for its AOT trace]: at the point ``sub``, the candidate's unguarded answers
+    (:attr:`Kept.unguarded`) and the lower bound 2 of each size it kept symbolic at 1; None where there are none (not a
+    candidate lowered here) or one cannot be stated there (a division by a size that is 0)."""
+    if k.unguarded is None or k.at_one is None:
         return None
-    lowered = k.questions.questions if k.questions is not None else ()
-    answers = [*(k.traced or ()), *(q for q in lowered if q.computed_in is None and q.moot(sub) is not None
-                                    and q.moot(sub, compared=False) is None)]
-    if any(q.extra_ranges or q.axioms for q in answers):
-        return None
+    env = k.env
+    asked = [sympy.Ge(env.replace(s), 2) for s in sorted(k.at_one.symbols, key=str)]
+    asked += [goal_of(env.replace(e), sympy.true if a else sympy.false) for e, a in k.unguarded]
     try:
-        goals = [at_one(g, sub, "an unguarded answer") for g in asked]
-        for q in answers:
-            moot = q.moot(sub, compared=False)
-            goal = goal_of(q.expr, q.answer)
-            goals.append(at_one(goal if moot is None else sympy.Or(goal, moot[1]), sub, f"the answer {q.describe()}"))
+        goals = [at_one(g, sub, "a candidate's unguarded answer") for g in asked]
     except NotWidened:
         return None
     return tuple(dict.fromkeys(g for g in goals if g is not sympy.true))

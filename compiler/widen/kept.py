@@ -85,10 +85,6 @@ class Kept:
     #: lowering (Dynamo's and AOTAutograd's; the lowering's are in ``questions``), which may
     #: stand in for an AOT trace (Note [A candidate's answers stand in for its AOT trace])
     unguarded: tuple[tuple[sympy.Basic, bool], ...] | None = None
-    #: a generic compile traced and lowered here: what the user's backend asked outside the lowering (its passes
-    #: and the AOT trace) that holds only for sizes of at least 2, which may stand in for the size-1 call's AOT
-    #: trace (Note [The backend's answers stand in for the AOT trace at 1]); None: not seen whole
-    traced: tuple[questions_.Question, ...] | None = None
     #: the global state its lowering was made under, as Dynamo's global-state guard serializes it
     #: (grad mode, autocast, determinism, default dtype, threads; None: this torch has no such guard)
     global_state: str | None = None
@@ -140,8 +136,6 @@ class _Recording:
     keys: list[str] = dataclasses.field(default_factory=list)
     aot_source: tuple[Any, list[Any]] | None = None
     unguarded: tuple[tuple[sympy.Basic, bool], ...] | None = None
-    #: the backend call's answers outside the lowering (:attr:`Kept.traced`), once the call returned
-    traced: questions_.QuestionLog | None = None
 
     def refuse(self, why: str) -> None:
         """Say in the frame's decision log why a size-1 call will not run this compile (as far as ``why`` says)."""
@@ -196,25 +190,21 @@ def recording(env: ShapeEnv, backend_name: str, gm: torch.fx.GraphModule) -> Ite
     """Around the user's backend call of a compile: record what a later size-1 call's proof needs
     (None: no size of this frame can be widened).  Torch's caches stay on: an artifact they serve is
     kept with the key of its widening record (:meth:`Kept.from_cache`)."""
-    candidates = frozenset(eligible(env)) if backend_name in KNOWN_BACKENDS and not _guard_free() else frozenset()
+    candidates = frozenset(eligible(env)) if backend_name in KNOWN_BACKENDS and not _unseen_answers() else frozenset()
     if not candidates:
         yield None
         return
     rec = _Recording(env, candidates, Snapshot(gm))
     token = _recording.set(rec)
     try:
-        # Note [The backend's answers stand in for the AOT trace at 1]: every answer the backend's call gives, its
-        # lowering's in a log of their own (:func:`observe_aot`), the others here, meta functions run afresh
-        with questions_.recording(env, candidates) as traced, _fresh_fake_cache(env) as fresh:
-            yield rec
-        rec.traced = traced if fresh else None
+        yield rec
     finally:
         _recording.reset(token)
 
 
-def _guard_free() -> bool:
+def _unseen_answers() -> bool:
     """torch's aggressive guard-free semantics is on (``torch_names.GUARD_FREE_MODE``), or it keeps results of answers
-    where they cannot be cleared (``questions.forget_answers``): then not every answer is seen.  Said once."""
+    where they cannot be cleared (``questions.forget_answers``): then not every answer the lowering acts on is seen."""
     module_name, name = torch_names.GUARD_FREE_MODE
     if getattr(sys.modules.get(module_name), name, 0):
         return True
@@ -223,25 +213,6 @@ def _guard_free() -> bool:
                            "nothing is kept for size 1", ", ".join(torch_names.ANSWER_MEMOS))
         return True
     return False
-
-
-@contextlib.contextmanager
-def _fresh_fake_cache(env: ShapeEnv) -> Iterator[bool]:
-    """Inside the block, meta functions on symbolic sizes run afresh (whether this torch keeps their results on
-    the env): a result Dynamo's trace cached would come back with the answers it was computed from unseen.
-    Results made in the block join the env's cache after it."""
-    saved = getattr(env, torch_names.FAKE_TENSOR_CACHE, None)
-    if not isinstance(saved, dict):
-        recompute.say_once(torch_names.FAKE_TENSOR_CACHE, "verishape: this torch's ShapeEnv has no %s; a size-1 "
-                           "call traces its AOT graph again, as before", torch_names.FAKE_TENSOR_CACHE)
-        yield False
-        return
-    setattr(env, torch_names.FAKE_TENSOR_CACHE, {})
-    try:
-        yield True
-    finally:
-        saved.update(getattr(env, torch_names.FAKE_TENSOR_CACHE))
-        setattr(env, torch_names.FAKE_TENSOR_CACHE, saved)
 
 
 def keep(rec: _Recording, tx: Trace, compiled: Callable[..., Any], backend_name: str, owner: object,
@@ -268,18 +239,10 @@ def keep(rec: _Recording, tx: Trace, compiled: Callable[..., Any], backend_name:
                 candidate=candidate, at_one=VeriShapeEnv.symbolic_at_one_of(rec.env) if candidate else None,
                 artifact_keys=tuple(rec.keys), sources=tuple(tf.source for tf in tx.output.tracked_fakes),
                 context=_weakly(CompileContext.try_get()), global_state=global_state(tx),
-                owner=_weakly(owner), unguarded=rec.unguarded if candidate and rec.questions is not None else None,
-                traced=_traced_here(rec) if not candidate else None)
+                owner=_weakly(owner), unguarded=rec.unguarded if candidate and rec.questions is not None else None)
     kept_count()  # drops what Dynamo no longer holds (a reset, an evicted entry)
     with _kept_lock:
         _kept.setdefault(tx.f_code, []).append(kept)
-
-
-def _traced_here(rec: _Recording) -> tuple[questions_.Question, ...] | None:
-    """:attr:`Kept.traced`: the backend call's answers outside its lowering, where this process traced its AOT graph
-    (AOTAutograd's cache did not serve it: its answers were not seen) with every such answer seen.  The lowering's
-    answers are its question log's, or its record's where Inductor's cache served the lowering."""
-    return tuple(rec.traced.questions) if rec.aot is not None and rec.traced is not None else None
 
 
 def _fake_source(rec: _Recording, detached: bool) -> tuple[Any, list[Any]] | None:

@@ -57,10 +57,6 @@ SITES: dict[str, tuple[str, Any]] = {
 }
 
 
-#: sites of :data:`SITES` whose answers are moot only because the AOT graph is compared at 1 (not where the
-#: backend's answers stand in for that comparison: Note [The backend's answers stand in for the AOT trace at 1])
-COMPARED_SITES = ("fake_tensor_prop",)
-
 CHECK_FN = "register_replacement.<locals>.check_fn"
 
 #: Functions whose own branch conditions (the innermost site; not the functions they call) only
@@ -117,17 +113,15 @@ class Question:
         where = " <- ".join(self.site[:3]) or "?"
         return f"{self.expr} answered {self.answer} (asked in {where})"
 
-    def moot(self, sub: dict[sympy.Symbol, sympy.Basic], compared: bool = True) -> tuple[str, sympy.Basic] | None:
+    def moot(self, sub: dict[sympy.Symbol, sympy.Basic]) -> tuple[str, sympy.Basic] | None:
         """When the answer does not matter where it was used (``sub`` sets the widened sizes):
-        why, and the condition (``true``, or two sizes being equal) under which it does not.
-        ``compared``: the call's AOT graph is compared with the kept one (:data:`COMPARED_SITES` need it)."""
+        why, and the condition (``true``, or two sizes being equal) under which it does not."""
         if self.computed_in is not None:
             return (self.computed_in.why, sympy.true) if self.computed_in.right_at(sub) else None
         if self.site and self.site[0] in DIRECT_SITES and DIRECT_SITES[self.site[0]][1](self):
             return DIRECT_SITES[self.site[0]][0], sympy.true
-        name = next((name for name in self.site if name in SITES), None)
-        why, names = SITES[name] if name is not None else (None, None)
-        if why is None or (names is not None and self.operands is None) or (name in COMPARED_SITES and not compared):
+        why, names = next((SITES[name] for name in self.site if name in SITES), (None, None))
+        if why is None or (names is not None and self.operands is None):
             return None
         return why, (sympy.true if names is None else sympy.Eq(*self.operands))
 
@@ -396,15 +390,13 @@ def recording(env: ShapeEnv, candidates: frozenset[sympy.Symbol]) -> Iterator[Qu
         yield log
 
 
-def forget_answers() -> bool:
+def forget_answers() -> None:
     """Clear torch's memos of results made from static answers (``torch_names.ANSWER_MEMOS``), so that every answer
-    the block gives is seen: one given earlier (Dynamo's trace, the AOT trace before a lowering) would come back from
-    them unseen (found by the widening fuzzer: batch norm's empty-input check, answered in Dynamo's trace of a decode
-    step, was not asked again in its AOT trace).  False where this torch lacks one of them."""
-    memos = answer_memos()
-    for memo in memos or ():
+    the lowering gives is seen: one Dynamo's trace or the AOT trace gave first would come back from them unseen (the
+    widening fuzzer found such an answer: batch norm's empty-input check in a decode step, answered in Dynamo's
+    trace and served from the memo in the AOT trace; docs/compile.md, "Answers torch remembered")."""
+    for memo in answer_memos() or ():
         memo.cache_clear()
-    return memos is not None
 
 
 def answer_memos() -> list[Any] | None:

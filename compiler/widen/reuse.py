@@ -82,8 +82,7 @@ class Evidence:
     def describe(self, timed: bool = True) -> str:
         at_one, relaid = self.at_one, self.restrided
         graphs = f"dynamo graph {self.dynamo}" + (f", aot graph {self.aot}" if self.aot else "") + (
-            f"; the call's AOT graph not traced: {at_one.unguarded} unguarded answer(s) of the "
-            + ("candidate" if self.candidate else "generic compile's backend") + " implied"
+            f"; the call's AOT graph not traced: the candidate's {at_one.unguarded} unguarded answer(s) implied"
             if at_one.unguarded is not None else
             "; the call's AOT graph not traced: the artifact runs on copies in its own layout"
             if relaid and self.value is None and not self.candidate else "")
@@ -146,7 +145,7 @@ def reuse(env: ShapeEnv, tx: Trace, gm: torch.fx.GraphModule, example_inputs: An
         count = counters["verishape"]
         count["reused"] += 1
         count["reused_at_size_1" if group else "reused_relaid" if ev.restrided else "reused_generic"] += 1
-        if ev.at_one.unguarded is not None:  # Notes [A candidate's answers ...], [The backend's answers ...]
+        if ev.at_one.unguarded is not None:  # Note [A candidate's answers stand in for its AOT trace]
             count["aot_trace_stood_in"] += 1
         elif ev.restrided and not group and not ev.candidate:  # Note [A copy into the generic layout needs no AOT trace]
             count["aot_trace_not_needed"] += 1
@@ -245,9 +244,9 @@ def _prove(k: Kept, group: Group, env: ShapeEnv, tx: Trace, now: dict[str, Any],
     sources = tuple(source_names(k.env, s)[0] for s in group)
     value = 1 if group else None
     raised = bool(getattr(k.at_one, "raised", None))
-    # no size set, a candidate's: Note [A candidate's answers stand in for its AOT trace]; a size set, a generic
-    # compile's: Note [The backend's answers stand in for the AOT trace at 1]; either lowered here, no layout moved
-    stand_in = not relaid and (k.traced is not None if group else k.unguarded is not None)
+    # Note [A candidate's answers stand in for its AOT trace]: only with no size set and no
+    # layout moved, for a candidate lowered in this process (its unguarded answers all seen)
+    stand_in = not group and not relaid and k.unguarded is not None
     proved = prove_at_one(k, binding, env, prover, head(sources, value, tuple(relaid), raised), stand_in)
     # Note [A copy into the generic layout needs no AOT trace]: the artifact runs on copies
     # in its own layout, a call its own entry admits; a candidate or a size set still traces

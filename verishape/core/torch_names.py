@@ -213,13 +213,9 @@ OVERLAP_CHECK = ("torch", "_debug_has_internal_overlap")
 #: indexing, bounds checks of indirect loads, reduction heuristics.  Required: a range read
 #: widening cannot widen would hold only for sizes >= 2.
 RANGE_READER = ("torch.utils._sympy.value_ranges", "bound_sympy")
-#: The ShapeEnv's own cache of fake-tensor results on symbolic sizes (an instance attribute, 2.11 to 2.15): a
-#: widened compile's backend runs meta functions afresh, so that the answers they are computed from are seen
-#: (compiler/widen/kept.py).  Optional: without it a size-1 call traces its AOT graph again.
-FAKE_TENSOR_CACHE = "fake_tensor_cache"
 #: ShapeEnv's memos of results made from static answers (an ``lru_cache`` on each method, 2.11 to 2.15):
 #: ``evaluate_expr``'s answers, and ``simplify``'s (``Max(1, b)`` is ``b`` where ``b >= 1`` is static).  One made
-#: before widening's question log was installed comes back unseen, so the log clears them first
+#: before a lowering's question log was installed comes back unseen, so the log clears them first
 #: (compiler/widen/questions.py; a torch without them keeps nothing for size 1)
 ANSWER_MEMOS = ("torch.fx.experimental.symbolic_shapes.ShapeEnv._inner_evaluate_expr",
                 "torch.fx.experimental.symbolic_shapes.ShapeEnv.simplify")
