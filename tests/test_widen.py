@@ -501,15 +501,16 @@ def broadcasts(x, y, bias):
 @pytest.mark.slow
 def test_inductor_runs_its_generic_kernels_at_batch_one():
     """C++ code generation: the kernels compiled for batch s run at batch 1 and equal
-    eager; the lowering's broadcast answers ``Eq(s, 1) -> False`` are recorded and proved
-    harmless (the operands' sizes are equal)."""
+    eager; the lowering's broadcast answers ``Eq(s, 1) -> False`` (``guard_or_false``) are
+    its fallback, the branch right at every size, so not kept; anything kept is moot."""
     with torch._inductor.config.patch(fx_graph_cache=False), \
             torch._functorch.config.patch(enable_autograd_cache=False):  # compiled here, not read from disk
         _sweep(broadcasts, (2, 3, 1, 5, 1),
                lambda b: (torch.randn(b, 6), torch.randn(b, 6), torch.randn(6)), backend="inductor", dynamic=None)
     assert _reused() == 1, _refusals(broadcasts)
     (k,) = kept._kept[broadcasts.__code__]
-    assert k.questions is not None and k.questions.questions
+    assert k.questions is not None
+    assert any(isinstance(e, sympy.Eq) and reading == "true" for e, _, _, _, reading in k.questions._seen)
     assert all(q.moot({s: 1 for s in k.candidates}) for q in k.questions.questions)
 
 
