@@ -122,19 +122,3 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_report_header(config):
     return "gpu tests: deselected where torch sees no CUDA device (run them on one with: ./dev.sh test -m gpu)"
-
-
-@pytest.fixture
-def aot_traces(monkeypatch):
-    """How many AOT graphs the reuse proofs traced to compare."""
-    from verishape.compiler.widen import reuse
-
-    calls = []
-    traced = reuse._aot_inference_graph
-
-    def counted(*args, **kwargs):
-        calls.append(1)
-        return traced(*args, **kwargs)
-
-    monkeypatch.setattr(reuse, "_aot_inference_graph", counted)
-    return calls

@@ -190,6 +190,22 @@ def _generic_reuses(fn):
             if ev.value is None and not ev.restrided]
 
 
+@pytest.fixture
+def aot_traces(monkeypatch):
+    """How many AOT graphs the reuse proofs traced to compare."""
+    from verishape.compiler.widen import reuse
+
+    calls = []
+    traced = reuse._aot_inference_graph
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return traced(*args, **kwargs)
+
+    monkeypatch.setattr(reuse, "_aot_inference_graph", counted)
+    return calls
+
+
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
 def test_a_candidate_at_another_batch_is_proved_without_tracing_the_aot_graph_again(backend, aot_traces):
     """Note [A candidate's answers stand in for its AOT trace]: at batch 3 the candidate's
