@@ -137,17 +137,31 @@ def test_a_view_is_moot_only_where_its_strides_agree_at_one():
 
 
 def test_a_convolution_layout_is_moot_only_where_it_agrees_at_one():
-    """ViT's patch embedding: the output layout Inductor fixed for batch s, at s = 1, is
-    the one torch's fake convolution gives at batch 1 (or a stride differs: not moot)."""
+    """ViT's patch embedding, recorded as ``conv_layout``'s fake convolution: the output layout Inductor fixed for
+    batch s, at s = 1, is the one torch's fake convolution gives at batch 1 (or a stride differs: not moot)."""
+    from torch.utils import _pytree as pytree
+
     s = sympy.Symbol("s", integer=True, positive=True)
-    x = ((s, 3, 8, 8), (192, 64, 8, 1), torch.float32, torch.device("cpu"))
-    w = ((4, 3, 2, 2), (12, 4, 2, 1), torch.float32, torch.device("cpu"))
+    cpu = torch.device("cpu")
+    x = ("tensor", (s, 3, 8, 8), (192, 64, 8, 1), torch.float32, cpu)
+    w = ("tensor", (4, 3, 2, 2), (12, 4, 2, 1), torch.float32, cpu)
     params = ([2, 2], [0, 0], [1, 1], False, [0, 0], 1)
-    right = recompute.ConvLayout((x, w, None), params, ((s, 4, 4, 4), (64, 16, 4, 1)), done=True)
-    assert right.right_at({s: 1})
-    channels_last = recompute.ConvLayout((x, w, None), params, ((s, 4, 4, 4), (64, 1, 16, 4)), done=True)
-    assert not channels_last.right_at({s: 1})
-    assert not recompute.ConvLayout((x, w, None), None, right.result, done=True).right_at({s: 1})
+    flat, spec = pytree.tree_flatten({"args": ("x", "w", None, *params), "kwargs": {}})
+    assert flat[:2] == ["x", "w"] and flat[2] is None
+    operands = [x, w, ("value", None), *(("value", v) for v in flat[3:])]
+    conv = torch.ops.aten.convolution.default
+
+    def layout(strides):
+        return [("tensor", (s, 4, 4, 4), strides, torch.float32, cpu)]
+
+    assert KernelCall(conv, operands, spec, layout((64, 16, 4, 1)), done=True).right_at({s: 1})
+    assert not KernelCall(conv, operands, spec, layout((64, 1, 16, 4)), done=True).right_at({s: 1})  # channels last
+    t = sympy.Symbol("t", integer=True, positive=True)  # another size symbolic at 1: over its range
+    wide = ("tensor", (s, 3, 8, t), (24 * t, 8 * t, t, 1), torch.float32, cpu)
+    out = [("tensor", (s, 4, 4, sympy.floor((t - 2) / 2) + 1), (16 * (sympy.floor((t - 2) / 2) + 1),
+                                                                  4 * (sympy.floor((t - 2) / 2) + 1),
+                                                                  sympy.floor((t - 2) / 2) + 1, 1), torch.float32, cpu)]
+    assert not KernelCall(conv, [wide, *operands[1:]], spec, out, done=True).right_at({s: 1})  # t has no range
 
 
 def test_a_stride_order_check_is_moot_only_where_its_result_is_the_same_at_one():

@@ -24,7 +24,6 @@ import sympy
 import torch
 from torch import _prims_common
 from torch._subclasses import fake_impls
-from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils import _pytree as pytree
 
 from verishape.core import torch_names, torch_seam
@@ -67,34 +66,6 @@ class ViewStrides(over_ranges.Recorded):
             return False
         exact = [e.xreplace(symbols.back) for e in exprs(out)]
         return all(n == 1 or over_ranges.same(a, b) for n, a, b in zip(at[2], generic, exact, strict=True))
-
-
-@dataclasses.dataclass
-class ConvLayout(over_ranges.Recorded):
-    """A call of Inductor's ``conv_layout``: a convolution's output layout, read off torch's
-    fake convolution (whose memory-format choice asks about the batch size)."""
-
-    #: (sizes, strides, dtype, device) of the input, the weight and the bias (or None)
-    operands: tuple[tuple[tuple[sympy.Expr, ...], tuple[sympy.Expr, ...], Any, Any] | None, ...]
-    #: stride, padding, dilation, transposed, output_padding, groups (None: not integers)
-    params: tuple[Any, ...] | None
-    result: tuple[tuple[sympy.Expr, ...], tuple[sympy.Expr, ...]] | None = None
-    why = "a convolution's output layout, the same at 1 on every dimension larger than 1"
-
-    def _right_at(self, sub: dict[sympy.Symbol, sympy.Basic]) -> bool:
-        """Whether torch's fake convolution at ``sub`` (every size a number there) gives the
-        recorded layout: sizes equal, strides equal where the size is not 1."""
-        if self.result is None or self.params is None:
-            return False
-        operands = [None if o is None else ([number(e, sub) for e in o[0]], [number(e, sub) for e in o[1]],
-                                             o[2], o[3]) for o in self.operands]
-        sizes, strides = ([number(e, sub) for e in part] for part in self.result)
-        with FakeTensorMode():
-            x, w, b = (None if o is None else torch.empty_strided(*o[:2], dtype=o[2], device=o[3]) for o in operands)
-            out = torch.ops.aten.convolution(x, w, b, *self.params)
-        if list(out.shape) != sizes:
-            return False
-        return all(n == 1 or a == b for n, a, b in zip(sizes, strides, out.stride(), strict=True))
 
 
 @dataclasses.dataclass
@@ -381,7 +352,11 @@ def _node_layout(node: Any) -> tuple[Any, ...]:
     return size, tuple(sympy.sympify(e) for e in stride), node.get_dtype(), node.get_device()
 
 
-def _tracked_process_kernel(original: Any) -> Any:
+def _recorded_kernel(kernel: Any, kernel_args: tuple[Any, ...], kernel_kwargs: dict[str, Any],
+                     outputs_of: Callable[[Any], list[Any]], original: Any, args: Any, kwargs: Any) -> Any:
+    """``original(*args, **kwargs)``, recorded as a :class:`KernelCall` of ``kernel`` on the layouts of ``kernel_args``
+    and ``kernel_kwargs`` (IR nodes as tensors), its outputs the specs ``outputs_of`` reads off the result (one it
+    cannot read: not recomputed, refused)."""
     from torch._inductor import ir
 
     def tensor_spec(node: Any) -> Any:
@@ -390,33 +365,46 @@ def _tracked_process_kernel(original: Any) -> Any:
         except (AttributeError, NotImplementedError, TypeError):
             return None
 
+    flat, spec = pytree.tree_flatten({"args": kernel_args, "kwargs": kernel_kwargs})
+    call = KernelCall(kernel, [tensor_spec(a) if isinstance(a, ir.IRNode) else spec_of(a) for a in flat], spec)
+    out = _inside(call, original, args, kwargs)
+    try:
+        outputs = outputs_of(out)
+    except (TypeError, IndexError, AttributeError):
+        outputs = [None]
+    call.outputs = None if any(o is None for o in outputs) else outputs
+    call.ranges = _ranges_now([e for c in (*call.flat, *outputs) if c is not None for e in sizes_of(c)])
+    call.done = True
+    return out
+
+
+def _tracked_process_kernel(original: Any) -> Any:
     def process_kernel(cls: Any, kernel: Any, *args: Any, **kwargs: Any) -> Any:
-        flat, spec = pytree.tree_flatten({"args": args, "kwargs": kwargs})
-        call = KernelCall(kernel, [tensor_spec(a) if isinstance(a, ir.IRNode) else spec_of(a) for a in flat], spec)
-        out = _inside(call, original, (cls, kernel, *args), kwargs)
-        try:
-            outputs = [spec_of(o) for o in pytree.tree_leaves(out[0])]
-        except (TypeError, IndexError, AttributeError):
-            outputs = [None]  # not the return this knows: not recomputed (refused)
-        call.outputs = None if any(o is None for o in outputs) else outputs
-        call.ranges = _ranges_now([e for c in (*call.flat, *outputs) if c is not None for e in sizes_of(c)])
-        call.done = True
-        return out
+        return _recorded_kernel(kernel, args, kwargs, lambda out: [spec_of(o) for o in pytree.tree_leaves(out[0])],
+                                original, (cls, kernel, *args), kwargs)
 
     return process_kernel
 
 
+#: ``conv_layout``'s operands, in the order of ``aten.convolution``'s
+_CONV_OPERANDS = ("x", "weight", "bias", "stride", "padding", "dilation", "transposed", "output_padding", "groups")
+
+
 def _tracked_conv_layout(original: Any) -> Any:
+    """Inductor's ``conv_layout`` reads its layout off torch's fake convolution of its operands (whose memory-format
+    choice asks about the batch size): recorded as that kernel's call, recomputed at 1 as any extern kernel's."""
     signature = inspect.signature(original)
 
-    def record(args: tuple[Any, ...], kwargs: dict[str, Any]) -> ConvLayout:
-        a = signature.bind(*args, **kwargs).arguments
-        params = ([int(v) for v in a["stride"]], [int(v) for v in a["padding"]], [int(v) for v in a["dilation"]],
-                  bool(a["transposed"]), [int(v) for v in a["output_padding"]], int(a["groups"]))
-        return ConvLayout(tuple(None if a[k] is None else _node_layout(a[k]) for k in ("x", "weight", "bias")), params)
+    def outputs_of(layout: Any) -> list[Any]:
+        return [("tensor", tuple(map(sympy.sympify, layout.size)), tuple(map(sympy.sympify, layout.stride)),
+                 layout.dtype, layout.device)]
 
-    def result(layout: Any) -> Any:
-        return tuple(sympy.sympify(e) for e in layout.size), tuple(sympy.sympify(e) for e in layout.stride)
+    def conv_layout(*args: Any, **kwargs: Any) -> Any:
+        try:
+            bound = signature.bind(*args, **kwargs).arguments
+            operands = tuple(bound[name] for name in _CONV_OPERANDS)
+        except (TypeError, KeyError):  # not the signature this knows: not recomputed (refused)
+            return _inside(None, original, args, kwargs)
+        return _recorded_kernel(torch.ops.aten.convolution.default, operands, {}, outputs_of, original, args, kwargs)
 
-    # a symbolic parameter, or not the signature this knows: not recomputed (refused)
-    return _tracked(record, (TypeError, KeyError, AttributeError, NotImplementedError), result, original)
+    return conv_layout

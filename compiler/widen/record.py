@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 #: bumped when the payload's layout, its name or the meaning of a question changes
-FORMAT = 4
+FORMAT = 5
 #: the record format, verishape's version and torch's: in a record's name and payload
 _VERSIONS = (FORMAT, __version__, str(torch.__version__))
 _MAGIC = b"verishape-widen-record\n"
