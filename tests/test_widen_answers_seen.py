@@ -56,6 +56,42 @@ def test_an_answer_given_before_the_log_is_seen_when_the_lowering_asks_it_again(
     assert [q.expr for q in log.questions] == [sympy.Ne(s, 1)] and not env.guards
 
 
+def test_a_meta_result_cached_before_the_log_is_asked_again_under_it():
+    """torch's fake-tensor cache keeps a meta function's result on the env (``ShapeEnv.fake_tensor_cache``), and a
+    later run of the same op is served from it without its questions (``cumsum``'s meta asks whether the size is 1):
+    one Dynamo's trace or the AOT trace ran would reach the lowering unseen.  The log clears that cache too."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import StatelessSymbolicContext
+
+    def asked(cached_before: bool) -> list[sympy.Basic]:
+        env = VeriShapeEnv()
+        mode = FakeTensorMode(shape_env=env)
+        x = mode.from_tensor(torch.randn(3, 4), source=LocalSource("x"), symbolic_context=StatelessSymbolicContext(
+            dynamic_sizes=[DimDynamic.DYNAMIC, DimDynamic.STATIC]))
+        with mode:
+            if cached_before:
+                torch.ops.aten.cumsum.default(x, 0)
+                assert env.fake_tensor_cache
+            with questions.recording(env, frozenset({x.shape[0].node.expr})) as log:
+                torch.ops.aten.cumsum.default(x, 0)
+        return [q.expr for q in log.questions]
+
+    fresh = asked(cached_before=False)
+    assert fresh and asked(cached_before=True) == fresh
+
+
+def test_an_env_whose_fake_results_cannot_be_forgotten_keeps_nothing_for_size_one(monkeypatch):
+    """A torch whose ShapeEnv keeps fake-tensor results elsewhere (no ``fake_tensor_cache`` dict): they could not
+    be cleared, so nothing is kept for size 1, and the size-1 call compiles as stock."""
+    monkeypatch.setattr(torch_names, "FAKE_TENSOR_CACHE", "_no_such_cache")
+    compiled = verishape.compile(mlp, backend="aot_eager")
+    w = torch.randn(8, 4)
+    for b in (2, 3, 1):
+        x = torch.randn(b, 8)
+        torch.testing.assert_close(compiled(x, w), mlp(x, w))
+    assert not kept_.alive(mlp.__code__) and not counters["verishape"]["reused"]
+
+
 def _bn_program(x):  # a program of the widening fuzzer's (--phases, seed 5329)
     import torch.nn.functional as F
 

@@ -190,7 +190,7 @@ def recording(env: ShapeEnv, backend_name: str, gm: torch.fx.GraphModule) -> Ite
     """Around the user's backend call of a compile: record what a later size-1 call's proof needs
     (None: no size of this frame can be widened).  Torch's caches stay on: an artifact they serve is
     kept with the key of its widening record (:meth:`Kept.from_cache`)."""
-    candidates = frozenset(eligible(env)) if backend_name in KNOWN_BACKENDS and not _unseen_answers() else frozenset()
+    candidates = frozenset(eligible(env)) if backend_name in KNOWN_BACKENDS and not _unseen_answers(env) else frozenset()
     if not candidates:
         yield None
         return
@@ -202,15 +202,16 @@ def recording(env: ShapeEnv, backend_name: str, gm: torch.fx.GraphModule) -> Ite
         _recording.reset(token)
 
 
-def _unseen_answers() -> bool:
+def _unseen_answers(env: ShapeEnv) -> bool:
     """torch's aggressive guard-free semantics is on (``torch_names.GUARD_FREE_MODE``), or it keeps results of answers
     where they cannot be cleared (``questions.forget_answers``): then not every answer the lowering acts on is seen."""
     module_name, name = torch_names.GUARD_FREE_MODE
     if getattr(sys.modules.get(module_name), name, 0):
         return True
-    if questions_.answer_memos() is None:
-        recompute.say_once("answer memos", "verishape: this torch's ShapeEnv lacks one of %s (a memo to clear); "
-                           "nothing is kept for size 1", ", ".join(torch_names.ANSWER_MEMOS))
+    if questions_.answer_memos(env) is None:
+        recompute.say_once("answer memos", "verishape: this torch lacks one of %s (a memo of answers to clear); "
+                           "nothing is kept for size 1", ", ".join((*torch_names.ANSWER_MEMOS,
+                                                                    f"ShapeEnv.{torch_names.FAKE_TENSOR_CACHE}")))
         return True
     return False
 

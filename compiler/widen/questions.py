@@ -386,26 +386,29 @@ def recording(env: ShapeEnv, candidates: frozenset[sympy.Symbol]) -> Iterator[Qu
         recompute.say_once(refused, refused)
     log = QuestionLog(candidates, widened=from_one(env.var_to_range, candidates))
     with env.observing(log), recompute.tracking(_on_hint, _on_scheduled, _widened_now):
-        forget_answers()
+        forget_answers(env)
         yield log
 
 
-def forget_answers() -> None:
-    """Clear torch's memos of results made from static answers (``torch_names.ANSWER_MEMOS``), so that every answer
-    the lowering gives is seen: one Dynamo's trace or the AOT trace gave first would come back from them unseen (the
+def forget_answers(env: ShapeEnv) -> None:
+    """Clear what torch remembered of static answers before the log (``answer_memos``), so that every answer the
+    lowering gives is seen: one Dynamo's trace or the AOT trace gave first would come back from them unseen (the
     widening fuzzer found such an answer: batch norm's empty-input check in a decode step, answered in Dynamo's
     trace and served from the memo in the AOT trace; docs/compile.md, "Answers torch remembered")."""
-    for memo in answer_memos() or ():
-        memo.cache_clear()
+    for clear in answer_memos(env) or ():
+        clear()
 
 
-def answer_memos() -> list[Any] | None:
-    """torch's memos of results made from static answers, or None where one cannot be cleared."""
-    memos = []
+def answer_memos(env: ShapeEnv) -> list[Callable[[], None]] | None:
+    """What torch remembers of static answers, each by the function that clears it: its memos of ``evaluate_expr`` and
+    ``simplify`` (``torch_names.ANSWER_MEMOS``) and ``env``'s fake-tensor cache (``torch_names.FAKE_TENSOR_CACHE``: a
+    meta function's result, answers and all, which the lowering's own fake runs would be served from).  None where one
+    cannot be cleared."""
+    clears = []
     for dotted in torch_names.ANSWER_MEMOS:
         module_name, owner, name = dotted.rsplit(".", 2)
         memo = getattr(getattr(sys.modules.get(module_name), owner, None), name, None)
-        if not callable(getattr(memo, "cache_clear", None)):
-            return None
-        memos.append(memo)
-    return memos
+        clears.append(getattr(memo, "cache_clear", None))
+    cache = getattr(env, torch_names.FAKE_TENSOR_CACHE, None)
+    clears.append(cache.clear if isinstance(cache, dict) else None)
+    return None if not all(callable(c) for c in clears) else clears

@@ -219,6 +219,9 @@ RANGE_READER = ("torch.utils._sympy.value_ranges", "bound_sympy")
 #: (compiler/widen/questions.py; a torch without them keeps nothing for size 1)
 ANSWER_MEMOS = ("torch.fx.experimental.symbolic_shapes.ShapeEnv._inner_evaluate_expr",
                 "torch.fx.experimental.symbolic_shapes.ShapeEnv.simplify")
+#: the ShapeEnv's own cache of fake-tensor results on symbolic inputs (``FakeTensorMode``'s dispatch cache keeps such
+#: a result on the env: a meta function's answers come back with it unasked), cleared with the memos above
+FAKE_TENSOR_CACHE = "fake_tensor_cache"
 #: torch's aggressive guard-free semantics (2.15's config; absent from 2.11), off (0) by default: on, ``evaluate_expr``
 #: answers a comparison from the ranges alone before the static evaluation widening observes, so a compile under it
 #: keeps nothing for size 1 (compiler/widen/kept.py)
