@@ -13,6 +13,7 @@ from torch.fx.experimental.symbolic_shapes import DimDynamic, guard_or_false, gu
 from torch.utils._sympy.value_ranges import ValueRanges
 
 import verishape
+from verishape.compiler import frames
 from verishape.compiler.widen import candidate
 from verishape.core.shape_env import VeriShapeEnv
 
@@ -432,7 +433,8 @@ def test_a_prefill_at_one_after_decode_steps_traces_a_candidate_that_serves_late
     the tensors of the frame's first compile: it traces a candidate, proved at 1, which then serves
     the prefill at 3 (without its AOT trace: the candidate's answers, Inductor's constant
     folder's contiguity test among them, stand in).  Three compiles where stock, and this before the
-    candidate was judged by the tensors a call takes, compile four; outputs equal eager's.  torch's
+    candidate was judged by the tensors a call takes, compile four; outputs equal eager's (``buffered_step``'s
+    prefill at 1 is refused: its lowering acted on "is the batch 1?" where nothing makes it moot).  torch's
     caches off: a candidate served from them has no stand-in (its answers were not seen here)."""
     monkeypatch.setattr(torch._inductor.config, "fx_graph_cache", False)
     monkeypatch.setattr(torch._functorch.config, "enable_autograd_cache", False)
@@ -445,9 +447,17 @@ def test_a_prefill_at_one_after_decode_steps_traces_a_candidate_that_serves_late
     for x, mask, cache in calls:
         torch.testing.assert_close(compiled(x, mask, w, cache), fn(x, mask, w, cache))
     assert counters["verishape"]["candidates"] == 1
-    assert counters["verishape"]["reused_at_size_1"] == counters["verishape"]["reused_generic"] == 1
-    assert counters["stats"]["unique_graphs"] - counters["verishape"]["reused"] + counters["verishape"]["candidates"] == 3
+    assert counters["verishape"]["reused_generic"] == 1
     assert counters["verishape"]["aot_trace_stood_in"] == 1
+    if fn is buffered_step:
+        # the reinplacing pass's fake run of the buffer's views asks "is the batch 1?" too (first asked where it is
+        # moot, in the constant folder): an answer the lowering acted on, false at 1, so the prefill at 1 compiles
+        refusals = [why for e in frames.envs_for(fn.__code__) for _, why in e.verishape_log.not_widened]
+        assert any("_inplace_generalized_scatter" in why for why in refusals), refusals
+        assert counters["verishape"]["reused_at_size_1"] == 0
+        return
+    assert counters["verishape"]["reused_at_size_1"] == 1
+    assert counters["stats"]["unique_graphs"] - counters["verishape"]["reused"] + counters["verishape"]["candidates"] == 3
 
 
 def test_a_frames_first_compile_forgets_the_tensors_taken_before_a_reset():

@@ -16,7 +16,7 @@ from torch.fx.experimental.symbolic_shapes import DimDynamic, guard_or_false, gu
 import verishape
 from verishape.compiler import frames
 from verishape.compiler.widen import kept as kept_
-from verishape.compiler.widen import questions
+from verishape.compiler.widen import questions, recompute
 from verishape.core import torch_names
 from verishape.core.shape_env import VeriShapeEnv
 
@@ -90,6 +90,33 @@ def test_an_env_whose_fake_results_cannot_be_forgotten_keeps_nothing_for_size_on
         x = torch.randn(b, 8)
         torch.testing.assert_close(compiled(x, w), mlp(x, w))
     assert not kept_.alive(mlp.__code__) and not counters["verishape"]["reused"]
+
+
+class _RightAtOne(recompute.over_ranges.Recorded):
+    why = "a layout computation right at 1"
+
+    def _right_at(self, sub):
+        return True
+
+
+@pytest.mark.parametrize("ask", [lambda b: bool(b != 1), lambda b: statically_known_true(b != 1)],
+                         ids=["evaluate_expr", "statically_known_true"])
+def test_an_answer_moot_where_first_asked_is_checked_where_it_is_asked_again(ask):
+    """An answer that changes at 1, asked inside a layout computation right at 1 (moot there), then outside it: the
+    lowering acted on it there too, so it is recorded again, not moot.  Asked again, ``evaluate_expr`` answers from
+    torch's memo (nothing below it is observed) and a direct static question is one the log has seen."""
+    env, s, b = _env_with_size()
+    with questions.recording(env, frozenset({s})) as log:
+        token = recompute.computing.set(_RightAtOne(done=True))
+        try:
+            ask(b)
+            ask(b)  # the same place: recorded once
+        finally:
+            recompute.computing.reset(token)
+        ask(b)
+    at_one = {s: sympy.Integer(1)}
+    assert [q.expr for q in log.questions] == [sympy.Ne(s, 1)] * 2
+    assert log.questions[0].moot(at_one) is not None and log.questions[1].moot(at_one) is None
 
 
 def _bn_program(x):  # a program of the widening fuzzer's (--phases, seed 5329)

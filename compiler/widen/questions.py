@@ -114,10 +114,11 @@ class Question:
         return f"{self.expr} answered {self.answer} (asked in {where})"
 
     def moot(self, sub: dict[sympy.Symbol, sympy.Basic]) -> tuple[str, sympy.Basic] | None:
-        """When the answer does not matter where it was used (``sub`` sets the widened sizes):
-        why, and the condition (``true``, or two sizes being equal) under which it does not."""
-        if self.computed_in is not None:
-            return (self.computed_in.why, sympy.true) if self.computed_in.right_at(sub) else None
+        """When the answer does not matter where it was used (``sub`` sets the widened sizes): why, and the condition
+        (``true``, or two sizes being equal) under which it does not.  Any one reason will do: the layout computation
+        it was asked in is right at 1, or a site of :data:`DIRECT_SITES` or :data:`SITES` it was asked in says so."""
+        if self.computed_in is not None and self.computed_in.right_at(sub):
+            return self.computed_in.why, sympy.true
         if self.site and self.site[0] in DIRECT_SITES and DIRECT_SITES[self.site[0]][1](self):
             return DIRECT_SITES[self.site[0]][0], sympy.true
         why, names = next((SITES[name] for name in self.site if name in SITES), (None, None))
@@ -141,6 +142,8 @@ class QuestionLog:
     #: reads (``bound_sympy``) see while the log is installed (:func:`recording`)
     widened: dict[sympy.Symbol, ValueRanges] = dataclasses.field(default_factory=dict)
     _seen: set[Any] = dataclasses.field(default_factory=set)
+    #: each answer kept, by its expression and its key in ``_seen`` -> its records, one per place asked (:meth:`_again`)
+    _kept: dict[sympy.Basic, dict[Any, list[Question]]] = dataclasses.field(default_factory=dict)
     _busy: bool = False
 
     def observe(self, env: ShapeEnv, base_static: Any, expr: sympy.Basic, answer: sympy.Basic, *,
@@ -153,6 +156,7 @@ class QuestionLog:
         reading = _reading() or FALLBACK_READS.get(fallback)
         key = (expr, size_oblivious, axioms, var_to_range, reading)
         if key in self._seen:
+            self._again(self._kept.get(expr, {}).get(key))
             return
         self._seen.add(key)
         ranges = dict(var_to_range) if var_to_range is not None else dict(env.var_to_range)
@@ -169,8 +173,29 @@ class QuestionLog:
             return  # the caller acts the same on both answers: the same decision with the lower bound 1
         extra = tuple((s, vr) for s, vr in ranges.items() if s not in env.var_to_range)
         site, operands = _site()
-        self.questions.append(Question(expr, answer, extra, tuple(axioms or ()), site, operands,
-                                       recompute.computing.get(), reading))
+        kept = Question(expr, answer, extra, tuple(axioms or ()), site, operands, recompute.computing.get(), reading)
+        self.questions.append(kept)
+        self._kept.setdefault(expr, {})[key] = [kept]
+
+    def asked(self, expr: sympy.Basic, fallback: bool | None = None) -> None:
+        """``evaluate_expr`` was asked ``expr``: torch may answer from its memo, below which nothing is observed,
+        so each answer kept for it is recorded where it is asked now too (:meth:`_again`)."""
+        for kept in self._kept.get(expr, {}).values():
+            self._again(kept)
+
+    def _again(self, kept: list[Question] | None) -> None:
+        """An answer kept, asked again: recorded again unless it was recorded at this site, with these operands and in
+        this layout computation.  Where a question may be moot depends on where it was asked (:meth:`Question.moot`),
+        so an answer asked first where it is moot and acted on elsewhere is checked at 1 there."""
+        if not kept or self._busy:
+            return
+        site, operands = _site()
+        computed_in = recompute.computing.get()
+        if any(q.site == site and q.operands == operands and q.computed_in is computed_in for q in kept):
+            return
+        again = dataclasses.replace(kept[0], site=site, operands=operands, computed_in=computed_in)
+        kept.append(again)
+        self.questions.append(again)
 
 
 #: Callers of ``_maybe_evaluate_static`` that never guard (named in ``torch_names.WIDENING_REGISTRY``), (file tail,

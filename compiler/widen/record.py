@@ -128,7 +128,7 @@ def copy(from_key: str, to_key: str, env: ShapeEnv) -> None:
 
 def dumps(log: Any, env: ShapeEnv, bound: tuple[Any, ...] | None = None) -> bytes:
     """The record of a finished lowering's question log (``bound``: ``env``'s binding, where the caller has it)."""
-    plain = dataclasses.replace(log, _seen=set(), _busy=False)
+    plain = dataclasses.replace(log, _seen=set(), _kept={}, _busy=False)
     try:
         payload = pickle.dumps((*_VERSIONS, binding(env) if bound is None else bound, plain),
                                protocol=pickle.HIGHEST_PROTOCOL)

@@ -77,6 +77,8 @@ class AnswerObserver(Protocol):
                 size_oblivious: bool, axioms: tuple[sympy.Basic, ...] | None,
                 var_to_range: tuple[tuple[sympy.Symbol, Any], ...] | None, fallback: bool | None = None) -> None: ...
 
+    def asked(self, expr: sympy.Basic, fallback: bool | None) -> None: ...  # every evaluate_expr, memo hits too
+
 
 class SymbolicAtOne(Protocol):
     """What :meth:`VeriShapeEnv.keeping_symbolic_at_one` keeps symbolic at 1 for one trace
@@ -207,10 +209,11 @@ class VeriShapeEnv(ShapeEnv):
     def evaluate_expr(self, orig_expr: sympy.Basic, hint: Any = None, fx_node: Any = None,
                       size_oblivious: bool = False, fallback_value: bool | None = None,
                       **kwargs: Any) -> sympy.Basic:
-        # The kind is worked out only if the solver is asked (see :meth:`_kind`): torch
-        # calls this tens of thousands of times per model compile, almost always answered
-        # from stock's cache in ~2 us, and ``free_symbols`` alone cost ~8 us a call.
-        # (Inlined rather than ``with self._asking(...)``: a context manager costs ~2 us.)
+        # The kind is worked out only if the solver is asked (:meth:`_kind`): torch calls this tens of thousands of
+        # times per compile, mostly answered from its memo in ~2 us (``free_symbols`` alone: ~8 us; a context manager:
+        # ~2 us).  An observer is told of every question here: one the memo answers is not shown it below.
+        if self._vs_questions is not None:
+            self._vs_questions.asked(orig_expr, fallback_value)
         kept = self._vs_at_one
         if kept is not None and kept.symbols and orig_expr.free_symbols & kept.symbols:
             answer = self._generic_answer(kept, orig_expr, fallback_value)
@@ -298,11 +301,9 @@ class VeriShapeEnv(ShapeEnv):
         return self._vs_kind[1] if isinstance(self._vs_kind, tuple) and self._vs_kind[0] == expr else None
 
     def _kind(self) -> str:
-        """Why the question being decided was asked (:data:`verishape.core.decisions.KINDS`).
-        For ``evaluate_expr``, from its arguments, kept unresolved until now: whether the
-        question mentions only backed symbols cannot have changed in between, since
-        torch adds a backed symbol's entry when it creates the symbol and never removes
-        one."""
+        """Why the question being decided was asked (:data:`verishape.core.decisions.KINDS`).  For ``evaluate_expr``,
+        from its arguments, kept unresolved until now: whether it mentions only backed symbols cannot have changed in
+        between (torch adds a backed symbol's entry when it creates the symbol and never removes one)."""
         asked = self._vs_kind
         if asked is None:
             return Decision.STATIC_QUERY
