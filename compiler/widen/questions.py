@@ -178,10 +178,12 @@ class QuestionLog:
         self._kept.setdefault(expr, {})[key] = [kept]
 
     def asked(self, expr: sympy.Basic, fallback: bool | None = None) -> None:
-        """``evaluate_expr`` was asked ``expr``: torch may answer from its memo, below which nothing is observed,
-        so each answer kept for it is recorded where it is asked now too (:meth:`_again`)."""
-        for kept in self._kept.get(expr, {}).values():
-            self._again(kept)
+        """``evaluate_expr`` was asked ``expr`` (``fallback``: its ``fallback_value``): torch may answer from its memo,
+        below which nothing is observed, so each answer kept for it, read so, is recorded where it is asked now too."""
+        reading = FALLBACK_READS.get(fallback)
+        for key, kept in self._kept.get(expr, {}).items():
+            if key[-1] == reading:
+                self._again(kept)
 
     def _again(self, kept: list[Question] | None) -> None:
         """An answer kept, asked again: recorded again unless it was recorded at this site, with these operands and in
