@@ -80,18 +80,6 @@ def test_a_meta_result_cached_before_the_log_is_asked_again_under_it():
     assert fresh and asked(cached_before=True) == fresh
 
 
-def test_an_env_whose_fake_results_cannot_be_forgotten_keeps_nothing_for_size_one(monkeypatch):
-    """A torch whose ShapeEnv keeps fake-tensor results elsewhere (no ``fake_tensor_cache`` dict): they could not
-    be cleared, so nothing is kept for size 1, and the size-1 call compiles as stock."""
-    monkeypatch.setattr(torch_names, "FAKE_TENSOR_CACHE", "_no_such_cache")
-    compiled = verishape.compile(mlp, backend="aot_eager")
-    w = torch.randn(8, 4)
-    for b in (2, 3, 1):
-        x = torch.randn(b, 8)
-        torch.testing.assert_close(compiled(x, w), mlp(x, w))
-    assert not kept_.alive(mlp.__code__) and not counters["verishape"]["reused"]
-
-
 class _RightAtOne(recompute.over_ranges.Recorded):
     why = "a layout computation right at 1"
 
@@ -195,10 +183,21 @@ def mlp(x, w):
     return torch.relu(x @ w).sum(-1) + x.shape[0]
 
 
-def test_under_torchs_guard_free_semantics_nothing_is_kept_for_size_one(monkeypatch):
-    """Its range-only answers come before the static evaluation a log observes: none would be seen."""
+def _guard_free(monkeypatch):
+    """torch's guard-free semantics on: its range-only answers come before the static evaluation a log observes."""
     module_name, name = torch_names.GUARD_FREE_MODE
     monkeypatch.setitem(sys.modules, module_name, types.SimpleNamespace(**{name: 1}))
+
+
+def _no_fake_cache(monkeypatch):
+    """A ShapeEnv keeping fake-tensor results elsewhere (no ``fake_tensor_cache`` dict): they cannot be cleared."""
+    monkeypatch.setattr(torch_names, "FAKE_TENSOR_CACHE", "_no_such_cache")
+
+
+@pytest.mark.parametrize("torch_like", [_guard_free, _no_fake_cache])
+def test_where_not_every_answer_can_be_seen_nothing_is_kept_for_size_one(monkeypatch, torch_like):
+    """The size-1 call compiles as stock; outputs equal eager's."""
+    torch_like(monkeypatch)
     compiled = verishape.compile(mlp, backend="aot_eager")
     w = torch.randn(8, 4)
     for b in (2, 3, 1):
