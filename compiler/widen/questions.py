@@ -180,8 +180,9 @@ class QuestionLog:
     def asked(self, expr: sympy.Basic, fallback: bool | None = None) -> None:
         """``evaluate_expr`` was asked ``expr`` (``fallback``: its ``fallback_value``): torch may answer from its memo,
         below which nothing is observed, so each answer kept for it, read so, is recorded where it is asked now too."""
+        by_key = self._kept.get(expr)  # (every evaluate_expr of a lowering passes here: a miss costs one lookup)
         reading = FALLBACK_READS.get(fallback)
-        for key, kept in self._kept.get(expr, {}).items():
+        for key, kept in by_key.items() if by_key else ():
             if key[-1] == reading:
                 self._again(kept)
 
